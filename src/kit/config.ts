@@ -1,0 +1,164 @@
+// Typed configuration: each service declares its variables once; values are
+// parsed and validated in one place, and nothing else reads process.env.
+
+export class ConfigError extends Error {
+  constructor(
+    readonly variable: string,
+    problem: string,
+  ) {
+    super(`${variable} ${problem}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Env = Record<string, string | undefined>;
+
+/** `present` records at type level whether the value can be undefined after loading. */
+export interface VarSpec<T, P extends boolean = boolean> {
+  parse: (raw: string, name: string) => T;
+  default?: T | ((env: Env) => T);
+  required?: boolean;
+  readonly present?: P;
+}
+
+interface Opts<T> {
+  required?: boolean;
+  default?: T | ((env: Env) => T);
+}
+
+type Present<O> = O extends { required: true } ? true : O extends { default: infer D } ? (undefined extends D ? false : true) : false;
+
+export type ConfigShape = Record<string, VarSpec<unknown>>;
+
+export type ConfigOf<S extends ConfigShape> = {
+  [K in keyof S]: S[K] extends VarSpec<infer T, infer P> ? (P extends true ? T : T | undefined) : never;
+};
+
+function spec<T, O extends Opts<T>>(opts: O, parse: (raw: string, name: string) => T): VarSpec<T, Present<O>> {
+  return { required: opts.required, default: opts.default, parse } as VarSpec<T, Present<O>>;
+}
+
+export const str = <O extends Opts<string> & { minBytes?: number }>(opts: O = {} as O) =>
+  spec<string, O>(opts, (raw, name) => {
+    if (opts.minBytes !== undefined && Buffer.byteLength(raw) < opts.minBytes) {
+      throw new ConfigError(name, `must be at least ${opts.minBytes} bytes long`);
+    }
+    return raw;
+  });
+
+export const int = <O extends Opts<number> & { min?: number; max?: number }>(opts: O = {} as O) =>
+  spec<number, O>(opts, (raw, name) => {
+    if (!/^\d+$/.test(raw)) throw new ConfigError(name, `must be a whole number, got "${raw}"`);
+    const value = Number(raw);
+    if (opts.min !== undefined && value < opts.min) throw new ConfigError(name, `must be at least ${opts.min}`);
+    if (opts.max !== undefined && value > opts.max) throw new ConfigError(name, `must be at most ${opts.max}`);
+    return value;
+  });
+
+export const bool = <O extends Opts<boolean>>(opts: O = {} as O) =>
+  spec<boolean, O>(opts, (raw, name) => {
+    if (/^(true|1|yes|on)$/i.test(raw)) return true;
+    if (/^(false|0|no|off)$/i.test(raw)) return false;
+    throw new ConfigError(name, `must be true or false, got "${raw}"`);
+  });
+
+export const oneOf = <T extends string, O extends Opts<T>>(values: readonly T[], opts: O = {} as O) =>
+  spec<T, O>(opts, (raw, name) => {
+    if (!(values as readonly string[]).includes(raw)) {
+      throw new ConfigError(name, `must be one of ${values.join(', ')}, got "${raw}"`);
+    }
+    return raw as T;
+  });
+
+/** An absolute http(s) URL; a trailing slash is dropped so paths can be appended. */
+export const httpUrl = <O extends Opts<string>>(opts: O = {} as O) =>
+  spec<string, O>(opts, (raw, name) => {
+    let url: URL;
+    try {
+      url = new URL(raw);
+    } catch {
+      throw new ConfigError(name, `must be an http(s) URL, got "${raw}"`);
+    }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+      throw new ConfigError(name, `must be an http(s) URL, got "${raw}"`);
+    }
+    return raw.replace(/\/+$/, '');
+  });
+
+/** A connection string for PostgreSQL or Redis; never echoed back because it may hold a password. */
+export const connectionUrl = <O extends Opts<string>>(protocols: string[], opts: O = {} as O) =>
+  spec<string, O>(opts, (raw, name) => {
+    let url: URL;
+    try {
+      url = new URL(raw);
+    } catch {
+      throw new ConfigError(name, 'is not a valid URL');
+    }
+    if (!protocols.includes(url.protocol)) {
+      throw new ConfigError(name, `must start with ${protocols.map((p) => `${p}//`).join(' or ')}`);
+    }
+    return raw;
+  });
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+/** Variables every service has. */
+export const commonVars = (defaultPort: number) => ({
+  PORT: int({ default: defaultPort, min: 0, max: 65535 }),
+  HOST: str({ default: '0.0.0.0' }),
+  DATABASE_URL: connectionUrl(['postgres:', 'postgresql:']),
+  DATA_DIR: str({ default: './data' }),
+  LOG_LEVEL: oneOf(LOG_LEVELS, { default: 'info' }),
+  TRUST_PROXY: str(),
+});
+
+/**
+ * Parses env against the shape. Every problem is collected so one start shows
+ * them all; the first line of the error names the first variable.
+ */
+export function loadConfig<S extends ConfigShape>(shape: S, env: Env): ConfigOf<S> {
+  const out: Record<string, unknown> = {};
+  const problems: ConfigError[] = [];
+  for (const [name, spec] of Object.entries(shape)) {
+    const raw = env[name];
+    try {
+      if (raw === undefined || raw === '') {
+        if (spec.default !== undefined) {
+          out[name] = typeof spec.default === 'function' ? (spec.default as (e: Env) => unknown)(env) : spec.default;
+        } else if (spec.required) {
+          throw new ConfigError(name, 'is required but not set');
+        } else {
+          out[name] = undefined;
+        }
+      } else {
+        out[name] = spec.parse(raw, name);
+      }
+    } catch (err) {
+      if (err instanceof ConfigError) problems.push(err);
+      else throw err;
+    }
+  }
+  if (problems.length > 0) throw new ConfigErrors(problems);
+  return out as ConfigOf<S>;
+}
+
+export class ConfigErrors extends Error {
+  constructor(readonly problems: ConfigError[]) {
+    super(problems.map((p) => p.message).join('; '));
+    this.name = 'ConfigErrors';
+  }
+}
+
+/** For process entry points: one line per bad variable on stderr, exit code 1. */
+export function loadConfigOrExit<S extends ConfigShape>(shape: S, env: Env = process.env): ConfigOf<S> {
+  try {
+    return loadConfig(shape, env);
+  } catch (err) {
+    if (err instanceof ConfigErrors) {
+      for (const p of err.problems) process.stderr.write(`config error: ${p.message}\n`);
+      process.exit(1);
+    }
+    throw err;
+  }
+}

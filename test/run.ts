@@ -1,0 +1,59 @@
+// `npm test`: gives the suite one PostgreSQL server, then runs node's test
+// runner over the test files. DATABASE_URL set: that server (its database is
+// only used to create and drop per-file databases). Unset: an embedded
+// PostgreSQL in a temporary directory, removed afterwards.
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import { startEmbeddedPostgres } from '../src/kit/embedded-postgres.js';
+
+const suite = process.argv[2] === '--suite' ? process.argv[3]! : 'unit';
+const explicitFiles = process.argv.slice(process.argv[2] === '--suite' ? 4 : 2);
+const testDir = path.resolve('test', suite === 'resilience' ? 'resilience' : '.');
+
+function testFiles(): string[] {
+  if (explicitFiles.length > 0) return explicitFiles;
+  return readdirSync(testDir)
+    .filter((f) => f.endsWith('.test.ts'))
+    .sort()
+    .map((f) => path.join(testDir, f));
+}
+
+const quiet = { info: () => {}, warn: (m: string) => console.error(m), debug: () => {} };
+let adminUrl = process.env.DATABASE_URL;
+let cleanup = async () => {};
+if (!adminUrl) {
+  const dir = mkdtempSync(path.join(tmpdir(), 'svc-test-'));
+  chmodSync(dir, 0o755);
+  const embedded = await startEmbeddedPostgres(dir, quiet);
+  adminUrl = embedded.adminUrl;
+  cleanup = async () => {
+    await embedded.stop();
+    rmSync(dir, { recursive: true, force: true });
+  };
+}
+
+// Databases of this run share a prefix so they can be dropped together at the end.
+const runId = `t${randomBytes(3).toString('hex')}`;
+const child = spawn(
+  process.execPath,
+  ['--import', 'tsx', '--test', `--test-concurrency=${process.env.TEST_CONCURRENCY ?? '2'}`, ...testFiles()],
+  { stdio: 'inherit', env: { ...process.env, TEST_ADMIN_DATABASE_URL: adminUrl, TEST_RUN_ID: runId } },
+);
+const code: number = await new Promise((resolve) => child.on('exit', (c, signal) => resolve(c ?? (signal ? 1 : 0))));
+
+const admin = new pg.Client({ connectionString: adminUrl });
+try {
+  await admin.connect();
+  const { rows } = await admin.query<{ datname: string }>('SELECT datname FROM pg_database WHERE datname LIKE $1', [`${runId}%`]);
+  for (const { datname } of rows) await admin.query(`DROP DATABASE IF EXISTS "${datname}" WITH (FORCE)`);
+} catch (err) {
+  console.error(`could not drop the test databases: ${(err as Error).message}`);
+} finally {
+  await admin.end().catch(() => {});
+}
+await cleanup();
+process.exit(code);
