@@ -42,7 +42,7 @@ export async function openDatabase(
 }
 
 /**
- * The process entry of every service: open the database, build the app,
+ * The process entry of every service: open what it needs, build the app,
  * listen, and on SIGTERM/SIGINT stop accepting, let in-flight requests finish,
  * then close pools and the embedded database. A second signal exits at once.
  */
@@ -51,8 +51,39 @@ export async function runService(
   config: ServiceProcessConfig,
   build: (ctx: { databaseUrl: string; log: Logger }) => Promise<RunningService>,
 ): Promise<void> {
-  const log = processLogger(name, config.LOG_LEVEL);
   let embedded: EmbeddedPostgres | undefined;
+  await serve(name, config, async (log) => {
+    const db = await openDatabase(name, config, log);
+    embedded = db.embedded;
+    const service = await build({ databaseUrl: db.databaseUrl, log });
+    return {
+      app: service.app,
+      close: async () => {
+        await service.close?.();
+        await embedded?.stop();
+      },
+    };
+  }, async () => {
+    await embedded?.stop();
+  });
+}
+
+/** The same process entry for a service that keeps no database of its own. */
+export async function runServiceWithoutDatabase(
+  name: string,
+  config: Omit<ServiceProcessConfig, 'DATABASE_URL' | 'DATA_DIR'>,
+  build: (ctx: { log: Logger }) => Promise<RunningService>,
+): Promise<void> {
+  await serve(name, config, (log) => build({ log }), async () => {});
+}
+
+async function serve(
+  name: string,
+  config: Pick<ServiceProcessConfig, 'PORT' | 'HOST' | 'LOG_LEVEL'>,
+  open: (log: Logger) => Promise<RunningService>,
+  abandon: () => Promise<void>,
+): Promise<void> {
+  const log = processLogger(name, config.LOG_LEVEL);
   let service: RunningService | undefined;
   let stopping = false;
 
@@ -71,7 +102,6 @@ export async function runService(
     try {
       await service?.app.close();
       await service?.close?.();
-      await embedded?.stop();
       log.info('stopped');
       process.exit(0);
     } catch (err) {
@@ -83,15 +113,13 @@ export async function runService(
   process.on('SIGINT', () => void stop('SIGINT'));
 
   try {
-    const db = await openDatabase(name, config, log);
-    embedded = db.embedded;
-    service = await build({ databaseUrl: db.databaseUrl, log });
+    service = await open(log);
     const address = await service.app.listen({ port: config.PORT, host: config.HOST });
     log.info(`${name} listening on ${address.replace('0.0.0.0', 'localhost')} (docs at /docs)`);
   } catch (err) {
     log.error({ err: { message: (err as Error).message } }, `${name} failed to start`);
     await service?.close?.().catch(() => {});
-    await embedded?.stop().catch(() => {});
+    await abandon().catch(() => {});
     process.exit(1);
   }
 }
