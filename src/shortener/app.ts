@@ -1,0 +1,59 @@
+import type { Writable } from 'node:stream';
+import type { Redis } from 'ioredis';
+import { type Clock, systemClock } from '../kit/clock.js';
+import type { Pool } from '../kit/db.js';
+import { type App, createServer, statusEnvelope } from '../kit/http.js';
+import { type CounterStore, FixedWindowLimiter, MemoryCounterStore, RedisCounterStore } from '../kit/rate-limit.js';
+import { type CodeGenerator, randomCode } from './codes.js';
+import type { ShortenerConfig } from './config.js';
+import { LinkService } from './links.js';
+import { LinkRepository } from './repository.js';
+import { createLinkRoute } from './routes/create-link.js';
+import { linkStatsRoute } from './routes/link-stats.js';
+import { redirectRoute } from './routes/redirect.js';
+
+export const CREATE_LIMIT = { max: 10, windowMs: 60_000 };
+
+export interface ShortenerDeps {
+  pool: Pool;
+  /** Shared counters for N instances; without it, counters live in this process. */
+  redis?: Redis;
+  clock?: Clock;
+  generateCode?: CodeGenerator;
+  logStream?: Writable;
+}
+
+export async function buildApp(
+  config: Pick<ShortenerConfig, 'BASE_URL' | 'LOG_LEVEL' | 'TRUST_PROXY'>,
+  deps: ShortenerDeps,
+): Promise<App> {
+  const clock = deps.clock ?? systemClock;
+  const app = await createServer({
+    title: 'Link shortener',
+    description: 'Short codes, counted 302 redirects, stats, per-IP rate limit on create.',
+    logLevel: config.LOG_LEVEL,
+    logStream: deps.logStream,
+    trustProxy: config.TRUST_PROXY,
+    errorBody: statusEnvelope,
+    readiness: async () => {
+      await deps.pool.query('SELECT 1');
+    },
+  });
+
+  const memory = new MemoryCounterStore(clock);
+  const store: CounterStore = deps.redis
+    ? new RedisCounterStore(deps.redis, 'shortener:create:', memory, clock, (m) => app.log.warn(m))
+    : memory;
+  const createLimiter = new FixedWindowLimiter(CREATE_LIMIT.max, CREATE_LIMIT.windowMs, store, clock);
+  app.addHook('onClose', async () => memory.close());
+
+  const links = new LinkService(new LinkRepository(deps.pool), deps.generateCode ?? randomCode, (code) =>
+    app.hasRoute({ method: 'GET', url: `/${code}` }),
+  );
+
+  // Rule 7: the API routes first, the catch-all redirect last.
+  createLinkRoute(app, links, createLimiter, config.BASE_URL);
+  linkStatsRoute(app, links);
+  redirectRoute(app, links);
+  return app;
+}
