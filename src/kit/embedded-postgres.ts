@@ -115,8 +115,15 @@ export async function startEmbeddedPostgres(dataDir: string, log: Logger): Promi
   } catch (err) {
     throw new Error(`embedded PostgreSQL failed to start${err instanceof Error ? `: ${err.message}` : ''}`);
   }
+  const postmaster = () => (cluster as unknown as { process?: { exitCode: number | null; signalCode: string | null } }).process;
   return {
     adminUrl: `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`,
-    stop: () => cluster.stop(),
+    stop: async () => {
+      // Ctrl-C in a terminal reaches the postmaster too, and it may be gone
+      // already; the package would then wait forever for its exit event.
+      const proc = postmaster();
+      if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
+      await cluster.stop();
+    },
   };
 }

@@ -93,7 +93,6 @@ export async function createServer(opts: ServerOptions): Promise<App> {
     bodyLimit: opts.bodyLimit ?? 64 * 1024,
     trustProxy: parseTrustProxy(opts.trustProxy),
     requestIdHeader: 'x-request-id',
-    requestIdLogLabel: 'request_id',
     // A client-supplied id is kept only when it looks like an id, so logs cannot be forged.
     genReqId: (req) => {
       const given = req.headers['x-request-id'];

@@ -1,0 +1,132 @@
+// `npm start`: every service of the project on one embedded PostgreSQL (or on
+// DATABASE_URL), each in its own process with its own database, secrets the
+// user did not set generated once under DATA_DIR. Ctrl-C or SIGTERM stops the
+// services (they drain), then the database.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { type ConfigOf, commonVars, connectionUrl, int, loadConfigOrExit, str } from './kit/config.js';
+import { ensureDatabase, withDatabase } from './kit/db.js';
+import { startEmbeddedPostgres } from './kit/embedded-postgres.js';
+import { loadOrCreateSecret, redactSecret } from './kit/secrets.js';
+import { processLogger } from './kit/service.js';
+
+const { PORT: _port, HOST: _host, ...shared } = commonVars(0);
+const launcherConfig = {
+  ...shared,
+  ACCOUNTS_PORT: int({ default: 3000, min: 1, max: 65535 }),
+  SHORTENER_PORT: int({ default: 3001, min: 1, max: 65535 }),
+  NOTES_PORT: int({ default: 9999, min: 1, max: 65535 }),
+  IDP_PORT: int({ default: 54321, min: 1, max: 65535 }),
+  JWT_SECRET: str({ minBytes: 32 }),
+  IDP_SECRET_KEY: str(),
+  IDP_PUBLISHABLE_KEY: str(),
+  REDIS_URL: connectionUrl(['redis:', 'rediss:']),
+};
+type LauncherConfig = ConfigOf<typeof launcherConfig>;
+
+const config = loadConfigOrExit(launcherConfig);
+const log = processLogger('launcher', config.LOG_LEVEL);
+const srcDir = path.dirname(fileURLToPath(import.meta.url));
+const dataDir = path.resolve(config.DATA_DIR);
+
+interface ServiceSpec {
+  name: string;
+  port: number;
+  env: Record<string, string>;
+}
+
+async function secrets(cfg: LauncherConfig) {
+  const jwtSecret = cfg.JWT_SECRET ?? (await loadOrCreateSecret(dataDir, 'JWT_SECRET', () => randomBytes(48).toString('base64url')));
+  const secretKey = cfg.IDP_SECRET_KEY ?? (await loadOrCreateSecret(dataDir, 'IDP_SECRET_KEY', () => `sb_secret_${randomBytes(24).toString('base64url')}`));
+  const publishableKey =
+    cfg.IDP_PUBLISHABLE_KEY ??
+    (await loadOrCreateSecret(dataDir, 'IDP_PUBLISHABLE_KEY', () => `sb_publishable_${randomBytes(24).toString('base64url')}`));
+  return { jwtSecret, secretKey, publishableKey };
+}
+
+function servicesToRun(cfg: LauncherConfig, keys: Awaited<ReturnType<typeof secrets>>): ServiceSpec[] {
+  const idpUrl = `http://127.0.0.1:${cfg.IDP_PORT}`;
+  const all: ServiceSpec[] = [
+    { name: 'idp', port: cfg.IDP_PORT, env: { IDP_SECRET_KEY: keys.secretKey, IDP_PUBLISHABLE_KEY: keys.publishableKey } },
+    { name: 'accounts', port: cfg.ACCOUNTS_PORT, env: { JWT_SECRET: keys.jwtSecret } },
+    { name: 'shortener', port: cfg.SHORTENER_PORT, env: cfg.REDIS_URL ? { REDIS_URL: cfg.REDIS_URL } : {} },
+    {
+      name: 'notes',
+      port: cfg.NOTES_PORT,
+      env: { IDP_URL: idpUrl, IDP_SECRET_KEY: keys.secretKey, IDP_PUBLISHABLE_KEY: keys.publishableKey },
+    },
+  ];
+  return all.filter((s) => existsSync(path.join(srcDir, s.name, 'server.ts')));
+}
+
+async function waitHealthy(port: number, child: ChildProcess): Promise<boolean> {
+  for (let i = 0; i < 600 && child.exitCode === null; i++) {
+    try {
+      if ((await fetch(`http://127.0.0.1:${port}/healthz`)).ok) return true;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return false;
+}
+
+const keys = await secrets(config);
+const services = servicesToRun(config, keys);
+let stopDatabase = async () => {};
+let baseUrl = config.DATABASE_URL;
+if (!baseUrl) {
+  const embedded = await startEmbeddedPostgres(dataDir, { info: (m) => log.info(m), warn: (m) => log.warn(m), debug: (m) => log.debug(m) });
+  baseUrl = embedded.adminUrl;
+  stopDatabase = () => embedded.stop();
+}
+for (const s of services) await ensureDatabase(baseUrl, s.name);
+
+const children = new Map<string, ChildProcess>();
+let stopping = false;
+
+async function stopAll(code: number): Promise<never> {
+  stopping = true;
+  const exits = [...children.values()]
+    .filter((c) => c.exitCode === null && c.signalCode === null)
+    .map((c) => new Promise((resolve) => c.once('exit', resolve)));
+  for (const child of children.values()) child.kill('SIGTERM');
+  await Promise.all(exits);
+  await stopDatabase();
+  process.exit(code);
+}
+
+for (const s of services) {
+  // Own process group: a terminal's Ctrl-C reaches only the launcher, which
+  // then stops each service once, in order, with SIGTERM.
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(srcDir, s.name, 'server.ts')], {
+    env: { ...process.env, ...s.env, PORT: String(s.port), DATABASE_URL: withDatabase(baseUrl, s.name), DATA_DIR: dataDir },
+    stdio: 'inherit',
+    detached: true,
+  });
+  children.set(s.name, child);
+  child.on('exit', (code) => {
+    if (!stopping) {
+      log.error(`${s.name} exited unexpectedly (code ${code}); stopping everything`);
+      void stopAll(1);
+    }
+  });
+}
+
+process.on('SIGINT', () => void stopAll(0));
+process.on('SIGTERM', () => void stopAll(0));
+
+const healthy = await Promise.all(services.map((s) => waitHealthy(s.port, children.get(s.name)!)));
+if (healthy.every(Boolean) && !stopping) {
+  const lines = services.map((s) => `  ${s.name.padEnd(10)} http://localhost:${s.port}  (docs: /docs)`);
+  process.stdout.write(
+    `\nAll services are up:\n${lines.join('\n')}\n` +
+      `Database: ${config.DATABASE_URL ? 'DATABASE_URL' : `embedded PostgreSQL in ${path.join(dataDir, 'pg')}`}\n` +
+      `Secrets (generated once, kept in ${path.join(dataDir, 'secrets.json')} unless set): ` +
+      `JWT_SECRET ${redactSecret(keys.jwtSecret)}, IDP_PUBLISHABLE_KEY ${redactSecret(keys.publishableKey)}, IDP_SECRET_KEY ${redactSecret(keys.secretKey)}\n` +
+      'Press Ctrl-C to stop.\n\n',
+  );
+}
