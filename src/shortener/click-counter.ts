@@ -1,8 +1,9 @@
 // Group commit for clicks. Every redirect waits until its own click is
-// committed, but concurrent redirects share one UPDATE: while a batch is being
-// written, new clicks gather, and go out together as the next batch. Under
-// load a batch holds many clicks, so throughput grows with concurrency while
-// each response still follows its durable increment.
+// committed, but concurrent redirects share one UPDATE: while batches are being
+// written, new clicks gather and go out together as the next batch. Under load
+// a batch holds many clicks, so throughput grows with concurrency while each
+// response still follows its durable increment. A few batches may be in flight
+// at once, so one commit's round trip does not idle the others.
 
 type AddClicks = (codes: string[], counts: number[]) => Promise<Map<string, string>>;
 
@@ -13,10 +14,13 @@ interface Waiter {
 
 export class ClickCounter {
   private pending = new Map<string, Waiter[]>();
-  private writing = false;
+  private inFlight = 0;
   private scheduled = false;
 
-  constructor(private readonly addClicks: AddClicks) {}
+  constructor(
+    private readonly addClicks: AddClicks,
+    private readonly maxInFlight = 4,
+  ) {}
 
   /** Counts one click; resolves with the link's URL once committed, or undefined for an unknown code. */
   record(code: string): Promise<string | undefined> {
@@ -29,7 +33,7 @@ export class ClickCounter {
   }
 
   private schedule(): void {
-    if (this.writing || this.scheduled) return;
+    if (this.inFlight >= this.maxInFlight || this.scheduled) return;
     this.scheduled = true;
     // setImmediate lets the clicks that arrive in the same turn of the event loop join the batch.
     setImmediate(() => void this.write());
@@ -38,7 +42,7 @@ export class ClickCounter {
   private async write(): Promise<void> {
     this.scheduled = false;
     if (this.pending.size === 0) return;
-    this.writing = true;
+    this.inFlight += 1;
     const batch = this.pending;
     this.pending = new Map();
     const codes = [...batch.keys()].sort();
@@ -52,7 +56,7 @@ export class ClickCounter {
       // The statement is atomic: none of these clicks were counted, and every waiter hears so.
       for (const waiters of batch.values()) for (const w of waiters) w.reject(err);
     } finally {
-      this.writing = false;
+      this.inFlight -= 1;
       if (this.pending.size > 0) this.schedule();
     }
   }
