@@ -1,13 +1,14 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, chmodSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startEmbeddedPostgres } from '../src/kit/embedded-postgres.js';
+import { startServiceProcess } from '../test/helpers/process.js';
+
+export { freePort } from '../test/helpers/process.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const root = path.resolve(here, '..');
 
 /** One PostgreSQL for the whole bench run: DATABASE_URL, else embedded in a temporary directory. */
 export async function startBenchDatabase(): Promise<{ adminUrl: string; stop(): Promise<void> }> {
@@ -24,32 +25,6 @@ export async function startBenchDatabase(): Promise<{ adminUrl: string; stop(): 
   };
 }
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-async function waitForHealth(url: string, child: ChildProcess, output: () => string): Promise<void> {
-  const deadline = Date.now() + 60_000;
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`service exited with ${child.exitCode}: ${output()}`);
-    try {
-      const res = await fetch(`${url}/healthz`);
-      if (res.ok) return;
-    } catch {
-      // not listening yet
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`service did not become healthy: ${output()}`);
-}
-
 function stopper(child: ChildProcess): () => Promise<void> {
   return () =>
     new Promise((resolve) => {
@@ -61,18 +36,8 @@ function stopper(child: ChildProcess): () => Promise<void> {
 
 /** Runs a service entry (e.g. src/shortener/server.ts) as its own process on a free port. */
 export async function startService(entry: string, env: Record<string, string>): Promise<{ url: string; stop(): Promise<void> }> {
-  const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, entry)], {
-    cwd: root,
-    env: { ...process.env, LOG_LEVEL: 'warn', ...env, PORT: String(port), HOST: '127.0.0.1' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  child.stdout?.on('data', (d: Buffer) => (out = (out + d.toString()).slice(-4000)));
-  child.stderr?.on('data', (d: Buffer) => (out = (out + d.toString()).slice(-4000)));
-  const url = `http://127.0.0.1:${port}`;
-  await waitForHealth(url, child, () => out);
-  return { url, stop: stopper(child) };
+  const service = await startServiceProcess(entry, env, { keepOutput: 4000 });
+  return { url: service.url, stop: async () => void (await service.stop()) };
 }
 
 // The machine's ceiling: the same kind of answer from a bare node:http server, in its own process.
