@@ -50,6 +50,9 @@ try {
   await admin.connect();
   const { rows } = await admin.query<{ datname: string }>('SELECT datname FROM pg_database WHERE datname LIKE $1', [`${runId}%`]);
   for (const { datname } of rows) await admin.query(`DROP DATABASE IF EXISTS "${datname}" WITH (FORCE)`);
+  // The idp's per-database login roles are cluster-wide; a crashed test file may leave them behind.
+  const roles = await admin.query<{ rolname: string }>('SELECT rolname FROM pg_roles WHERE rolname LIKE $1', [`${runId}%`]);
+  for (const { rolname } of roles.rows) await admin.query(`DROP ROLE IF EXISTS "${rolname}"`);
 } catch (err) {
   console.error(`could not drop the test databases: ${(err as Error).message}`);
 } finally {

@@ -389,8 +389,11 @@ function invalidBody(): RestQueryError {
   return new RestQueryError(400, 'PGRST102', 'Empty or invalid json', 'expected a JSON object or an array of objects');
 }
 
-/** Result columns: `body` (JSON array text of the rows) and `n` (row count). */
-export function buildSelect(table: TableInfo, params: URLSearchParams): SqlQuery {
+/**
+ * Result columns: `body` (JSON array text of the rows), `n` (row count) and, with `count`, `total`
+ * (rows matching the filters, ignoring limit and offset: `Prefer: count=exact`).
+ */
+export function buildSelect(table: TableInfo, params: URLSearchParams, opts: { count?: boolean } = {}): SqlQuery {
   const columns = parseSelect(params.get('select'), table);
   const filters = parseFilters(params, table);
   const order = parseOrder(params.get('order'), table);
@@ -401,8 +404,11 @@ export function buildSelect(table: TableInfo, params: URLSearchParams): SqlQuery
   inner += renderOrder(order);
   if (limit !== null) inner += ` LIMIT ${bind(values, limit)}`;
   if (offset !== null) inner += ` OFFSET ${bind(values, offset)}`;
+  const total = opts.count
+    ? `, (SELECT count(*) FROM ${qualifiedName(table)}${renderWhere(filters, table, values)})::int AS total`
+    : '';
   // json_agg consumes the subquery's rows in its ORDER BY order (PostgREST relies on this too).
-  const text = `SELECT coalesce(json_agg(t), '[]'::json)::text AS body, count(*)::int AS n FROM (${inner}) t`;
+  const text = `SELECT coalesce(json_agg(t), '[]'::json)::text AS body, count(*)::int AS n${total} FROM (${inner}) t`;
   return { text, values };
 }
 

@@ -1,0 +1,76 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+
+// GoTrue's error catalog: stable snake_case codes, each with its HTTP status. supabase-js surfaces
+// `error.code` only when the response echoes `X-Supabase-Api-Version`, so the envelope depends on
+// whether the request sent that header (see sendAuthError).
+
+export class AuthError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    /** Extra body fields, e.g. `weak_password: { reasons }`. */
+    readonly extra: Record<string, unknown> = {},
+  ) {
+    super(message);
+    this.name = 'AuthError';
+  }
+}
+
+/** OAuth-style errors (`{error, error_description}`), used by the token endpoint for a missing refresh token. */
+export class OAuthError extends Error {
+  constructor(
+    readonly error: string,
+    readonly description: string,
+  ) {
+    super(description);
+    this.name = 'OAuthError';
+  }
+}
+
+const API_VERSION_HEADER = 'x-supabase-api-version';
+export const API_VERSION = '2024-01-01';
+
+/** The version the client asked for, when it is a date on or after the first versioned API. */
+function requestedApiVersion(request: FastifyRequest): string | null {
+  const raw = request.headers[API_VERSION_HEADER];
+  if (typeof raw !== 'string' || !/^\d{4}-\d{2}-\d{2}$/.test(raw)) return null;
+  return raw >= API_VERSION ? API_VERSION : null;
+}
+
+export function sendAuthError(request: FastifyRequest, reply: FastifyReply, err: AuthError | OAuthError): FastifyReply {
+  if (err instanceof OAuthError) {
+    return reply.code(400).send({ error: err.error, error_description: err.description });
+  }
+  reply.code(err.status).header('x-sb-error-code', err.code);
+  if (requestedApiVersion(request) !== null) {
+    return reply.header('X-Supabase-Api-Version', API_VERSION).send({ code: err.code, message: err.message, ...err.extra });
+  }
+  // Clients that predate the versioned API read `error_code` and `msg`.
+  return reply.send({ code: err.status, error_code: err.code, msg: err.message, ...err.extra });
+}
+
+// The catalog, named after GoTrue's codes so the route code reads like the reference.
+export const authErrors = {
+  badJson: (detail: string) => new AuthError(400, 'bad_json', `Could not parse request body as JSON: ${detail}`),
+  validation: (message: string, status = 400) => new AuthError(status, 'validation_failed', message),
+  anonymousDisabled: () => new AuthError(422, 'anonymous_provider_disabled', 'Anonymous sign-ins are disabled'),
+  phoneDisabled: () => new AuthError(400, 'phone_provider_disabled', 'Phone signups are disabled'),
+  weakPassword: (message: string, reasons: string[]) =>
+    new AuthError(422, 'weak_password', message, { weak_password: { reasons } }),
+  userAlreadyExists: () => new AuthError(422, 'user_already_exists', 'User already registered'),
+  emailExists: () => new AuthError(422, 'email_exists', 'A user with this email address has already been registered'),
+  invalidCredentials: () => new AuthError(400, 'invalid_credentials', 'Invalid login credentials'),
+  emailNotConfirmed: () => new AuthError(400, 'email_not_confirmed', 'Email not confirmed'),
+  userBanned: (status = 400) => new AuthError(status, 'user_banned', 'User is banned'),
+  unsupportedGrantType: () => new AuthError(400, 'invalid_credentials', 'unsupported_grant_type'),
+  refreshTokenNotFound: () => new AuthError(400, 'refresh_token_not_found', 'Invalid Refresh Token: Refresh Token Not Found'),
+  refreshTokenAlreadyUsed: () => new AuthError(400, 'refresh_token_already_used', 'Invalid Refresh Token: Already Used'),
+  noAuthorization: () => new AuthError(401, 'no_authorization', 'This endpoint requires a valid Bearer token'),
+  badJwt: (message: string, status = 403) => new AuthError(status, 'bad_jwt', message),
+  userFromSubNotFound: () => new AuthError(403, 'user_not_found', 'User from sub claim in JWT does not exist'),
+  sessionNotFound: () => new AuthError(403, 'session_not_found', 'Session from session_id claim in JWT does not exist'),
+  notAdmin: () => new AuthError(403, 'not_admin', 'User not allowed'),
+  userNotFound: () => new AuthError(404, 'user_not_found', 'User not found'),
+  unexpected: (message = 'Unexpected failure') => new AuthError(500, 'unexpected_failure', message),
+};

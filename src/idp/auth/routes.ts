@@ -1,0 +1,160 @@
+import { Type } from '@sinclair/typebox';
+import type { FastifyError } from 'fastify';
+import type { App } from '../../kit/http.js';
+import { isDatabaseUnavailable } from '../../kit/db.js';
+import { InvalidJsonBody, acceptOptionalJsonBodies } from '../json-body.js';
+import { AuthError, OAuthError, authErrors, sendAuthError } from './errors.js';
+import { AuthErrorSchema, TokenResponseSchema, UserSchema, authErrorResponses } from './schemas.js';
+import type { AuthService } from './service.js';
+
+// The Supabase Auth (GoTrue) subset, mounted at /auth/v1 behind the gateway. The whole route map:
+//   POST   /signup                           sign up (session, or user awaiting confirmation)
+//   POST   /token?grant_type=password        sign in
+//   POST   /token?grant_type=refresh_token   rotate the refresh token
+//   GET    /user                             the caller's user
+//   POST   /logout?scope=global|local|others end sessions
+//   POST   /admin/users                      create a user (service_role)
+//   DELETE /admin/users/:id                  delete a user (service_role)
+// (GET /.well-known/jwks.json is public and lives outside the gateway, in app.ts.)
+
+const JsonObject = Type.Object({}, { additionalProperties: true });
+
+const SignupBody = Type.Object({
+  email: Type.Optional(Type.String()),
+  phone: Type.Optional(Type.String()),
+  password: Type.Optional(Type.String()),
+  data: Type.Optional(JsonObject),
+});
+
+const TokenBody = Type.Object({
+  email: Type.Optional(Type.String()),
+  phone: Type.Optional(Type.String()),
+  password: Type.Optional(Type.String()),
+  refresh_token: Type.Optional(Type.String()),
+});
+
+const AdminCreateBody = Type.Object({
+  email: Type.Optional(Type.String()),
+  phone: Type.Optional(Type.String()),
+  password: Type.Optional(Type.String()),
+  email_confirm: Type.Optional(Type.Boolean()),
+  user_metadata: Type.Optional(JsonObject),
+  app_metadata: Type.Optional(JsonObject),
+});
+
+export async function authRoutes(scope: App, opts: { auth: AuthService }): Promise<void> {
+  const { auth } = opts;
+  acceptOptionalJsonBodies(scope, {});
+
+  scope.setErrorHandler((err: FastifyError | Error, request, reply) => {
+    if (err instanceof AuthError || err instanceof OAuthError) return sendAuthError(request, reply, err);
+    const fe = err as FastifyError;
+    if (err instanceof InvalidJsonBody) return sendAuthError(request, reply, authErrors.badJson(err.message));
+    // A body field of the wrong JSON type is a decoding error in GoTrue; a bad query value a validation one.
+    if (fe.validation) {
+      const problem = fe.validationContext === 'body' ? authErrors.badJson(fe.message) : authErrors.validation(fe.message);
+      return sendAuthError(request, reply, problem);
+    }
+    if (fe.statusCode && fe.statusCode >= 400 && fe.statusCode < 500) {
+      return sendAuthError(request, reply, new AuthError(fe.statusCode, 'validation_failed', fe.message));
+    }
+    if (isDatabaseUnavailable(err)) {
+      request.log.warn({ err: { message: err.message } }, 'database unavailable');
+      return sendAuthError(request, reply, new AuthError(503, 'unexpected_failure', 'Service temporarily unavailable'));
+    }
+    request.log.error({ err }, 'unhandled error');
+    return sendAuthError(request, reply, authErrors.unexpected());
+  });
+
+  scope.post(
+    '/signup',
+    {
+      schema: {
+        tags: ['auth'],
+        summary: 'Sign up with email and password',
+        body: Type.Optional(SignupBody),
+        response: { 200: Type.Union([TokenResponseSchema, UserSchema]), ...authErrorResponses },
+      },
+    },
+    async (request) => auth.signUp(request.body ?? {}),
+  );
+
+  scope.post(
+    '/token',
+    {
+      schema: {
+        tags: ['auth'],
+        summary: 'Sign in (grant_type=password) or refresh (grant_type=refresh_token)',
+        querystring: Type.Object({ grant_type: Type.Optional(Type.String()) }),
+        body: Type.Optional(TokenBody),
+        response: { 200: TokenResponseSchema, ...authErrorResponses },
+      },
+    },
+    async (request) => {
+      const body = request.body ?? {};
+      switch (request.query.grant_type) {
+        case 'password':
+          return auth.signInWithPassword(body);
+        case 'refresh_token':
+          return auth.refresh(body.refresh_token);
+        default:
+          throw authErrors.unsupportedGrantType();
+      }
+    },
+  );
+
+  scope.get(
+    '/user',
+    { schema: { tags: ['auth'], summary: "The caller's user", response: { 200: UserSchema, ...authErrorResponses } } },
+    async (request) => auth.getUser(request.caller),
+  );
+
+  scope.post(
+    '/logout',
+    {
+      schema: {
+        tags: ['auth'],
+        summary: 'End the sessions of the caller (global: all, local: this one, others: all but this one)',
+        querystring: Type.Object({
+          scope: Type.Optional(Type.Union([Type.Literal('global'), Type.Literal('local'), Type.Literal('others')])),
+        }),
+        // No body: supabase-js sends an empty one.
+        response: { 204: Type.Null(), ...authErrorResponses },
+      },
+    },
+    async (request, reply) => {
+      await auth.logout(request.caller, request.query.scope ?? 'global');
+      return reply.code(204).send(null);
+    },
+  );
+
+  scope.post(
+    '/admin/users',
+    {
+      schema: {
+        tags: ['admin'],
+        summary: 'Create a user (secret key)',
+        body: Type.Optional(AdminCreateBody),
+        response: { 200: UserSchema, ...authErrorResponses },
+      },
+    },
+    async (request) => auth.adminCreateUser(request.caller, request.body ?? {}),
+  );
+
+  scope.delete(
+    '/admin/users/:id',
+    {
+      schema: {
+        tags: ['admin'],
+        summary: 'Delete a user (secret key); should_soft_delete keeps the row',
+        params: Type.Object({ id: Type.String() }),
+        body: Type.Optional(Type.Object({ should_soft_delete: Type.Optional(Type.Boolean()) })),
+        response: { 200: Type.Object({}), ...authErrorResponses, 404: AuthErrorSchema },
+      },
+    },
+    async (request) => {
+      await auth.adminDeleteUser(request.caller, request.params.id, request.body?.should_soft_delete === true);
+      return {};
+    },
+  );
+}

@@ -1,0 +1,312 @@
+import { createHash, createHmac, randomBytes, randomUUID } from 'node:crypto';
+import type { Clock } from '../../kit/clock.js';
+import type { Caller } from '../gateway.js';
+import { ACCESS_TOKEN_AUDIENCE, type SigningKeys, type VerifiedClaims, type TokenProblem } from '../keys.js';
+import { normalizeEmail } from './email.js';
+import { AuthError, authErrors, OAuthError } from './errors.js';
+import { checkPasswordTooLong, hashPassword, type PasswordVerifier, passwordWeakness, randomPassword } from './passwords.js';
+import type { AuthRepository, SessionRow } from './repository.js';
+import { goTime, toUser, type User, type UserRow } from './user.js';
+
+export interface TokenResponse {
+  access_token: string;
+  token_type: 'bearer';
+  expires_in: number;
+  /** Unix seconds, equal to the access token's `exp`. */
+  expires_at: number;
+  refresh_token: string;
+  user: User;
+  weak_password?: { message: string; reasons: string[] };
+}
+
+export interface AuthSettings {
+  autoconfirm: boolean;
+  jwtExpirySeconds: number;
+  issuer: string;
+  /** Derives each refresh token from the one it replaces (see rotateRefreshToken). */
+  refreshTokenKey: Buffer;
+}
+
+export interface Logger {
+  info(obj: object, msg: string): void;
+}
+
+const ADMIN_ROLES = new Set(['service_role', 'supabase_admin']);
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const EMAIL_APP_METADATA = { provider: 'email', providers: ['email'] };
+
+export type LogoutScope = 'global' | 'local' | 'others';
+
+const sha256 = (value: string) => createHash('sha256').update(value).digest('hex');
+
+/** What GoTrue's JWT library says about a refused token, after "invalid JWT: unable to parse or verify signature, ". */
+function jwtReason(problem: TokenProblem): string {
+  switch (problem.kind) {
+    case 'malformed':
+      return `token is malformed: ${problem.reason}`;
+    case 'unverifiable':
+      return `token is unverifiable: ${problem.reason}`;
+    case 'signature':
+      return `token signature is invalid: ${problem.reason}`;
+    case 'expired':
+      return 'token has invalid claims: token is expired';
+    case 'not_yet_valid':
+      return 'token has invalid claims: token is not valid yet';
+    case 'issued_in_future':
+      return 'token has invalid claims: token used before issued';
+  }
+}
+
+export class AuthService {
+  constructor(
+    private readonly repo: AuthRepository,
+    private readonly keys: SigningKeys,
+    private readonly passwords: PasswordVerifier,
+    private readonly clock: Clock,
+    private readonly settings: AuthSettings,
+    private readonly log: Logger,
+  ) {}
+
+  private now(): Date {
+    return new Date(this.clock());
+  }
+
+  // ---- sign-up and sign-in ----------------------------------------------------------------
+
+  /** A session (autoconfirm) or a bare user (confirmation pending, or the anti-enumeration reply). */
+  async signUp(input: { email?: string; phone?: string; password?: string; data?: Record<string, unknown> }): Promise<TokenResponse | User> {
+    const rawEmail = input.email ?? '';
+    if (rawEmail === '' && !input.phone) throw authErrors.anonymousDisabled();
+    if (rawEmail === '') throw authErrors.phoneDisabled();
+    const password = input.password ?? '';
+    if (password === '') throw authErrors.validation('Signup requires a valid password');
+    checkPasswordTooLong(password);
+    const weakness = passwordWeakness(password);
+    if (weakness) throw authErrors.weakPassword(weakness.message, weakness.reasons);
+    const email = normalizeEmail(rawEmail);
+    const data = input.data ?? {};
+
+    // Hashing first means every branch below costs one bcrypt, whether or not the address is taken.
+    const passwordHash = await hashPassword(password);
+    const now = this.now();
+    const existing = await this.repo.findUserByEmail(email);
+    if (existing) return this.signUpExisting(existing, email, data, now);
+
+    const confirmed = this.settings.autoconfirm;
+    const created = await this.repo.createUser({
+      email,
+      passwordHash,
+      emailConfirmedAt: confirmed ? now : null,
+      confirmationSentAt: confirmed ? null : now,
+      userMetadata: confirmed ? { ...data, email_verified: true } : { ...data },
+      appMetadata: { ...EMAIL_APP_METADATA },
+      now,
+    });
+    // Lost a race with a concurrent signup of the same address: answer as if it existed before.
+    if (created === undefined) {
+      const winner = await this.repo.findUserByEmail(email);
+      if (winner) return this.signUpExisting(winner, email, data, now);
+      throw authErrors.unexpected('Database error saving new user');
+    }
+    if (!confirmed) {
+      this.sendConfirmation(created);
+      return toUser(created);
+    }
+    return this.startSession(created, password);
+  }
+
+  private async signUpExisting(existing: UserRow, email: string, data: Record<string, unknown>, now: Date): Promise<User> {
+    if (this.settings.autoconfirm) throw authErrors.userAlreadyExists();
+    if (existing.email_confirmed_at === null) {
+      // Still unconfirmed: send the confirmation again; the stored password is left alone.
+      const user = await this.repo.markConfirmationSent(existing.id, now);
+      if (user) {
+        this.sendConfirmation(user);
+        return toUser(user);
+      }
+    }
+    // Confirmed: do not reveal it. A made-up user whose empty identities is the only tell.
+    const at = goTime(now);
+    return {
+      id: randomUUID(),
+      aud: ACCESS_TOKEN_AUDIENCE,
+      role: '',
+      email,
+      phone: '',
+      confirmation_sent_at: at,
+      app_metadata: { ...EMAIL_APP_METADATA },
+      user_metadata: data,
+      identities: [],
+      created_at: at,
+      updated_at: at,
+      is_anonymous: false,
+    };
+  }
+
+  private sendConfirmation(user: UserRow): void {
+    // No mail is sent by this idp: confirmation happens only through admin createUser with email_confirm.
+    this.log.info({ user_id: user.id }, 'signup needs email confirmation; a confirmation email would be sent now (not sent by this idp)');
+  }
+
+  async signInWithPassword(input: { email?: string; phone?: string; password?: string }): Promise<TokenResponse> {
+    const rawEmail = input.email ?? '';
+    if (rawEmail === '' && !input.phone) throw authErrors.validation('missing email or phone');
+    const password = input.password ?? '';
+    const user = rawEmail === '' ? undefined : await this.repo.findUserByEmail(rawEmail.trim().toLowerCase());
+    // Same work and same answer for an unknown address and a wrong password.
+    const valid = await this.passwords.verify(password, user?.encrypted_password);
+    if (!user || !valid) throw authErrors.invalidCredentials();
+    if (user.banned_until !== null && user.banned_until.getTime() > this.clock()) throw authErrors.userBanned();
+    if (user.email_confirmed_at === null) throw authErrors.emailNotConfirmed();
+    return this.startSession(user, password);
+  }
+
+  private async startSession(user: UserRow, password: string): Promise<TokenResponse> {
+    const refreshToken = randomBytes(32).toString('base64url');
+    const session = await this.repo.startSession(user.id, sha256(refreshToken), this.now());
+    const fresh = (await this.repo.findUserById(user.id)) ?? user;
+    const response = await this.tokenResponse(fresh, session, refreshToken);
+    const weakness = passwordWeakness(password);
+    return weakness ? { ...response, weak_password: weakness } : response;
+  }
+
+  // ---- refresh ------------------------------------------------------------------------------
+
+  /**
+   * The successor of a refresh token is an HMAC of it, so only its SHA-256 needs storing and yet
+   * the holder of the immediately previous token can be handed the current one again (a client
+   * that lost the response of its last refresh).
+   */
+  private successorOf(refreshToken: string): string {
+    return createHmac('sha256', this.settings.refreshTokenKey).update(refreshToken).digest('base64url');
+  }
+
+  async refresh(refreshToken: string | undefined): Promise<TokenResponse> {
+    if (!refreshToken) throw new OAuthError('invalid_request', 'refresh_token required');
+    const successor = this.successorOf(refreshToken);
+    const outcome = await this.repo.refresh(sha256(refreshToken), sha256(successor), this.now());
+    if (outcome.kind === 'not_found') throw authErrors.refreshTokenNotFound();
+    if (outcome.kind === 'reused') {
+      this.log.info({ session_id: outcome.session.id }, 'refresh token reused: session revoked');
+      throw authErrors.refreshTokenAlreadyUsed();
+    }
+    const user = await this.repo.findUserById(outcome.session.user_id);
+    if (!user) throw authErrors.refreshTokenNotFound();
+    return this.tokenResponse(user, outcome.session, successor);
+  }
+
+  private async tokenResponse(user: UserRow, session: SessionRow, refreshToken: string): Promise<TokenResponse> {
+    const iat = this.keys.nowSeconds();
+    const exp = iat + this.settings.jwtExpirySeconds;
+    const accessToken = await this.keys.sign({
+      iss: this.settings.issuer,
+      sub: user.id,
+      aud: user.aud || ACCESS_TOKEN_AUDIENCE,
+      exp,
+      iat,
+      email: user.email ?? '',
+      phone: user.phone ?? '',
+      app_metadata: user.raw_app_meta_data,
+      user_metadata: user.raw_user_meta_data,
+      role: user.role || 'authenticated',
+      aal: 'aal1',
+      amr: [{ method: 'password', timestamp: Math.floor(session.created_at.getTime() / 1000) }],
+      session_id: session.id,
+      is_anonymous: user.is_anonymous,
+    });
+    return {
+      access_token: accessToken,
+      token_type: 'bearer',
+      expires_in: this.settings.jwtExpirySeconds,
+      expires_at: exp,
+      refresh_token: refreshToken,
+      user: toUser(user),
+    };
+  }
+
+  // ---- the caller's own account -------------------------------------------------------------
+
+  /** Verified claims of the caller's bearer JWT, or GoTrue's error for it. */
+  private async bearerClaims(caller: Caller): Promise<VerifiedClaims> {
+    if (caller.bearer.kind === 'other') throw authErrors.noAuthorization();
+    // An opaque key stands for a JWT with only a role, which GoTrue would parse fine and then
+    // find without a subject.
+    if (caller.bearer.kind === 'key') return { role: caller.keyRole, exp: Number.MAX_SAFE_INTEGER };
+    const result = await this.keys.verify(caller.bearer.token);
+    if (!result.ok) throw authErrors.badJwt(`invalid JWT: unable to parse or verify signature, ${jwtReason(result.problem)}`);
+    return result.claims;
+  }
+
+  /** GoTrue's requireAuthentication + user/session loading, in its order. */
+  async authenticate(caller: Caller): Promise<{ user: UserRow; session: SessionRow; claims: VerifiedClaims }> {
+    const claims = await this.bearerClaims(caller);
+    const sub = claims.sub;
+    if (typeof sub !== 'string' || sub === '') throw authErrors.badJwt('invalid claim: missing sub claim');
+    if (!UUID.test(sub)) throw authErrors.badJwt('invalid claim: sub claim must be a UUID', 400);
+    const user = await this.repo.findUserById(sub);
+    if (!user) throw authErrors.userFromSubNotFound();
+    const sessionId = claims.session_id;
+    if (typeof sessionId !== 'string' || !UUID.test(sessionId)) throw authErrors.badJwt('invalid claim: session_id claim must be a UUID');
+    const session = await this.repo.findSession(sessionId);
+    if (!session || session.user_id !== user.id) throw authErrors.sessionNotFound();
+    if (user.banned_until !== null && user.banned_until.getTime() > this.clock()) throw authErrors.userBanned(403);
+    return { user, session, claims };
+  }
+
+  async getUser(caller: Caller): Promise<User> {
+    const { user, claims } = await this.authenticate(caller);
+    if (claims.aud !== ACCESS_TOKEN_AUDIENCE) throw authErrors.validation("Token audience doesn't match request audience");
+    return toUser(user);
+  }
+
+  async logout(caller: Caller, scope: LogoutScope): Promise<void> {
+    const { user, session } = await this.authenticate(caller);
+    await this.repo.deleteSessions(scope, session.id, user.id);
+  }
+
+  // ---- admin ----------------------------------------------------------------------------------
+
+  async requireAdmin(caller: Caller): Promise<void> {
+    const claims = await this.bearerClaims(caller);
+    if (typeof claims.role !== 'string' || !ADMIN_ROLES.has(claims.role)) throw authErrors.notAdmin();
+  }
+
+  async adminCreateUser(
+    caller: Caller,
+    attrs: { email?: string; phone?: string; password?: string; email_confirm?: boolean; user_metadata?: Record<string, unknown>; app_metadata?: Record<string, unknown> },
+  ): Promise<User> {
+    await this.requireAdmin(caller);
+    if (!attrs.email) {
+      if (attrs.phone) throw authErrors.validation('Phone users are not supported by this identity provider');
+      throw authErrors.validation('Cannot create a user without either an email or phone');
+    }
+    const email = normalizeEmail(attrs.email);
+    // No strength check here (GoTrue's admin API does none), only bcrypt's limit.
+    const password = attrs.password ?? randomPassword();
+    checkPasswordTooLong(password);
+    const now = this.now();
+    const confirmed = attrs.email_confirm === true;
+    const created = await this.repo.createUser({
+      email,
+      passwordHash: await hashPassword(password),
+      emailConfirmedAt: confirmed ? now : null,
+      confirmationSentAt: null,
+      userMetadata: confirmed ? { ...attrs.user_metadata, email_verified: true } : { ...attrs.user_metadata },
+      appMetadata: { ...attrs.app_metadata, ...EMAIL_APP_METADATA },
+      now,
+    });
+    if (!created) throw authErrors.emailExists();
+    return toUser(created);
+  }
+
+  async adminDeleteUser(caller: Caller, id: string, softDelete: boolean): Promise<void> {
+    await this.requireAdmin(caller);
+    if (!UUID.test(id)) throw new AuthError(404, 'validation_failed', 'user_id must be an UUID');
+    const deleted = await (softDelete ? this.repo.softDeleteUser(id, this.now()) : this.repo.deleteUser(id)).catch((err: { code?: string }) => {
+      // An app table referencing auth.users without ON DELETE CASCADE / SET NULL blocks the delete.
+      if (err.code === '23503') throw authErrors.unexpected('Database error deleting user');
+      throw err;
+    });
+    if (!deleted) throw authErrors.userNotFound();
+  }
+}

@@ -1,0 +1,166 @@
+import { Type } from '@sinclair/typebox';
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import type { Pool } from '../../kit/db.js';
+import type { App } from '../../kit/http.js';
+import { InvalidJsonBody, acceptOptionalJsonBodies } from '../json-body.js';
+import type { SigningKeys } from '../keys.js';
+import { restErrors, toRestError } from './errors.js';
+import { RestQueryError, type SqlQuery, type TableInfo, buildDelete, buildInsert, buildSelect, buildUpdate, parseSelect } from './query.js';
+import { OBJECT_MEDIA_TYPE, type Preferences, parsePrefer, requestIdentity, wantsSingleObject } from './request.js';
+import { EXPOSED_SCHEMA, type SchemaCache } from './schema-cache.js';
+import { type RequestContext, inRequestTransaction } from './transaction.js';
+
+// The PostgREST subset, mounted at /rest/v1 behind the gateway:
+//   GET|HEAD /:table   select, filters, order, limit/offset, Prefer: count=exact
+//   POST     /:table   insert an object or an array of objects
+//   PATCH    /:table   update the rows matching the filters
+//   DELETE   /:table   delete the rows matching the filters
+// Prefer: return=representation|minimal; Accept: application/vnd.pgrst.object+json for one object.
+
+const JSON_TYPE = 'application/json; charset=utf-8';
+const OBJECT_TYPE = `${OBJECT_MEDIA_TYPE}; charset=utf-8`;
+
+const PostgrestErrorSchema = Type.Object(
+  {
+    code: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+    details: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+    hint: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+    message: Type.String(),
+  },
+  { description: 'PostgREST error (the gateway 401 has only message and hint)' },
+);
+const Rows = Type.Unknown({ description: 'JSON array of rows, or one object with the object Accept type' });
+
+interface ResultRow {
+  body: string;
+  n: number;
+  total?: number;
+}
+
+type Method = 'GET' | 'HEAD' | 'POST' | 'PATCH' | 'DELETE';
+
+function sendRestError(reply: FastifyReply, error: RestQueryError): FastifyReply {
+  reply.code(error.status).header('content-type', JSON_TYPE).header('proxy-status', `PostgREST; error=${error.code}`);
+  if (error.code === 'PGRST301' || error.code === 'PGRST303') {
+    reply.header('www-authenticate', `Bearer error="invalid_token", error_description="${error.message}"`);
+  }
+  return reply.send(error.toJSON());
+}
+
+/** The raw query string: filters may repeat a key and their order matters, so no object parsing. */
+function queryParams(url: string): URLSearchParams {
+  const at = url.indexOf('?');
+  return new URLSearchParams(at < 0 ? '' : url.slice(at + 1));
+}
+
+/** Accept-Profile (reads) / Content-Profile (writes) may only name the exposed schema. */
+function checkProfile(request: FastifyRequest, method: Method): void {
+  const header = method === 'GET' || method === 'HEAD' ? request.headers['accept-profile'] : request.headers['content-profile'];
+  if (header !== undefined && header !== EXPOSED_SCHEMA) throw restErrors.invalidSchema(String(header));
+}
+
+function buildQuery(method: Method, table: TableInfo, params: URLSearchParams, body: unknown, prefer: Preferences): SqlQuery {
+  const returning = () => (prefer.representation ? parseSelect(params.get('select'), table) : null);
+  switch (method) {
+    case 'GET':
+    case 'HEAD':
+      return buildSelect(table, params, { count: prefer.countExact });
+    case 'POST':
+      if (body === undefined) throw restErrors.invalidBody(null);
+      return buildInsert(table, body as Record<string, unknown>, returning(), params.get('columns'));
+    case 'PATCH':
+      if (body === undefined) throw restErrors.invalidBody(null);
+      return buildUpdate(table, body as Record<string, unknown>, params, returning());
+    case 'DELETE':
+      return buildDelete(table, params, returning());
+  }
+}
+
+export async function restRoutes(scope: App, opts: { pool: Pool; schema: SchemaCache; keys: SigningKeys }): Promise<void> {
+  const { pool, schema, keys } = opts;
+  acceptOptionalJsonBodies(scope, undefined);
+
+  // Errors raised before the handler runs: body parsing, size, media type.
+  scope.setErrorHandler((err: FastifyError | Error, request, reply) => {
+    if (err instanceof InvalidJsonBody) return sendRestError(reply, restErrors.invalidBody(err.message));
+    const fe = err as FastifyError;
+    if (fe.statusCode && fe.statusCode >= 400 && fe.statusCode < 500) {
+      return sendRestError(reply, new RestQueryError(fe.statusCode, 'PGRST102', fe.message));
+    }
+    const { error } = toRestError(err, 'anon');
+    request.log.error({ err }, 'unhandled error');
+    return sendRestError(reply, error);
+  });
+
+  /** Builds against the cached columns; on an unknown column, re-reads the table once (it may have changed). */
+  async function build(name: string, make: (table: TableInfo) => SqlQuery): Promise<SqlQuery> {
+    const table = await schema.table(name);
+    if (!table) throw restErrors.unknownTable(name);
+    try {
+      return make(table);
+    } catch (err) {
+      if (!(err instanceof RestQueryError) || (err.code !== '42703' && err.code !== 'PGRST204')) throw err;
+      const fresh = await schema.reload(name);
+      if (!fresh) throw restErrors.unknownTable(name);
+      return make(fresh);
+    }
+  }
+
+  async function handle(request: FastifyRequest<{ Params: { table: string } }>, reply: FastifyReply) {
+    const method = request.method as Method;
+    let role: RequestContext['role'] = 'anon';
+    try {
+      const identity = await requestIdentity(request.caller, keys);
+      role = identity.role;
+      checkProfile(request, method);
+      const params = queryParams(request.url);
+      const prefer = parsePrefer(request.headers.prefer);
+      const single = wantsSingleObject(request.headers.accept);
+      const name = request.params.table;
+      const query = await build(name, (table) => buildQuery(method, table, params, request.body, prefer));
+      const readOnly = method === 'GET' || method === 'HEAD';
+
+      const result = await inRequestTransaction<ResultRow | RestQueryError>(
+        pool,
+        { role, claims: identity.claims, method, path: `/${name}`, readOnly },
+        async (client) => {
+          const { rows } = await client.query<ResultRow>(query.text, query.values);
+          const row = rows[0] ?? { body: '[]', n: 0 };
+          // PostgREST undoes the whole request when one object was asked for and not exactly one row came.
+          if (single && row.n !== 1) return { value: restErrors.notSingular(row.n), commit: false };
+          return { value: row, commit: true };
+        },
+      );
+      if (result instanceof RestQueryError) return sendRestError(reply, result);
+
+      if (prefer.applied.length > 0 && !readOnly) reply.header('preference-applied', prefer.applied.join(', '));
+      const body = single ? result.body.slice(1, -1) : result.body;
+      const contentType = single ? OBJECT_TYPE : JSON_TYPE;
+
+      if (readOnly) {
+        const offset = Number(params.get('offset') ?? 0) || 0;
+        const total = prefer.countExact ? String(result.total ?? 0) : '*';
+        const range = result.n > 0 ? `${offset}-${offset + result.n - 1}/${total}` : `*/${total}`;
+        const partial = prefer.countExact && result.total !== undefined && result.n < result.total;
+        return reply.code(partial ? 206 : 200).header('content-range', range).header('content-type', contentType).send(body);
+      }
+      reply.header('content-range', `*/${prefer.countExact ? result.n : '*'}`);
+      const status = method === 'POST' ? 201 : prefer.representation ? 200 : 204;
+      if (!prefer.representation) return reply.code(status).send();
+      return reply.code(status).header('content-type', contentType).send(body);
+    } catch (err) {
+      const { error, expected } = toRestError(err, role);
+      if (!expected) request.log.error({ err }, 'REST request failed');
+      return sendRestError(reply, error);
+    }
+  }
+
+  const errors = { 400: PostgrestErrorSchema, 401: PostgrestErrorSchema, 403: PostgrestErrorSchema, 404: PostgrestErrorSchema, 406: PostgrestErrorSchema, 409: PostgrestErrorSchema };
+  const table = Type.Object({ table: Type.String({ description: 'a table or view of the public schema' }) });
+  const anyQuery = Type.Object({}, { additionalProperties: true, description: 'select, order, limit, offset, columns and <column>=<op>.<value> filters' });
+
+  scope.get('/:table', { schema: { tags: ['rest'], summary: 'Read rows', params: table, querystring: anyQuery, response: { 200: Rows, 206: Rows, ...errors } } }, handle);
+  scope.post('/:table', { schema: { tags: ['rest'], summary: 'Insert rows', params: table, querystring: anyQuery, response: { 201: Rows, ...errors } } }, handle);
+  scope.patch('/:table', { schema: { tags: ['rest'], summary: 'Update the filtered rows', params: table, querystring: anyQuery, response: { 200: Rows, 204: Type.Null(), ...errors } } }, handle);
+  scope.delete('/:table', { schema: { tags: ['rest'], summary: 'Delete the filtered rows', params: table, querystring: anyQuery, response: { 200: Rows, 204: Type.Null(), ...errors } } }, handle);
+}

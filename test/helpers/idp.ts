@@ -1,0 +1,154 @@
+// A real idp for tests: its own freshly migrated database, real HTTP on a free port, fixed keys.
+// Used by the idp's own tests and by the notes service's tests.
+import { generateKeyPairSync } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { type Clock, systemClock } from '../../src/kit/clock.js';
+import { loadConfig } from '../../src/kit/config.js';
+import { createPool, migrate, readMigrations } from '../../src/kit/db.js';
+import { authenticatorRoleName } from '../../src/idp/authenticator.js';
+import { openIdp } from '../../src/idp/bootstrap.js';
+import { idpConfig } from '../../src/idp/config.js';
+import { adminUrl, freshDatabase } from './database.js';
+import { createClient, type SupabaseClient } from '@supabase/supabase-js';
+import WebSocket from 'ws';
+
+export interface RunningIdp {
+  url: string;
+  publishableKey: string;
+  secretKey: string;
+  databaseUrl: string;
+  close(): Promise<void>;
+}
+
+export const TEST_PUBLISHABLE_KEY = 'sb_publishable_test_5mLcH2pQ8vRzN4kW1xYa';
+export const TEST_SECRET_KEY = 'sb_secret_test_Q7nB3vT9cXe2LmP5sK8d';
+
+/** One ES256 key per test process, so tests can forge tokens signed with the idp's own key. */
+export const TEST_SIGNING_KEY: string = generateKeyPairSync('ec', { namedCurve: 'P-256' })
+  .privateKey.export({ type: 'pkcs8', format: 'pem' })
+  .toString();
+
+const idpMigrationsDir = fileURLToPath(new URL('../../src/idp/migrations', import.meta.url));
+const appMigrationsDir = fileURLToPath(new URL('../../supabase/migrations', import.meta.url));
+
+export async function startIdp(
+  opts: { autoconfirm?: boolean; jwtExpirySeconds?: number; clock?: Clock } = {},
+): Promise<RunningIdp> {
+  const idpMigrations = await readMigrations(idpMigrationsDir);
+  const appMigrations = await readMigrations(appMigrationsDir);
+  // The template gets both migration sets under their own scopes (as the idp applies them at
+  // start), so each test database is a plain clone and the idp's start finds nothing to do.
+  const db = await freshDatabase('idp', idpMigrations, async (url) => {
+    const pool = createPool(url, { max: 1 });
+    try {
+      await migrate(pool, 'idp', idpMigrations);
+      await migrate(pool, 'supabase', appMigrations);
+    } finally {
+      await pool.end();
+    }
+  });
+  const config = loadConfig(idpConfig, {
+    PORT: '0',
+    HOST: '127.0.0.1',
+    DATABASE_URL: db.url,
+    LOG_LEVEL: process.env.IDP_TEST_LOG_LEVEL ?? 'silent',
+    IDP_PUBLISHABLE_KEY: TEST_PUBLISHABLE_KEY,
+    IDP_SECRET_KEY: TEST_SECRET_KEY,
+    IDP_AUTOCONFIRM: String(opts.autoconfirm ?? true),
+    IDP_JWT_EXPIRY: String(opts.jwtExpirySeconds ?? 3600),
+    IDP_SIGNING_KEY: TEST_SIGNING_KEY,
+  });
+  let idp: Awaited<ReturnType<typeof openIdp>>;
+  try {
+    idp = await openIdp(config, { databaseUrl: db.url, clock: opts.clock ?? systemClock });
+  } catch (err) {
+    await db.drop().catch(() => {});
+    throw err;
+  }
+  const url = await idp.app.listen({ port: 0, host: '127.0.0.1' });
+  return {
+    url,
+    publishableKey: TEST_PUBLISHABLE_KEY,
+    secretKey: TEST_SECRET_KEY,
+    databaseUrl: db.url,
+    async close() {
+      await idp.app.close();
+      await idp.close();
+      await db.drop();
+      // The login role is cluster-wide; without this, every test database would leave one behind.
+      const admin = new pg.Client({ connectionString: adminUrl() });
+      await admin.connect();
+      try {
+        await admin.query(`DROP ROLE IF EXISTS ${admin.escapeIdentifier(authenticatorRoleName(db.name))}`);
+      } finally {
+        await admin.end();
+      }
+    },
+  };
+}
+
+// ---- helpers for the idp's own tests: supabase-js clients and raw HTTP --------------------------
+
+/** supabase-js exactly as the notes service configures it on Node 20. */
+export function supabase(idp: RunningIdp, key: string = idp.publishableKey): SupabaseClient {
+  return createClient(idp.url, key, {
+    auth: { persistSession: false, autoRefreshToken: false, detectSessionInUrl: false },
+    realtime: { transport: WebSocket as unknown as never },
+  });
+}
+
+export interface RawResponse {
+  status: number;
+  headers: Headers;
+  text: string;
+  json: unknown;
+}
+
+/** One HTTP request to the idp; `apikey` defaults to the publishable key (null: none). */
+export async function http(
+  idp: RunningIdp,
+  path: string,
+  opts: { method?: string; apikey?: string | null; token?: string; headers?: Record<string, string>; body?: unknown; rawBody?: string } = {},
+): Promise<RawResponse> {
+  const headers: Record<string, string> = { 'x-supabase-api-version': '2024-01-01', ...opts.headers };
+  const apikey = opts.apikey === undefined ? idp.publishableKey : opts.apikey;
+  if (apikey !== null) headers.apikey = apikey;
+  if (opts.token !== undefined) headers.authorization = `Bearer ${opts.token}`;
+  let body: string | undefined;
+  if (opts.rawBody !== undefined) body = opts.rawBody;
+  else if (opts.body !== undefined) body = JSON.stringify(opts.body);
+  if (body !== undefined && headers['content-type'] === undefined) headers['content-type'] = 'application/json';
+  const res = await fetch(`${idp.url}${path}`, { method: opts.method ?? 'GET', headers, body });
+  const text = await res.text();
+  let json: unknown;
+  try {
+    json = text === '' ? undefined : JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: res.status, headers: res.headers, text, json };
+}
+
+/** Signs a user in through the token endpoint and returns the session body. */
+export async function signIn(idp: RunningIdp, email: string, password: string): Promise<{ access_token: string; refresh_token: string; user: { id: string } }> {
+  const res = await http(idp, '/auth/v1/token?grant_type=password', { method: 'POST', body: { email, password } });
+  if (res.status !== 200) throw new Error(`sign-in failed: ${res.status} ${res.text}`);
+  return res.json as { access_token: string; refresh_token: string; user: { id: string } };
+}
+
+/** A confirmed user made with the secret key; returns its id and a session. */
+export async function createUser(idp: RunningIdp, email: string, password = 'correct-horse-1') {
+  const res = await http(idp, '/auth/v1/admin/users', {
+    method: 'POST',
+    apikey: idp.secretKey,
+    body: { email, password, email_confirm: true },
+  });
+  if (res.status !== 200) throw new Error(`admin create failed: ${res.status} ${res.text}`);
+  const session = await signIn(idp, email, password);
+  return { id: (res.json as { id: string }).id, token: session.access_token, refreshToken: session.refresh_token, email, password };
+}
+
+export function decodeJwtPart(token: string, index: 0 | 1): Record<string, unknown> {
+  return JSON.parse(Buffer.from(token.split('.')[index]!, 'base64url').toString('utf8')) as Record<string, unknown>;
+}
