@@ -30,6 +30,9 @@ type LauncherConfig = ConfigOf<typeof launcherConfig>;
 const config = loadConfigOrExit(launcherConfig);
 const log = processLogger('launcher', config.LOG_LEVEL);
 const srcDir = path.dirname(fileURLToPath(import.meta.url));
+// Run from source through tsx, or from the compiled dist/ with plain node.
+const ext = path.extname(fileURLToPath(import.meta.url));
+const nodeArgs = ext === '.ts' ? ['--import', 'tsx'] : [];
 const dataDir = path.resolve(config.DATA_DIR);
 
 interface ServiceSpec {
@@ -59,7 +62,7 @@ function servicesToRun(cfg: LauncherConfig, keys: Awaited<ReturnType<typeof secr
       env: { IDP_URL: idpUrl, IDP_SECRET_KEY: keys.secretKey, IDP_PUBLISHABLE_KEY: keys.publishableKey },
     },
   ];
-  return all.filter((s) => existsSync(path.join(srcDir, s.name, 'server.ts')));
+  return all.filter((s) => existsSync(path.join(srcDir, s.name, `server${ext}`)));
 }
 
 async function waitHealthy(port: number, child: ChildProcess): Promise<boolean> {
@@ -102,7 +105,7 @@ async function stopAll(code: number): Promise<never> {
 for (const s of services) {
   // Own process group: a terminal's Ctrl-C reaches only the launcher, which
   // then stops each service once, in order, with SIGTERM.
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(srcDir, s.name, 'server.ts')], {
+  const child = spawn(process.execPath, [...nodeArgs, path.join(srcDir, s.name, `server${ext}`)], {
     env: { ...process.env, ...s.env, PORT: String(s.port), DATABASE_URL: withDatabase(baseUrl, s.name), DATA_DIR: dataDir },
     stdio: 'inherit',
     detached: true,
