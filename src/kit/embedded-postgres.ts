@@ -71,7 +71,12 @@ async function reclaimDataDir(dir: string, log: Logger): Promise<void> {
  * under `<dataDir>/pg`. PostgreSQL refuses to run as root, so as root the
  * package runs it as the OS user `postgres` (creating that user if needed).
  */
-export async function startEmbeddedPostgres(dataDir: string, log: Logger): Promise<EmbeddedPostgres> {
+export async function startEmbeddedPostgres(
+  dataDir: string,
+  log: Logger,
+  /** `port`: listen there instead of on a free one, so a restart on the same directory keeps its URL (resilience tests). */
+  opts: { port?: number } = {},
+): Promise<EmbeddedPostgres> {
   const root = path.resolve(dataDir);
   const databaseDir = path.join(root, 'pg');
   await mkdir(root, { recursive: true });
@@ -91,7 +96,7 @@ export async function startEmbeddedPostgres(dataDir: string, log: Logger): Promi
     }
   }
 
-  const port = await freePort();
+  const port = opts.port ?? (await freePort());
   const cluster = new EmbeddedPostgresCluster({
     databaseDir,
     port,

@@ -42,6 +42,8 @@ export interface ServerOptions {
 
 // Anything that can carry a credential is removed from log lines wherever it appears.
 const REDACT = [
+  'authorization',
+  '*.authorization',
   'req.headers.authorization',
   'req.headers.apikey',
   'req.headers.cookie',
@@ -92,7 +94,9 @@ export async function createServer(opts: ServerOptions): Promise<App> {
     },
     bodyLimit: opts.bodyLimit ?? 64 * 1024,
     trustProxy: parseTrustProxy(opts.trustProxy),
-    requestIdHeader: 'x-request-id',
+    // No requestIdHeader: with one, Fastify takes the header as is and never calls
+    // genReqId, which is where a client-supplied id is checked.
+    requestIdHeader: false,
     // A client-supplied id is kept only when it looks like an id, so logs cannot be forged.
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
@@ -101,6 +105,9 @@ export async function createServer(opts: ServerOptions): Promise<App> {
     // Only the pieces of an URL a router needs; everything else 404s.
     routerOptions: { ignoreTrailingSlash: false, maxParamLength: 200 },
     forceCloseConnections: 'idle',
+    // While draining, a request on an already open connection is served (and
+    // told to close the connection) rather than refused with a bare 503.
+    return503OnClosing: false,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   // Bodies are validated strictly (a number is not a string); query strings and
@@ -114,8 +121,17 @@ export async function createServer(opts: ServerOptions): Promise<App> {
   // JSON is the only request body this project accepts.
   app.removeContentTypeParser(['text/plain']);
 
+  // A keep-alive connection whose request is in flight when close() starts
+  // would stay open after its response until the idle timeout, holding the
+  // drain for as long: such responses tell the client to close instead.
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-request-id', request.id);
+    if (closing) reply.header('connection', 'close');
   });
 
   app.setNotFoundHandler((request, reply) => {

@@ -8,8 +8,14 @@ export const MAX_CODE_ATTEMPTS = 5;
 export const MAX_URL_LENGTH = 2048;
 const ALLOWED_PROTOCOLS = new Set(['http:', 'https:']);
 
+// Text that parses as a URL but cannot be stored as given: PostgreSQL text holds
+// no U+0000 (the insert failed with a 500), and a lone surrogate would come back
+// as U+FFFD, a different URL from the one submitted.
+const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
 /** Rule 1 beyond what the schema checks: the text parses as a URL with an allowed protocol. */
 export function validateTargetUrl(raw: string): void {
+  if (UNSTORABLE.test(raw)) throw badRequest('url must not contain U+0000 or unpaired surrogates');
   let url: URL;
   try {
     url = new URL(raw);

@@ -1,0 +1,333 @@
+import assert from 'node:assert/strict';
+import type { AddressInfo } from 'node:net';
+import { describe, it } from 'node:test';
+import { Type } from '@sinclair/typebox';
+import { badRequest, HttpError, notFound } from '../src/kit/errors.js';
+import { type App, createServer, statusEnvelope } from '../src/kit/http.js';
+import { captureLogs } from './helpers/shortener.js';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
+async function withServer<T>(
+  fn: (app: App, logs: ReturnType<typeof captureLogs>) => Promise<T>,
+  opts: { ready?: () => Promise<void>; trustProxy?: string } = {},
+): Promise<T> {
+  const logs = captureLogs();
+  const app = await createServer({
+    title: 'test',
+    logLevel: 'info',
+    logStream: logs.stream,
+    errorBody: statusEnvelope,
+    readiness: opts.ready ?? (async () => {}),
+    trustProxy: opts.trustProxy,
+  });
+  app.post(
+    '/echo',
+    {
+      schema: {
+        body: Type.Object({ name: Type.String({ minLength: 2 }), age: Type.Optional(Type.Integer()) }, { additionalProperties: false }),
+        response: { 200: Type.Object({ name: Type.String(), age: Type.Optional(Type.Integer()) }) },
+      },
+    },
+    async (request) => request.body,
+  );
+  app.get('/query', { schema: { querystring: Type.Object({ n: Type.Integer() }) } }, async (request) => ({ n: request.query.n }));
+  app.get('/secrets', async (request) => {
+    request.log.info(
+      {
+        password: 'hunter2-top',
+        token: 'tok-top',
+        access_token: 'at-top',
+        refresh_token: 'rt-top',
+        secret: 'secret-top',
+        authorization: 'Bearer auth-top',
+        user: { email: 'a@example.com', password: 'hunter2-nested', token: 'tok-nested' },
+        session: { access_token: 'at-nested', refresh_token: 'rt-nested', authorization: 'Bearer auth-nested' },
+        headers: { authorization: 'Bearer auth-headers', 'user-agent': 'test-agent' },
+        req: { headers: { authorization: 'Bearer auth-req', cookie: 'sid=cookie-req', apikey: 'apikey-req' } },
+      },
+      'logging credentials',
+    );
+    return { ok: true };
+  });
+  app.get('/throws/http', async () => {
+    throw new HttpError(409, 'Conflict on purpose', { 'x-extra': 'yes' });
+  });
+  app.get('/throws/bad', async () => {
+    throw badRequest('bad on purpose');
+  });
+  app.get('/throws/missing', async () => {
+    throw notFound('nothing here');
+  });
+  app.get('/throws/internal', async () => {
+    throw new Error('secret internal detail at /srv/app.ts:42');
+  });
+  app.get('/throws/db-down', async () => {
+    throw Object.assign(new Error('connect ECONNREFUSED 10.0.0.5:5432'), { code: 'ECONNREFUSED' });
+  });
+  app.get('/throws/sql', async () => {
+    throw Object.assign(new Error('relation "users" does not exist'), { code: '42P01' });
+  });
+  app.get('/ip', async (request) => ({ ip: request.ip }));
+  try {
+    return await fn(app, logs);
+  } finally {
+    await app.close();
+  }
+}
+
+describe('createServer: request ids', () => {
+  it('generates a UUID request id and echoes it in x-request-id and the logs', async () => {
+    await withServer(async (app, logs) => {
+      const res = await app.inject({ method: 'GET', url: '/healthz' });
+      const id = res.headers['x-request-id'];
+      assert.match(String(id), UUID);
+      const other = await app.inject({ method: 'GET', url: '/healthz' });
+      assert.notEqual(other.headers['x-request-id'], id);
+      // Every request log line carries the id (whatever its label).
+      const lines = logs.lines().filter((l) => Object.values(l).includes(id));
+      assert.ok(lines.some((l) => l.msg === 'incoming request'));
+      assert.ok(lines.some((l) => l.msg === 'request completed'));
+    });
+  });
+
+  it('keeps a well-formed client id and replaces a forged one', async () => {
+    await withServer(async (app, logs) => {
+      const kept = await app.inject({ method: 'GET', url: '/healthz', headers: { 'x-request-id': 'trace-abc.123_XYZ' } });
+      assert.equal(kept.headers['x-request-id'], 'trace-abc.123_XYZ');
+      for (const forged of ['a b', '"},{"level":60', 'x'.repeat(65), '../../etc', 'id;drop', '']) {
+        const res = await app.inject({ method: 'GET', url: '/healthz', headers: { 'x-request-id': forged } });
+        assert.match(String(res.headers['x-request-id']), UUID, JSON.stringify(forged));
+      }
+      assert.ok(!logs.text().includes('"},{"level":60'));
+      // Error responses carry the id too.
+      const missing = await app.inject({ method: 'GET', url: '/nowhere', headers: { 'x-request-id': 'req-404' } });
+      assert.equal(missing.headers['x-request-id'], 'req-404');
+      const failed = await app.inject({ method: 'GET', url: '/throws/internal', headers: { 'x-request-id': 'req-500' } });
+      assert.equal(failed.headers['x-request-id'], 'req-500');
+    });
+  });
+});
+
+describe('createServer: logs', () => {
+  it('writes JSON lines and redacts authorization, passwords and tokens wherever they appear', async () => {
+    await withServer(async (app, logs) => {
+      const res = await app.inject({
+        method: 'GET',
+        url: '/secrets',
+        headers: { authorization: 'Bearer header-secret', cookie: 'sid=cookie-secret' },
+      });
+      assert.equal(res.statusCode, 200);
+      const text = logs.text();
+      for (const line of text.trim().split('\n')) assert.doesNotThrow(() => JSON.parse(line), line);
+      const entry = logs.lines().find((l) => l.msg === 'logging credentials');
+      assert.ok(entry, 'the route log line is there');
+      for (const leaked of [
+        'hunter2',
+        'tok-',
+        'at-top',
+        'at-nested',
+        'rt-',
+        'secret-top',
+        'auth-top',
+        'auth-nested',
+        'auth-headers',
+        'auth-req',
+        'cookie-req',
+        'apikey-req',
+        'header-secret',
+        'cookie-secret',
+      ]) {
+        assert.ok(!text.includes(leaked), `${leaked} leaked into the logs`);
+      }
+      // Redacted, not dropped: the keys stay so a reader sees something was there.
+      assert.equal(entry.password, '[redacted]');
+      assert.equal(entry.authorization, '[redacted]');
+      assert.equal((entry.user as Record<string, unknown>).password, '[redacted]');
+      assert.equal((entry.user as Record<string, unknown>).email, 'a@example.com');
+      assert.equal((entry.headers as Record<string, unknown>)['user-agent'], 'test-agent');
+      assert.equal(entry.level, 30);
+      assert.equal(typeof entry.time, 'number');
+      assert.ok(Object.values(entry).some((v) => typeof v === 'string' && UUID.test(v)), 'the route line carries the request id');
+    });
+  });
+
+  it('logs an unexpected error for the operator but keeps it out of the response', async () => {
+    await withServer(async (app, logs) => {
+      const res = await app.inject({ method: 'GET', url: '/throws/internal' });
+      assert.equal(res.statusCode, 500);
+      assert.deepEqual(res.json(), { status: 500, response: 'Internal Server Error', message: 'Internal Server Error' });
+      assert.ok(!res.body.includes('secret internal detail'));
+      const logged = logs.lines().find((l) => l.msg === 'unhandled error');
+      assert.ok(logged);
+      assert.equal(logged.level, 50);
+      assert.match(JSON.stringify(logged.err), /secret internal detail/);
+    });
+  });
+});
+
+describe('createServer: error envelope', () => {
+  it('HttpError keeps its status, message and headers', async () => {
+    await withServer(async (app) => {
+      const res = await app.inject({ method: 'GET', url: '/throws/http' });
+      assert.equal(res.statusCode, 409);
+      assert.equal(res.headers['x-extra'], 'yes');
+      assert.deepEqual(res.json(), { status: 409, response: 'Conflict', message: 'Conflict on purpose' });
+      assert.deepEqual((await app.inject({ method: 'GET', url: '/throws/bad' })).json(), {
+        status: 400,
+        response: 'Bad Request',
+        message: 'bad on purpose',
+      });
+      assert.deepEqual((await app.inject({ method: 'GET', url: '/throws/missing' })).json(), {
+        status: 404,
+        response: 'Not Found',
+        message: 'nothing here',
+      });
+    });
+  });
+
+  it('schema validation gives 400 with the Ajv message; bodies are not coerced, query strings are', async () => {
+    await withServer(async (app) => {
+      const short = await app.inject({ method: 'POST', url: '/echo', payload: { name: 'x' } });
+      assert.equal(short.statusCode, 400);
+      assert.deepEqual(short.json(), { status: 400, response: 'Bad Request', message: 'body/name must NOT have fewer than 2 characters' });
+      const wrongType = await app.inject({ method: 'POST', url: '/echo', payload: { name: 'ok', age: '42' } });
+      assert.equal(wrongType.statusCode, 400);
+      assert.match((wrongType.json() as { message: string }).message, /age must be integer/);
+      const extra = await app.inject({ method: 'POST', url: '/echo', payload: { name: 'ok', admin: true } });
+      assert.equal(extra.statusCode, 200);
+      assert.deepEqual(extra.json(), { name: 'ok' });
+      const query = await app.inject({ method: 'GET', url: '/query?n=5' });
+      assert.deepEqual(query.json(), { n: 5 });
+      const badQuery = await app.inject({ method: 'GET', url: '/query?n=five' });
+      assert.equal(badQuery.statusCode, 400);
+      assert.match((badQuery.json() as { message: string }).message, /querystring\/n must be integer/);
+    });
+  });
+
+  it('client errors of the HTTP layer get the envelope: bad JSON 400, text/plain 415, too large 413, __proto__ 400', async () => {
+    await withServer(async (app) => {
+      const cases: Array<[{ method: 'POST'; url: string; headers: Record<string, string>; payload: string }, number, string]> = [
+        [{ method: 'POST', url: '/echo', headers: { 'content-type': 'application/json' }, payload: '{"name":' }, 400, 'Bad Request'],
+        [{ method: 'POST', url: '/echo', headers: { 'content-type': 'text/plain' }, payload: 'name' }, 415, 'Unsupported Media Type'],
+        [{ method: 'POST', url: '/echo', headers: { 'content-type': 'application/xml' }, payload: '<a/>' }, 415, 'Unsupported Media Type'],
+        [{ method: 'POST', url: '/echo', headers: { 'content-type': 'application/json' }, payload: JSON.stringify({ name: 'x'.repeat(65 * 1024) }) }, 413, 'Payload Too Large'],
+        [{ method: 'POST', url: '/echo', headers: { 'content-type': 'application/json' }, payload: '{"name":"ok","__proto__":{"x":1}}' }, 400, 'Bad Request'],
+      ];
+      for (const [request, status, response] of cases) {
+        const res = await app.inject(request);
+        assert.equal(res.statusCode, status, JSON.stringify(request).slice(0, 120));
+        const body = res.json() as Record<string, unknown>;
+        assert.deepEqual(Object.keys(body).sort(), ['message', 'response', 'status']);
+        assert.equal(body.status, status);
+        assert.equal(body.response, response);
+      }
+    });
+  });
+
+  it('a database that is unreachable gives 503 with Retry-After; other failures 500; neither leaks', async () => {
+    await withServer(async (app) => {
+      const down = await app.inject({ method: 'GET', url: '/throws/db-down' });
+      assert.equal(down.statusCode, 503);
+      assert.equal(down.headers['retry-after'], '1');
+      assert.equal((down.json() as { response: string }).response, 'Service Unavailable');
+      assert.ok(!down.body.includes('10.0.0.5'));
+      const sql = await app.inject({ method: 'GET', url: '/throws/sql' });
+      assert.equal(sql.statusCode, 500);
+      assert.deepEqual(sql.json(), { status: 500, response: 'Internal Server Error', message: 'Internal Server Error' });
+    });
+  });
+
+  it('unknown routes give a 404 envelope naming the route without its query string', async () => {
+    await withServer(async (app) => {
+      const res = await app.inject({ method: 'DELETE', url: '/nothing/here?token=abc' });
+      assert.equal(res.statusCode, 404);
+      assert.deepEqual(res.json(), { status: 404, response: 'Not Found', message: 'Route DELETE /nothing/here not found' });
+    });
+  });
+});
+
+describe('createServer: health, readiness, docs, proxies', () => {
+  it('/healthz is 200; /readyz follows the readiness check and answers 503 JSON without the cause', async () => {
+    let ready = true;
+    await withServer(
+      async (app) => {
+        assert.deepEqual((await app.inject({ method: 'GET', url: '/healthz' })).json(), { status: 'ok' });
+        const ok = await app.inject({ method: 'GET', url: '/readyz' });
+        assert.equal(ok.statusCode, 200);
+        assert.deepEqual(ok.json(), { status: 'ready' });
+        ready = false;
+        const down = await app.inject({ method: 'GET', url: '/readyz' });
+        assert.equal(down.statusCode, 503);
+        assert.match(String(down.headers['content-type']), /^application\/json/);
+        assert.deepEqual(down.json(), { status: 503, response: 'Service Unavailable', message: 'Service not ready: database unreachable' });
+        assert.equal((await app.inject({ method: 'GET', url: '/healthz' })).statusCode, 200);
+      },
+      {
+        ready: async () => {
+          if (!ready) throw new Error('connect ECONNREFUSED 10.1.1.1:5432');
+        },
+      },
+    );
+  });
+
+  it('serves an OpenAPI document at /docs/json and the UI at /docs', async () => {
+    await withServer(async (app) => {
+      const res = await app.inject({ method: 'GET', url: '/docs/json' });
+      assert.equal(res.statusCode, 200);
+      const doc = res.json() as { openapi: string; info: { title: string }; paths: Record<string, unknown> };
+      assert.match(doc.openapi, /^3\./);
+      assert.equal(doc.info.title, 'test');
+      assert.ok(doc.paths['/echo']);
+      const ui = await app.inject({ method: 'GET', url: '/docs' });
+      assert.ok(ui.statusCode === 200 || ui.statusCode === 302, String(ui.statusCode));
+    });
+  });
+
+  it('believes X-Forwarded-For only from a trusted proxy', async () => {
+    await withServer(async (app) => {
+      const res = await app.inject({ method: 'GET', url: '/ip', remoteAddress: '127.0.0.1', headers: { 'x-forwarded-for': '192.0.2.1' } });
+      assert.deepEqual(res.json(), { ip: '127.0.0.1' });
+    });
+    await withServer(
+      async (app) => {
+        const trusted = await app.inject({ method: 'GET', url: '/ip', remoteAddress: '10.0.0.2', headers: { 'x-forwarded-for': '192.0.2.1' } });
+        assert.deepEqual(trusted.json(), { ip: '192.0.2.1' });
+        const untrusted = await app.inject({ method: 'GET', url: '/ip', remoteAddress: '10.1.0.2', headers: { 'x-forwarded-for': '192.0.2.1' } });
+        assert.deepEqual(untrusted.json(), { ip: '10.1.0.2' });
+      },
+      { trustProxy: '127.0.0.1, 10.0.0.0/24' },
+    );
+  });
+});
+
+describe('createServer: draining', () => {
+  it('a keep-alive connection whose request is in flight at close is closed after its response', async () => {
+    const logs = captureLogs();
+    const app = await createServer({ title: 'drain', logLevel: 'silent', logStream: logs.stream, errorBody: statusEnvelope, readiness: async () => {} });
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let entered!: () => void;
+    const inHandler = new Promise<void>((resolve) => (entered = resolve));
+    app.get('/slow', async () => {
+      entered();
+      await gate;
+      return { done: true };
+    });
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const { port } = app.server.address() as AddressInfo;
+    const response = fetch(`http://127.0.0.1:${port}/slow`);
+    await inHandler;
+    const closed = app.close();
+    await new Promise((r) => setTimeout(r, 50));
+    release();
+    const res = await response;
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get('connection'), 'close');
+    assert.deepEqual(await res.json(), { done: true });
+    // Without the close, the client's pooled keep-alive connection would hold this for the idle timeout (72 s).
+    const started = Date.now();
+    await closed;
+    assert.ok(Date.now() - started < 3000, `close took ${Date.now() - started} ms`);
+  });
+});

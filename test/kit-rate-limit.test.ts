@@ -1,0 +1,259 @@
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { describe, it } from 'node:test';
+import type { Redis } from 'ioredis';
+import { manualClock, systemClock } from '../src/kit/clock.js';
+import { connectRedis, FixedWindowLimiter, MemoryCounterStore, RedisCounterStore } from '../src/kit/rate-limit.js';
+
+describe('clock', () => {
+  it('systemClock is the wall clock in ms', () => {
+    const before = Date.now();
+    const now = systemClock();
+    assert.ok(now >= before && now <= Date.now());
+  });
+
+  it('manualClock moves only when told', () => {
+    const clock = manualClock(1_000);
+    assert.equal(clock(), 1_000);
+    assert.equal(clock(), 1_000);
+    clock.advance(250);
+    assert.equal(clock(), 1_250);
+    clock.set(5_000);
+    assert.equal(clock(), 5_000);
+    assert.equal(manualClock()(), Date.UTC(2026, 0, 1));
+  });
+});
+
+describe('FixedWindowLimiter with MemoryCounterStore', () => {
+  function setup(max = 10, windowMs = 60_000) {
+    const clock = manualClock();
+    const store = new MemoryCounterStore(clock);
+    return { clock, store, limiter: new FixedWindowLimiter(max, windowMs, store, clock) };
+  }
+
+  it('allows max requests per window, counts the rejected ones, and resets at the window end', async () => {
+    const { clock, store, limiter } = setup();
+    try {
+      for (let i = 1; i <= 10; i++) {
+        const d = await limiter.consume('ip');
+        assert.deepEqual(d, { limited: false, limit: 10, remaining: 10 - i, retryAfterSeconds: 60 });
+      }
+      clock.advance(20_500);
+      assert.deepEqual(await limiter.consume('ip'), { limited: true, limit: 10, remaining: 0, retryAfterSeconds: 40 });
+      for (let i = 12; i <= 15; i++) assert.equal((await limiter.consume('ip')).limited, true);
+      assert.equal((await store.peek('ip'))?.count, 15);
+      clock.advance(39_499);
+      assert.deepEqual(await limiter.consume('ip'), { limited: true, limit: 10, remaining: 0, retryAfterSeconds: 1 });
+      clock.advance(1);
+      // Exactly at the window end a new window opens.
+      assert.deepEqual(await limiter.consume('ip'), { limited: false, limit: 10, remaining: 9, retryAfterSeconds: 60 });
+      assert.equal((await store.peek('ip'))?.count, 1);
+    } finally {
+      store.close();
+    }
+  });
+
+  it('keys are independent and each window starts at the key\u2019s first request', async () => {
+    const { clock, store, limiter } = setup(2, 10_000);
+    try {
+      await limiter.consume('a');
+      clock.advance(4_000);
+      await limiter.consume('b');
+      await limiter.consume('a');
+      assert.equal((await limiter.consume('a')).limited, true);
+      assert.equal((await limiter.consume('b')).limited, false);
+      clock.advance(6_000);
+      assert.equal((await limiter.consume('a')).limited, false, 'a: its window started 10 s ago');
+      const b = await limiter.consume('b');
+      assert.equal(b.limited, true, 'b: its window started 6 s ago');
+      assert.equal(b.retryAfterSeconds, 4);
+    } finally {
+      store.close();
+    }
+  });
+
+  it('check() peeks without counting and says whether the key is already at the maximum', async () => {
+    const { store, limiter } = setup(3, 10_000);
+    try {
+      assert.deepEqual(await limiter.check('k'), { limited: false, limit: 3, remaining: 3, retryAfterSeconds: 0 });
+      await limiter.consume('k');
+      await limiter.consume('k');
+      assert.equal((await limiter.check('k')).limited, false);
+      assert.equal((await limiter.check('k')).remaining, 1);
+      await limiter.consume('k');
+      assert.equal((await limiter.check('k')).limited, true);
+      assert.equal((await store.peek('k'))?.count, 3);
+      await limiter.reset('k');
+      assert.equal(await store.peek('k'), undefined);
+      assert.equal((await limiter.consume('k')).remaining, 2);
+    } finally {
+      store.close();
+    }
+  });
+
+  it('sweeps expired windows', async () => {
+    const { clock, store } = setup();
+    try {
+      for (let i = 0; i < 100; i++) await store.hit(`old${i}`, 60_000);
+      clock.advance(30_000);
+      for (let i = 0; i < 50; i++) await store.hit(`new${i}`, 60_000);
+      // An old key hit again keeps its window (and its place).
+      await store.hit('old0', 60_000);
+      assert.equal(store.size, 150);
+      clock.advance(30_000);
+      store.sweep();
+      assert.equal(store.size, 50);
+      assert.equal(await store.peek('old0'), undefined);
+      assert.equal((await store.peek('new0'))?.count, 1);
+      clock.advance(30_000);
+      store.sweep();
+      assert.equal(store.size, 0);
+    } finally {
+      store.close();
+    }
+  });
+
+  it('sweeps on its own timer', async () => {
+    const clock = manualClock();
+    const store = new MemoryCounterStore(clock, 1000, 20);
+    try {
+      await store.hit('a', 1000);
+      clock.advance(1000);
+      await new Promise((r) => setTimeout(r, 80));
+      assert.equal(store.size, 0);
+    } finally {
+      store.close();
+    }
+  });
+
+  it('stays bounded under 100,000 distinct keys', async () => {
+    const clock = manualClock();
+    const maxKeys = 5_000;
+    const store = new MemoryCounterStore(clock, maxKeys);
+    try {
+      for (let i = 0; i < 100_000; i++) {
+        await store.hit(`k${i}`, 60_000);
+        if (i % 1000 === 0) clock.advance(1);
+        assert.ok(store.size <= maxKeys);
+      }
+      assert.equal(store.size, maxKeys);
+      // The newest keys are the ones kept.
+      assert.equal((await store.peek('k99999'))?.count, 1);
+      assert.equal(await store.peek('k0'), undefined);
+    } finally {
+      store.close();
+    }
+  });
+
+  it('the default bound also holds', async () => {
+    const clock = manualClock();
+    const store = new MemoryCounterStore(clock);
+    try {
+      for (let i = 0; i < 100_000; i++) await store.hit(`k${i}`, 60_000);
+      assert.ok(store.size <= 200_000);
+      // Once they expire, a sweep frees all of them.
+      clock.advance(60_000);
+      store.sweep();
+      assert.equal(store.size, 0);
+    } finally {
+      store.close();
+    }
+  });
+});
+
+async function waitReady(redis: Redis): Promise<void> {
+  const deadline = Date.now() + 5000;
+  while (redis.status !== 'ready') {
+    if (Date.now() > deadline) throw new Error(`redis not ready: ${redis.status}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe('RedisCounterStore', { skip: !process.env.REDIS_URL }, () => {
+  const redisUrl = process.env.REDIS_URL ?? '';
+  const prefix = () => `test:kit-rate-limit:${randomBytes(6).toString('hex')}:`;
+
+  it('counts in Redis with a TTL of the window, shared by two stores', async () => {
+    const one = connectRedis(redisUrl, () => {});
+    const two = connectRedis(redisUrl, () => {});
+    const p = prefix();
+    const clock = manualClock();
+    const memOne = new MemoryCounterStore(clock);
+    const memTwo = new MemoryCounterStore(clock);
+    try {
+      await waitReady(one);
+      await waitReady(two);
+      const a = new FixedWindowLimiter(5, 60_000, new RedisCounterStore(one, p, memOne, clock), clock);
+      const b = new FixedWindowLimiter(5, 60_000, new RedisCounterStore(two, p, memTwo, clock), clock);
+      const decisions = await Promise.all(Array.from({ length: 12 }, (_, i) => (i % 2 ? a : b).consume('ip')));
+      assert.equal(decisions.filter((d) => !d.limited).length, 5);
+      assert.deepEqual(
+        decisions
+          .filter((d) => !d.limited)
+          .map((d) => d.remaining)
+          .sort(),
+        [0, 1, 2, 3, 4],
+      );
+      for (const d of decisions) assert.ok(d.retryAfterSeconds >= 59 && d.retryAfterSeconds <= 60, String(d.retryAfterSeconds));
+      assert.equal(await one.get(`${p}ip`), '12');
+      const ttl = await one.pttl(`${p}ip`);
+      assert.ok(ttl > 55_000 && ttl <= 60_000, `ttl ${ttl}`);
+      // Nothing went to the in-process fallback.
+      assert.equal(memOne.size + memTwo.size, 0);
+      // check() and reset() see and clear the shared counter.
+      assert.equal((await a.check('ip')).limited, true);
+      await b.reset('ip');
+      assert.equal(await one.exists(`${p}ip`), 0);
+      assert.equal((await a.check('ip')).limited, false);
+    } finally {
+      await one.del(`${p}ip`).catch(() => {});
+      memOne.close();
+      memTwo.close();
+      one.disconnect();
+      two.disconnect();
+    }
+  });
+
+  it('the window ends when the key expires', async () => {
+    const redis = connectRedis(redisUrl, () => {});
+    const p = prefix();
+    const mem = new MemoryCounterStore();
+    try {
+      await waitReady(redis);
+      const limiter = new FixedWindowLimiter(1, 300, new RedisCounterStore(redis, p, mem), systemClock);
+      assert.equal((await limiter.consume('k')).limited, false);
+      assert.equal((await limiter.consume('k')).limited, true);
+      await new Promise((r) => setTimeout(r, 400));
+      assert.equal((await limiter.consume('k')).limited, false);
+    } finally {
+      await redis.del(`${p}k`).catch(() => {});
+      mem.close();
+      redis.disconnect();
+    }
+  });
+
+  it('falls back to in-process counters while Redis is unreachable, warning once', async () => {
+    const warnings: string[] = [];
+    const dead = connectRedis('redis://127.0.0.1:1', () => {});
+    const clock = manualClock();
+    const mem = new MemoryCounterStore(clock);
+    try {
+      const limiter = new FixedWindowLimiter(3, 60_000, new RedisCounterStore(dead, 'x:', mem, clock, (m) => warnings.push(m)), clock);
+      const decisions = [];
+      for (let i = 0; i < 5; i++) decisions.push(await limiter.consume('ip'));
+      assert.deepEqual(
+        decisions.map((d) => d.limited),
+        [false, false, false, true, true],
+      );
+      assert.equal(decisions[3]!.retryAfterSeconds, 60);
+      assert.equal((await limiter.check('ip')).limited, true);
+      await limiter.reset('ip');
+      assert.equal((await limiter.consume('ip')).limited, false);
+      assert.equal(warnings.length, 1);
+      assert.match(warnings[0]!, /redis unavailable/);
+    } finally {
+      mem.close();
+      dead.disconnect();
+    }
+  });
+});

@@ -1,0 +1,470 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import fc from 'fast-check';
+import { createPool, type Pool } from '../src/kit/db.js';
+import { buildApp } from '../src/shortener/app.js';
+import { CODE_PATTERN } from '../src/shortener/codes.js';
+import { MAX_CODE_ATTEMPTS } from '../src/shortener/links.js';
+import { freshDatabase, type TestDatabase } from './helpers/database.js';
+import {
+  assertEnvelope,
+  captureLogs,
+  countLinks,
+  createCode,
+  createLink,
+  shortenerMigrations,
+  shortenerTestConfig,
+  uniqueIp,
+} from './helpers/shortener.js';
+
+let db: TestDatabase;
+let pool: Pool;
+
+before(async () => {
+  db = await freshDatabase('shortener', await shortenerMigrations());
+  pool = createPool(db.url, { max: 5 });
+});
+
+after(async () => {
+  await pool.end();
+  await db.drop();
+});
+
+async function withApp<T>(fn: (app: Awaited<ReturnType<typeof buildApp>>) => Promise<T>, deps: Partial<Parameters<typeof buildApp>[1]> = {}, env: Record<string, string> = {}): Promise<T> {
+  const app = await buildApp(shortenerTestConfig(env), { pool, ...deps });
+  try {
+    return await fn(app);
+  } finally {
+    await app.close();
+  }
+}
+
+/** A valid http URL of exactly `length` characters. */
+function urlOfLength(length: number): string {
+  const prefix = 'https://example.com/';
+  return prefix + 'a'.repeat(length - prefix.length);
+}
+
+describe('POST /api/links: success', () => {
+  it('answers 201 with exactly the spec body, and the row exists', async () => {
+    await withApp(async (app) => {
+      const before = await countLinks(pool);
+      const res = await createLink(app, 'https://example.com/a/long/path?q=1#frag');
+      assert.equal(res.status, 201);
+      assert.match(String(res.headers['content-type']), /^application\/json/);
+      const data = res.body.data as { code: string; short_url: string; original_url: string };
+      assert.deepEqual(res.body, {
+        status: 201,
+        response: 'Created',
+        message: 'Short link created successfully',
+        data: { code: data.code, short_url: `https://sho.rt/${data.code}`, original_url: 'https://example.com/a/long/path?q=1#frag' },
+      });
+      assert.match(data.code, /^[0-9a-zA-Z]{7}$/);
+      assert.equal(await countLinks(pool), before + 1);
+      const { rows } = await pool.query('SELECT original_url, clicks FROM links WHERE code = $1', [data.code]);
+      assert.deepEqual(rows, [{ original_url: 'https://example.com/a/long/path?q=1#frag', clicks: 0 }]);
+    });
+  });
+
+  it('builds short_url as BASE_URL, one slash, the code, even when BASE_URL ends with slashes', async () => {
+    for (const [base, expected] of [
+      ['https://sho.rt/', 'https://sho.rt/'],
+      ['http://localhost:3001//', 'http://localhost:3001/'],
+      ['https://example.org/s/', 'https://example.org/s/'],
+    ] as const) {
+      await withApp(
+        async (app) => {
+          const res = await createLink(app, 'http://example.com/');
+          assert.equal(res.status, 201);
+          const data = res.body.data as { code: string; short_url: string };
+          assert.equal(data.short_url, `${expected}${data.code}`);
+          assert.doesNotMatch(data.short_url.replace(/^https?:\/\//, ''), /\/\//);
+        },
+        {},
+        { BASE_URL: base },
+      );
+    }
+  });
+
+  it('issues different codes for the same URL', async () => {
+    await withApp(async (app) => {
+      const a = await createCode(app, 'https://example.com/same');
+      const b = await createCode(app, 'https://example.com/same');
+      assert.notEqual(a, b);
+    });
+  });
+
+  it('accepts a URL of exactly 2048 characters and stores it unchanged', async () => {
+    await withApp(async (app) => {
+      const url = urlOfLength(2048);
+      assert.equal(url.length, 2048);
+      assert.doesNotThrow(() => new URL(url));
+      const res = await createLink(app, url);
+      assert.equal(res.status, 201);
+      assert.equal((res.body.data as { original_url: string }).original_url, url);
+    });
+  });
+
+  it('drops unknown body properties instead of failing', async () => {
+    await withApp(async (app) => {
+      const res = await app.inject({
+        method: 'POST',
+        url: '/api/links',
+        payload: { url: 'https://example.com/', extra: 'ignored' },
+        remoteAddress: uniqueIp(),
+      });
+      assert.equal(res.statusCode, 201);
+    });
+  });
+});
+
+describe('POST /api/links: validation (rule 1) gives 400 and inserts nothing', () => {
+  const cases: Array<[string, unknown, RegExp?]> = [
+    ['missing url', undefined, /url/],
+    ['a number', 42, /url/],
+    ['an array', ['https://example.com/'], /url/],
+    ['an object', { href: 'https://example.com/' }, /url/],
+    ['null', null, /url/],
+    ['a boolean', true, /url/],
+    ['an empty string', '', /url/],
+    ['2049 characters', urlOfLength(2049), /url/],
+    ['an unparsable string', 'not a url', /url/],
+    ['a relative path', '/just/a/path', /url/],
+    ['http: without host', 'http://', /url/],
+    ['javascript:', 'javascript:alert(1)', /protocol/],
+    ['data:', 'data:text/html,<script>alert(1)</script>', /protocol/],
+    ['ftp:', 'ftp://example.com/file', /protocol/],
+    ['file:', 'file:///etc/passwd', /protocol/],
+    ['mailto:', 'mailto:someone@example.com', /protocol/],
+    ['ws:', 'ws://example.com/socket', /protocol/],
+    ['vbscript:', 'vbscript:msgbox(1)', /protocol/],
+    ['uppercase JAVASCRIPT:', 'JAVASCRIPT:alert(1)', /protocol/],
+    ['a URL holding U+0000', 'https://example.com/a\u0000b', /url/],
+    ['a URL holding a lone surrogate', 'https://example.com/\ud800', /url/],
+  ];
+
+  let app: Awaited<ReturnType<typeof buildApp>>;
+  before(async () => {
+    app = await buildApp(shortenerTestConfig(), { pool });
+  });
+  after(async () => {
+    await app.close();
+  });
+
+  for (const [name, url, message] of cases) {
+    it(`rejects ${name}`, async () => {
+      const before = await countLinks(pool);
+      const payload = url === undefined ? {} : { url };
+      const res = await app.inject({ method: 'POST', url: '/api/links', payload, remoteAddress: uniqueIp() });
+      assert.equal(res.statusCode, 400, res.body);
+      const text = assertEnvelope(res.json(), 400, 'Bad Request');
+      if (message) assert.match(text, message);
+      assert.equal(await countLinks(pool), before);
+    });
+  }
+
+  it('rejects a body that is not an object', async () => {
+    await withApp(async (app) => {
+      for (const payload of ['"https://example.com/"', '[]', '7', 'null']) {
+        const res = await app.inject({
+          method: 'POST',
+          url: '/api/links',
+          headers: { 'content-type': 'application/json' },
+          payload,
+          remoteAddress: uniqueIp(),
+        });
+        assert.equal(res.statusCode, 400, `${payload}: ${res.body}`);
+        assertEnvelope(res.json(), 400, 'Bad Request');
+      }
+    });
+  });
+
+  it('rejects an empty body', async () => {
+    await withApp(async (app) => {
+      const res = await app.inject({ method: 'POST', url: '/api/links', remoteAddress: uniqueIp() });
+      assert.equal(res.statusCode, 400, res.body);
+      assertEnvelope(res.json(), 400, 'Bad Request');
+    });
+  });
+});
+
+describe('POST /api/links: malformed requests', () => {
+  it('malformed JSON gives a 400 envelope', async () => {
+    await withApp(async (app) => {
+      const before = await countLinks(pool);
+      const res = await app.inject({
+        method: 'POST',
+        url: '/api/links',
+        headers: { 'content-type': 'application/json' },
+        payload: '{"url": "https://example.com/"',
+        remoteAddress: uniqueIp(),
+      });
+      assert.equal(res.statusCode, 400);
+      assertEnvelope(res.json(), 400, 'Bad Request');
+      assert.equal(await countLinks(pool), before);
+    });
+  });
+
+  it('Content-Type text/plain gives a 415 envelope', async () => {
+    await withApp(async (app) => {
+      const res = await app.inject({
+        method: 'POST',
+        url: '/api/links',
+        headers: { 'content-type': 'text/plain' },
+        payload: '{"url":"https://example.com/"}',
+        remoteAddress: uniqueIp(),
+      });
+      assert.equal(res.statusCode, 415);
+      assertEnvelope(res.json(), 415, 'Unsupported Media Type');
+    });
+  });
+
+  it('a body over 64 KiB gives a 413 envelope', async () => {
+    await withApp(async (app) => {
+      const res = await app.inject({
+        method: 'POST',
+        url: '/api/links',
+        headers: { 'content-type': 'application/json' },
+        payload: JSON.stringify({ url: `https://example.com/${'a'.repeat(70 * 1024)}` }),
+        remoteAddress: uniqueIp(),
+      });
+      assert.equal(res.statusCode, 413);
+      assertEnvelope(res.json(), 413, 'Payload Too Large');
+    });
+  });
+
+  it('a __proto__ key gives 400 and nothing is inserted', async () => {
+    await withApp(async (app) => {
+      const before = await countLinks(pool);
+      for (const payload of [
+        '{"url":"https://example.com/","__proto__":{"polluted":true}}',
+        '{"__proto__":{"url":"https://example.com/"}}',
+        '{"url":"https://example.com/","constructor":{"prototype":{"polluted":true}}}',
+      ]) {
+        const res = await app.inject({
+          method: 'POST',
+          url: '/api/links',
+          headers: { 'content-type': 'application/json' },
+          payload,
+          remoteAddress: uniqueIp(),
+        });
+        assert.equal(res.statusCode, 400, `${payload}: ${res.body}`);
+        assertEnvelope(res.json(), 400, 'Bad Request');
+      }
+      assert.equal(({} as Record<string, unknown>).polluted, undefined);
+      assert.equal(await countLinks(pool), before);
+    });
+  });
+});
+
+describe('POST /api/links: code allocation (rule 2)', () => {
+  it('retries with a fresh code after a duplicate, inserting exactly one row', async () => {
+    await withApp(async (app) => {
+      const existing = await createCode(app);
+      const fresh = 'Fresh01';
+      const calls: string[] = [];
+      const before = await countLinks(pool);
+      await withApp(
+        async (retrying) => {
+          const res = await createLink(retrying, 'https://example.com/retry');
+          assert.equal(res.status, 201, JSON.stringify(res.body));
+          assert.equal((res.body.data as { code: string }).code, fresh);
+        },
+        {
+          generateCode: () => {
+            const code = calls.length === 0 ? existing : fresh;
+            calls.push(code);
+            return code;
+          },
+        },
+      );
+      assert.deepEqual(calls, [existing, fresh]);
+      assert.equal(await countLinks(pool), before + 1);
+      const { rows } = await pool.query('SELECT original_url FROM links WHERE code = ANY($1) ORDER BY code', [[existing, fresh]]);
+      assert.equal(rows.length, 2);
+      // The existing link was not overwritten by the colliding attempt.
+      const byCode = await pool.query('SELECT original_url FROM links WHERE code = $1', [existing]);
+      assert.equal(byCode.rows[0].original_url, 'https://example.com/some/page');
+    });
+  });
+
+  it('gives up with a 503 envelope after exactly 5 colliding attempts', async () => {
+    await withApp(async (app) => {
+      const existing = await createCode(app);
+      let calls = 0;
+      const before = await countLinks(pool);
+      await withApp(
+        async (colliding) => {
+          const res = await createLink(colliding, 'https://example.com/never');
+          assert.equal(res.status, 503);
+          assertEnvelope(res.body, 503, 'Service Unavailable');
+          assert.equal(res.headers['retry-after'], '1');
+        },
+        {
+          generateCode: () => {
+            calls += 1;
+            return existing;
+          },
+        },
+      );
+      assert.equal(MAX_CODE_ATTEMPTS, 5);
+      assert.equal(calls, 5);
+      assert.equal(await countLinks(pool), before);
+    });
+  });
+
+  it('does not retry an error other than a duplicate code', async () => {
+    // The CHECK constraint on code rejects this one: a different database error than a unique violation.
+    let calls = 0;
+    const logs = captureLogs();
+    const before = await countLinks(pool);
+    await withApp(
+      async (app) => {
+        const res = await createLink(app, 'https://example.com/');
+        assert.equal(res.status, 500);
+        const message = assertEnvelope(res.body, 500, 'Internal Server Error');
+        assert.equal(message, 'Internal Server Error');
+        assert.doesNotMatch(JSON.stringify(res.body), /check|constraint|links|violat|stack|at /i);
+      },
+      {
+        generateCode: () => {
+          calls += 1;
+          return 'bad-cod';
+        },
+        logStream: logs.stream,
+      },
+      { LOG_LEVEL: 'error' },
+    );
+    assert.equal(calls, 1);
+    assert.equal(await countLinks(pool), before);
+    // The cause is in the log for the operator, not in the response.
+    assert.match(logs.text(), /links_code_check/);
+  });
+
+  it('never issues a code that is a path of the service (healthz)', async () => {
+    const issued: string[] = [];
+    await withApp(
+      async (app) => {
+        const res = await createLink(app, 'https://example.com/');
+        assert.equal(res.status, 201);
+        assert.equal((res.body.data as { code: string }).code, 'Normal1');
+      },
+      {
+        generateCode: () => {
+          const code = issued.length === 0 ? 'healthz' : 'Normal1';
+          issued.push(code);
+          return code;
+        },
+      },
+    );
+    assert.deepEqual(issued, ['healthz', 'Normal1']);
+    const { rowCount } = await pool.query("SELECT 1 FROM links WHERE code = 'healthz'");
+    assert.equal(rowCount, 0);
+  });
+
+  it('a generator that only yields reserved codes ends in 503 after 5 attempts, nothing inserted', async () => {
+    let calls = 0;
+    const before = await countLinks(pool);
+    await withApp(
+      async (app) => {
+        const res = await createLink(app, 'https://example.com/');
+        assert.equal(res.status, 503);
+        assertEnvelope(res.body, 503, 'Service Unavailable');
+        // /healthz itself still answers health, not a redirect.
+        const health = await app.inject({ method: 'GET', url: '/healthz' });
+        assert.deepEqual(health.json(), { status: 'ok' });
+      },
+      {
+        generateCode: () => {
+          calls += 1;
+          return 'healthz';
+        },
+      },
+    );
+    assert.equal(calls, 5);
+    assert.equal(await countLinks(pool), before);
+  });
+
+  it('issued codes match the code pattern', async () => {
+    await withApp(async (app) => {
+      for (let i = 0; i < 5; i++) assert.match(await createCode(app), CODE_PATTERN);
+    });
+  });
+});
+
+describe('POST /api/links: failures never leak', () => {
+  it('a database that is gone gives a 503 envelope without internals', async () => {
+    const deadPool = createPool('postgres://postgres@127.0.0.1:1/none', { connectionTimeoutMillis: 500 });
+    try {
+      const app = await buildApp(shortenerTestConfig(), { pool: deadPool });
+      try {
+        const res = await createLink(app, 'https://example.com/');
+        assert.equal(res.status, 503);
+        const message = assertEnvelope(res.body, 503, 'Service Unavailable');
+        assert.doesNotMatch(message, /ECONNREFUSED|127\.0\.0\.1|postgres/);
+      } finally {
+        await app.close();
+      }
+    } finally {
+      await deadPool.end();
+    }
+  });
+
+  it('a missing table gives a 500 envelope with no internal message or stack', async () => {
+    const broken = await freshDatabase('shortener', await shortenerMigrations());
+    const brokenPool = createPool(broken.url, { max: 2 });
+    try {
+      await brokenPool.query('DROP TABLE links');
+      const app = await buildApp(shortenerTestConfig(), { pool: brokenPool });
+      try {
+        const create = await createLink(app, 'https://example.com/');
+        assert.equal(create.status, 500);
+        assert.deepEqual(create.body, { status: 500, response: 'Internal Server Error', message: 'Internal Server Error' });
+        for (const url of ['/abcdefg', '/api/links/abcdefg']) {
+          const res = await app.inject({ method: 'GET', url });
+          assert.equal(res.statusCode, 500, url);
+          assert.deepEqual(res.json(), { status: 500, response: 'Internal Server Error', message: 'Internal Server Error' });
+        }
+      } finally {
+        await app.close();
+      }
+    } finally {
+      await brokenPool.end();
+      await broken.drop();
+    }
+  });
+});
+
+describe('POST /api/links: any body', () => {
+  it('answers 201 only for an http(s) URL of at most 2048 characters, otherwise a 4xx envelope; never 5xx', async () => {
+    await withApp(async (app) => {
+      const url = fc.oneof(
+        fc.webUrl({ withQueryParameters: true, withFragments: true }),
+        fc.constantFrom('http:', 'https:', 'javascript:', 'data:', 'ftp:', 'file:', 'mailto:', 'ws:', 'blob:', 'about:', '').chain((scheme) =>
+          fc.string({ unit: 'binary', maxLength: 40 }).map((rest) => `${scheme}${rest}`),
+        ),
+        fc.jsonValue(),
+        fc.string({ unit: 'binary', maxLength: 80 }),
+      );
+      await fc.assert(
+        fc.asyncProperty(url, async (value) => {
+          const before = await countLinks(pool);
+          const res = await createLink(app, value);
+          if (res.status === 201) {
+            const data = res.body.data as { code: string; original_url: string };
+            assert.equal(typeof value, 'string');
+            assert.equal(data.original_url, value);
+            assert.ok((value as string).length >= 1 && (value as string).length <= 2048);
+            assert.match(new URL(value as string).protocol, /^https?:$/);
+            assert.equal(await countLinks(pool), before + 1);
+          } else {
+            assert.equal(res.status, 400, `${JSON.stringify(value)} gave ${res.status} ${JSON.stringify(res.body)}`);
+            assertEnvelope(res.body, 400, 'Bad Request');
+            assert.equal(await countLinks(pool), before);
+          }
+        }),
+        { numRuns: 250 },
+      );
+    });
+  });
+});
