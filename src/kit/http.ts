@@ -37,6 +37,8 @@ export interface ServerOptions {
   errorBody: ErrorBody;
   /** Throws when the service cannot serve (database unreachable). */
   readiness: () => Promise<void>;
+  /** What /readyz says when readiness throws. */
+  notReadyMessage?: string;
   bodyLimit?: number;
 }
 
@@ -181,7 +183,7 @@ export async function createServer(opts: ServerOptions): Promise<App> {
         return { status: 'ready' };
       } catch (err) {
         request.log.warn({ err: { message: (err as Error).message } }, 'not ready');
-        return reply.code(503).send(opts.errorBody(503, 'Service not ready: database unreachable'));
+        return reply.code(503).send(opts.errorBody(503, opts.notReadyMessage ?? 'Service not ready: database unreachable'));
       }
     },
   );

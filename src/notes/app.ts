@@ -1,0 +1,76 @@
+import type { Writable } from 'node:stream';
+import { type Clock, systemClock } from '../kit/clock.js';
+import { HttpError } from '../kit/errors.js';
+import { type App, createServer } from '../kit/http.js';
+import { installBearerAuth } from './bearer-auth.js';
+import type { NotesConfig } from './config.js';
+import { createIdentity } from './identity.js';
+import { boundedFetch, createIdpClients, type IdpFetch, jwksUrl } from './idp-clients.js';
+import { IdpUnavailableError, NoteStoreError } from './idp-errors.js';
+import { createNotesStore } from './notes-store.js';
+import { authRoutes } from './routes/auth.js';
+import { notesRoutes } from './routes/notes.js';
+import { createTokenVerifier } from './token-verifier.js';
+
+export interface NotesDeps {
+  /** Decides token expiry in IDP_VERIFY=local. */
+  clock?: Clock;
+  logStream?: Writable;
+  /** Every request to the provider goes through this (tests count them); default: global fetch. */
+  fetch?: IdpFetch;
+}
+
+// Readiness must answer quickly even when the provider hangs.
+const READINESS_TIMEOUT_MS = 2000;
+
+/** The notes app: identity and storage both live at the provider, reached only through supabase-js. */
+export async function buildApp(config: NotesConfig, deps: NotesDeps = {}): Promise<App> {
+  const clients = createIdpClients(config, deps.fetch);
+  const verifyToken = createTokenVerifier(config.IDP_VERIFY, {
+    clients,
+    idpUrl: config.IDP_URL,
+    publishableKey: config.IDP_PUBLISHABLE_KEY,
+    timeoutMs: config.IDP_TIMEOUT_MS,
+    clock: deps.clock ?? systemClock,
+    ...(deps.fetch ? { fetch: deps.fetch } : {}),
+  });
+  const pingIdp = boundedFetch(Math.min(READINESS_TIMEOUT_MS, config.IDP_TIMEOUT_MS), deps.fetch);
+
+  const app = await createServer({
+    title: 'notes',
+    description:
+      'Private notes. Identity is delegated to a Supabase-compatible provider; /notes routes need `Authorization: Bearer <access_token>` from /auth/login.',
+    logLevel: config.LOG_LEVEL,
+    logStream: deps.logStream,
+    trustProxy: config.TRUST_PROXY,
+    errorBody: (_status, message) => ({ message }),
+    readiness: async () => {
+      const res = await pingIdp(jwksUrl(config.IDP_URL), { headers: { apikey: config.IDP_PUBLISHABLE_KEY } });
+      await res.body?.cancel();
+      if (!res.ok) throw new Error(`identity provider answered ${res.status}`);
+    },
+    notReadyMessage: 'Service not ready: identity provider unreachable',
+  });
+
+  // The error handler answers these without logging; the reason behind a 5xx belongs in the log.
+  app.addHook('onError', async (request, _reply, error) => {
+    if (error instanceof IdpUnavailableError) {
+      request.log.warn({ reason: error.reason }, 'identity provider unavailable');
+    } else if (error instanceof NoteStoreError && error.statusCode >= 500) {
+      const { message, code, details, hint } = error.storeError;
+      request.log.error({ store: { status: error.storeStatus, message, code, details, hint } }, 'note store error');
+    } else if (error instanceof HttpError && error.statusCode >= 500) {
+      request.log.error({ err: error }, 'server error');
+    }
+  });
+
+  await app.register(async (scope) => authRoutes(scope, createIdentity(clients)), { prefix: '/auth' });
+  await app.register(
+    async (scope) => {
+      installBearerAuth(scope, verifyToken);
+      await notesRoutes(scope, createNotesStore(clients));
+    },
+    { prefix: '/notes' },
+  );
+  return app;
+}

@@ -1,0 +1,44 @@
+import type { FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
+import { HttpError } from '../kit/errors.js';
+import type { App } from '../kit/http.js';
+import type { Caller, TokenVerifier } from './token-verifier.js';
+
+const CALLER = 'notesCaller';
+
+const missingBearer = () => new HttpError(401, 'Missing bearer token');
+
+/**
+ * The spec's header rule: split on a space; the scheme must be Bearer (compared
+ * case-insensitively, as HTTP auth schemes are and as Supabase Auth does) and
+ * exactly one non-empty token must follow.
+ */
+export function bearerTokenOf(header: string | undefined): string | undefined {
+  if (!header) return undefined;
+  const parts = header.split(' ');
+  if (parts.length !== 2) return undefined;
+  const [scheme, token] = parts as [string, string];
+  if (scheme.toLowerCase() !== 'bearer' || token === '') return undefined;
+  return token;
+}
+
+/**
+ * Installs bearer authentication on one encapsulated scope (the /notes plugin):
+ * every route in it runs only for a verified caller, before its body is parsed,
+ * and finds that caller with `callerOf(request)`.
+ */
+export function installBearerAuth(scope: App, verifyToken: TokenVerifier): void {
+  scope.decorateRequest(CALLER, null);
+  const authenticate: onRequestAsyncHookHandler = async (request) => {
+    const token = bearerTokenOf(request.headers.authorization);
+    if (token === undefined) throw missingBearer();
+    request.setDecorator<Caller>(CALLER, await verifyToken(token));
+  };
+  scope.addHook('onRequest', authenticate);
+}
+
+export function callerOf(request: FastifyRequest): Caller {
+  const caller = request.getDecorator<Caller | null>(CALLER);
+  // Only reachable if a route were registered outside the authenticated scope.
+  if (!caller) throw new Error('route is not behind bearer authentication');
+  return caller;
+}

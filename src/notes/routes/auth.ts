@@ -1,0 +1,46 @@
+import { HttpError } from '../../kit/errors.js';
+import type { App } from '../../kit/http.js';
+import type { Identity } from '../identity.js';
+import { Credentials, ErrorMessage, LoginSession, RegisteredUser } from '../schemas.js';
+
+// Public routes: sign-up and login, forwarded to the identity provider.
+
+// The spec fixes one message for a missing email or password; the schema decides
+// what "missing" is (absent, empty or not a string) and this turns its verdict into that text.
+const credentialsRequired = () => new HttpError(400, 'email and password are required');
+
+export async function authRoutes(app: App, identity: Identity): Promise<void> {
+  app.post(
+    '/register',
+    {
+      attachValidation: true,
+      schema: {
+        tags: ['auth'],
+        summary: 'Create a user at the identity provider',
+        body: Credentials,
+        response: { 201: RegisteredUser, 400: ErrorMessage, 503: ErrorMessage },
+      },
+    },
+    async (request, reply) => {
+      if (request.validationError) throw credentialsRequired();
+      return reply.code(201).send(await identity.register(request.body));
+    },
+  );
+
+  app.post(
+    '/login',
+    {
+      attachValidation: true,
+      schema: {
+        tags: ['auth'],
+        summary: 'Exchange email and password for a session',
+        body: Credentials,
+        response: { 200: LoginSession, 400: ErrorMessage, 401: ErrorMessage, 503: ErrorMessage },
+      },
+    },
+    async (request) => {
+      if (request.validationError) throw credentialsRequired();
+      return identity.login(request.body);
+    },
+  );
+}

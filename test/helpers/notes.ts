@@ -1,0 +1,245 @@
+// Shared pieces of the notes tests (not a test file itself): a notes app on real
+// HTTP pointed at an idp, a small JSON client, users made through the notes API,
+// supabase-js clients as a third party would build them, and token forging.
+import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
+import net from 'node:net';
+import { Writable } from 'node:stream';
+import { createClient, type SupabaseClient } from '@supabase/supabase-js';
+import WebSocket from 'ws';
+import { loadConfig } from '../../src/kit/config.js';
+import type { App } from '../../src/kit/http.js';
+import { buildApp, type NotesDeps } from '../../src/notes/app.js';
+import { notesConfig } from '../../src/notes/config.js';
+
+export interface IdpEndpoint {
+  url: string;
+  publishableKey: string;
+  secretKey: string;
+}
+
+export interface RunningNotes {
+  url: string;
+  app: App;
+  /** Every JSON log line (LOG_LEVEL is warn unless the env given says otherwise). */
+  logs: Array<Record<string, unknown>>;
+  close(): Promise<void>;
+}
+
+/** The notes app listening on 127.0.0.1:0, configured the way server.ts configures it (from env strings). */
+export async function startNotes(idp: IdpEndpoint, env: Record<string, string> = {}, deps: NotesDeps = {}): Promise<RunningNotes> {
+  const config = loadConfig(notesConfig, {
+    IDP_URL: idp.url,
+    IDP_SECRET_KEY: idp.secretKey,
+    IDP_PUBLISHABLE_KEY: idp.publishableKey,
+    LOG_LEVEL: 'warn',
+    ...env,
+  });
+  const logs: Array<Record<string, unknown>> = [];
+  const logStream = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      for (const line of chunk.toString().split('\n')) if (line.trim()) logs.push(JSON.parse(line) as Record<string, unknown>);
+      done();
+    },
+  });
+  const app = await buildApp(config, { logStream, ...deps });
+  const url = await app.listen({ port: 0, host: '127.0.0.1' });
+  return { url, app, logs, close: () => app.close() };
+}
+
+export interface Reply {
+  status: number;
+  body: any;
+  headers: Headers;
+}
+
+/** One JSON request with fetch. `token` becomes `Authorization: Bearer <token>`. */
+export async function call(
+  baseUrl: string,
+  method: string,
+  path: string,
+  opts: { token?: string; body?: unknown; headers?: Record<string, string> } = {},
+): Promise<Reply> {
+  const headers: Record<string, string> = { ...opts.headers };
+  if (opts.token !== undefined) headers.authorization = `Bearer ${opts.token}`;
+  if (opts.body !== undefined) headers['content-type'] = 'application/json';
+  const res = await fetch(`${baseUrl}${path}`, {
+    method,
+    headers,
+    body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
+  });
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : undefined, headers: res.headers };
+}
+
+export const PASSWORD = 'correct-horse-battery-staple';
+export const uniqueEmail = (tag = 'user') => `${tag}-${randomUUID().slice(0, 8)}@example.com`;
+
+export interface TestUser {
+  id: string;
+  email: string;
+  token: string;
+  refreshToken: string;
+}
+
+/** Registers and logs in through the notes service itself. */
+export async function signUp(notesUrl: string, tag?: string): Promise<TestUser> {
+  const email = uniqueEmail(tag);
+  const registered = await call(notesUrl, 'POST', '/auth/register', { body: { email, password: PASSWORD } });
+  if (registered.status !== 201) throw new Error(`register: ${registered.status} ${JSON.stringify(registered.body)}`);
+  const login = await call(notesUrl, 'POST', '/auth/login', { body: { email, password: PASSWORD } });
+  if (login.status !== 200) throw new Error(`login: ${login.status} ${JSON.stringify(login.body)}`);
+  return { id: registered.body.id, email, token: login.body.access_token, refreshToken: login.body.refresh_token };
+}
+
+const clientOptions = {
+  auth: { persistSession: false, autoRefreshToken: false, detectSessionInUrl: false },
+  realtime: { transport: WebSocket as never },
+};
+
+/** supabase-js with the publishable key and, when given, a user's token: what any client of the idp could do. */
+export function userClient(idp: IdpEndpoint, token?: string): SupabaseClient {
+  return createClient(idp.url, idp.publishableKey, {
+    ...clientOptions,
+    ...(token ? { global: { headers: { Authorization: `Bearer ${token}` } } } : {}),
+  });
+}
+
+/** supabase-js with the secret key: admin calls, and reads that bypass row-level security. */
+export function serviceClient(idp: IdpEndpoint): SupabaseClient {
+  return createClient(idp.url, idp.secretKey, clientOptions);
+}
+
+/** A note as the store holds it, read past RLS; undefined when there is none. */
+export async function storedNote(idp: IdpEndpoint, id: number): Promise<Record<string, unknown> | undefined> {
+  const { data, error } = await serviceClient(idp).from('notes').select('*').eq('id', id);
+  if (error) throw new Error(`service read failed: ${error.message}`);
+  return (data as Array<Record<string, unknown>>)[0];
+}
+
+const b64url = (value: unknown) => Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)).toString('base64url');
+
+export function decodeJwt(token: string): { header: Record<string, unknown>; payload: Record<string, unknown> } {
+  const [h, p] = token.split('.');
+  return {
+    header: JSON.parse(Buffer.from(h!, 'base64url').toString()) as Record<string, unknown>,
+    payload: JSON.parse(Buffer.from(p!, 'base64url').toString()) as Record<string, unknown>,
+  };
+}
+
+/** The same token with a different payload and the original signature. */
+export function tamperedToken(token: string, change: Record<string, unknown>): string {
+  const [h, , s] = token.split('.');
+  return `${h}.${b64url({ ...decodeJwt(token).payload, ...change })}.${s}`;
+}
+
+/** An unsigned token (`alg: none`) with the given claims. */
+export function unsignedToken(payload: Record<string, unknown>): string {
+  return `${b64url({ alg: 'none', typ: 'JWT' })}.${b64url(payload)}.`;
+}
+
+/** A port nothing listens on right now (it was free a moment ago). */
+export async function closedPort(): Promise<number> {
+  const server = net.createServer();
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as net.AddressInfo;
+  server.close();
+  await once(server, 'close');
+  return port;
+}
+
+/** A TCP forwarder on a fixed port to `target`: makes a closed port reachable later. */
+export async function forwardPort(port: number, target: string): Promise<{ close(): Promise<void> }> {
+  const { hostname, port: targetPort } = new URL(target);
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(Number(targetPort), hostname);
+    sockets.add(client).add(upstream);
+    client.pipe(upstream).pipe(client);
+    const drop = () => {
+      client.destroy();
+      upstream.destroy();
+      sockets.delete(client);
+      sockets.delete(upstream);
+    };
+    client.on('error', drop).on('close', drop);
+    upstream.on('error', drop).on('close', drop);
+  });
+  server.listen(port, '127.0.0.1');
+  await once(server, 'listening');
+  return {
+    async close() {
+      for (const s of sockets) s.destroy();
+      server.close();
+      await once(server, 'close');
+    },
+  };
+}
+
+export type StubAnswer = { status: number; body?: unknown; headers?: Record<string, string> } | 'forward' | 'hang';
+
+/**
+ * An HTTP server standing in front of a real idp: each request is forwarded,
+ * answered with a fixed status (a failing upstream), or left hanging, as
+ * `decide` says. Counts what it saw.
+ */
+export async function startUpstream(
+  target: string | undefined,
+  decide: (method: string, path: string) => StubAnswer,
+): Promise<{ url: string; seen: string[]; close(): Promise<void> }> {
+  const { createServer } = await import('node:http');
+  const seen: string[] = [];
+  const server = createServer(async (req, res) => {
+    const path = req.url ?? '/';
+    seen.push(`${req.method} ${path.split('?')[0]}`);
+    const answer = decide(req.method ?? 'GET', path);
+    if (answer === 'hang') return;
+    if (answer !== 'forward') {
+      res.writeHead(answer.status, { 'content-type': 'application/json', ...answer.headers });
+      res.end(answer.body === undefined ? '' : JSON.stringify(answer.body));
+      return;
+    }
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const headers = new Headers();
+    for (const [k, v] of Object.entries(req.headers)) if (typeof v === 'string' && k !== 'host' && k !== 'content-length') headers.set(k, v);
+    const upstream = await fetch(`${target}${path}`, {
+      method: req.method,
+      headers,
+      body: chunks.length > 0 ? Buffer.concat(chunks) : undefined,
+    });
+    const out: Record<string, string> = {};
+    upstream.headers.forEach((v, k) => {
+      if (k !== 'content-length' && k !== 'content-encoding' && k !== 'transfer-encoding' && k !== 'connection') out[k] = v;
+    });
+    res.writeHead(upstream.status, out);
+    res.end(Buffer.from(await upstream.arrayBuffer()));
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as net.AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    seen,
+    async close() {
+      server.closeAllConnections();
+      server.close();
+      await once(server, 'close');
+    },
+  };
+}
+
+/** A fetch that records `METHOD /path` of every request the notes service makes to the idp. */
+export function recordingFetch(): { fetch: typeof fetch; seen: string[] } {
+  const seen: string[] = [];
+  return {
+    seen,
+    fetch: (input, init) => {
+      const url = input instanceof Request ? input.url : String(input);
+      const method = init?.method ?? (input instanceof Request ? input.method : 'GET');
+      seen.push(`${method} ${new URL(url).pathname}`);
+      return fetch(input, init);
+    },
+  };
+}

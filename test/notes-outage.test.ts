@@ -1,0 +1,180 @@
+// The idp unreachable, failing, slow, or refusing this service's keys: register,
+// login and every notes route answer 503 {message} (never 400/401, which would
+// sign users out), the cause is logged, and the service recovers by itself.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { startIdp, type RunningIdp } from './helpers/idp.js';
+import { call, closedPort, forwardPort, PASSWORD, signUp, startNotes, startUpstream, uniqueEmail, type Reply, type RunningNotes } from './helpers/notes.js';
+
+const UNAVAILABLE = { message: 'Identity provider unavailable, try again shortly' };
+
+let idp: RunningIdp;
+let direct: RunningNotes;
+before(async () => {
+  idp = await startIdp();
+  direct = await startNotes(idp);
+});
+after(async () => {
+  await direct?.close();
+  await idp?.close();
+});
+
+/** register, login, and the three notes routes with a token that is valid at the real idp. */
+async function everyRoute(url: string, token: string, noteId: number): Promise<Array<[string, Reply]>> {
+  return [
+    ['register', await call(url, 'POST', '/auth/register', { body: { email: uniqueEmail('outage'), password: PASSWORD } })],
+    ['login', await call(url, 'POST', '/auth/login', { body: { email: uniqueEmail('outage'), password: PASSWORD } })],
+    ['list', await call(url, 'GET', '/notes', { token })],
+    ['create', await call(url, 'POST', '/notes', { token, body: { title: 'during outage' } })],
+    ['delete', await call(url, 'DELETE', `/notes/${noteId}`, { token })],
+  ];
+}
+
+function assertAllUnavailable(replies: Array<[string, Reply]>) {
+  for (const [name, res] of replies) {
+    assert.equal(res.status, 503, `${name}: ${JSON.stringify(res.body)}`);
+    assert.deepEqual(res.body, UNAVAILABLE, name);
+    assert.equal(res.headers.get('retry-after'), '1', name);
+  }
+}
+
+for (const mode of ['remote', 'local'] as const) {
+  describe(`idp unreachable (IDP_VERIFY=${mode})`, () => {
+    test('every route answers 503 {message}, it is logged, readiness fails; all recover once the idp is reachable', async () => {
+      const user = await signUp(direct.url, 'outage');
+      const note = await call(direct.url, 'POST', '/notes', { token: user.token, body: { title: 'survives' } });
+      const port = await closedPort();
+      const notes = await startNotes({ ...idp, url: `http://127.0.0.1:${port}` }, { IDP_VERIFY: mode });
+      try {
+        assertAllUnavailable(await everyRoute(notes.url, user.token, note.body.id));
+        const warnings = notes.logs.filter((l) => l.msg === 'identity provider unavailable');
+        assert.ok(warnings.length >= 5, `expected a warning per request, got ${warnings.length}`);
+        assert.match(String(warnings[0]!.reason), /status 0/);
+        // Nothing sensitive in what was logged.
+        assert.doesNotMatch(JSON.stringify(notes.logs), new RegExp(user.token.split('.')[2]!));
+        assert.equal((await call(notes.url, 'GET', '/readyz')).status, 503);
+
+        // The same port now leads to the idp.
+        const forward = await forwardPort(port, idp.url);
+        try {
+          assert.equal((await call(notes.url, 'GET', '/readyz')).status, 200);
+          const list = await call(notes.url, 'GET', '/notes', { token: user.token });
+          assert.equal(list.status, 200);
+          assert.deepEqual(list.body, [note.body]);
+          const email = uniqueEmail('recovered');
+          assert.equal((await call(notes.url, 'POST', '/auth/register', { body: { email, password: PASSWORD } })).status, 201);
+          assert.equal((await call(notes.url, 'POST', '/auth/login', { body: { email, password: PASSWORD } })).status, 200);
+          assert.equal((await call(notes.url, 'DELETE', `/notes/${note.body.id}`, { token: user.token })).status, 200);
+        } finally {
+          await forward.close();
+        }
+      } finally {
+        await notes.close();
+      }
+    });
+  });
+}
+
+describe('idp failing with 5xx', () => {
+  test('auth 500/502/503 answers (supabase-js does not read their body) become 503 for register, login and token checks', async () => {
+    const user = await signUp(direct.url, 'fivexx');
+    for (const status of [500, 502, 503]) {
+      const failing = await startUpstream(idp.url, () => ({ status, body: { message: 'upstream exploded' } }));
+      const notes = await startNotes({ ...idp, url: failing.url });
+      try {
+        const replies = await everyRoute(notes.url, user.token, 1);
+        assertAllUnavailable(replies);
+        // The upstream's own message is not passed on.
+        assert.doesNotMatch(JSON.stringify(replies.map(([, r]) => r.body)), /exploded/);
+      } finally {
+        await notes.close();
+        await failing.close();
+      }
+    }
+  });
+
+  test('REST 502/503/504 become 503; REST 401 for the token becomes 401 "Invalid or expired token"', async () => {
+    const user = await signUp(direct.url, 'rest5xx');
+    let restAnswer: { status: number; body: unknown } = { status: 503, body: { code: 'PGRST002', message: 'Could not query the database for the schema cache. Retrying.', details: null, hint: null } };
+    // Auth and JWKS go to the real idp; only /rest fails.
+    const upstream = await startUpstream(idp.url, (_m, path) => (path.startsWith('/rest/') ? restAnswer : 'forward'));
+    try {
+      for (const mode of ['remote', 'local'] as const) {
+        const notes = await startNotes({ ...idp, url: upstream.url }, { IDP_VERIFY: mode });
+        try {
+          for (const status of [502, 503, 504]) {
+            restAnswer = { status, body: { message: 'bad gateway' } };
+            for (const [name, res] of (await everyRoute(notes.url, user.token, 1)).slice(2)) {
+              assert.equal(res.status, 503, `${mode} ${status} ${name}`);
+              assert.deepEqual(res.body, UNAVAILABLE);
+            }
+          }
+          restAnswer = { status: 401, body: { code: 'PGRST303', message: 'JWT expired', details: null, hint: null } };
+          for (const [name, res] of (await everyRoute(notes.url, user.token, 1)).slice(2)) {
+            assert.equal(res.status, 401, `${mode} ${name}`);
+            assert.deepEqual(res.body, { message: 'Invalid or expired token' });
+          }
+          // A GET is not retried behind the client's back: one REST request per call.
+          const before = upstream.seen.filter((s) => s.startsWith('GET /rest/')).length;
+          restAnswer = { status: 503, body: { message: 'unavailable' } };
+          await call(notes.url, 'GET', '/notes', { token: user.token });
+          assert.equal(upstream.seen.filter((s) => s.startsWith('GET /rest/')).length, before + 1);
+        } finally {
+          await notes.close();
+        }
+      }
+    } finally {
+      await upstream.close();
+    }
+  });
+});
+
+describe('idp too slow', () => {
+  test('a request the idp never answers ends as 503 after IDP_TIMEOUT_MS, not a hung client', async () => {
+    const user = await signUp(direct.url, 'slow');
+    const hanging = await startUpstream(undefined, () => 'hang');
+    const notes = await startNotes({ ...idp, url: hanging.url }, { IDP_TIMEOUT_MS: '300' });
+    try {
+      const started = Date.now();
+      assertAllUnavailable(await everyRoute(notes.url, user.token, 1));
+      const elapsed = Date.now() - started;
+      assert.ok(elapsed < 5 * 2000, `took ${elapsed} ms`);
+      const readyStart = Date.now();
+      assert.equal((await call(notes.url, 'GET', '/readyz')).status, 503);
+      assert.ok(Date.now() - readyStart < 2000);
+    } finally {
+      await notes.close();
+      await hanging.close();
+    }
+  });
+});
+
+describe("the idp refusing this service's keys", () => {
+  test('a wrong secret key makes token checks 503 (a configuration fault), not 401 for every user', async () => {
+    const user = await signUp(direct.url, 'wrongkey');
+    const notes = await startNotes({ ...idp, secretKey: 'sb_secret_not_the_right_one' });
+    try {
+      const res = await call(notes.url, 'GET', '/notes', { token: user.token });
+      assert.equal(res.status, 503);
+      assert.deepEqual(res.body, UNAVAILABLE);
+      assert.match(String(notes.logs.find((l) => l.msg === 'identity provider unavailable')?.reason), /API key/i);
+    } finally {
+      await notes.close();
+    }
+  });
+
+  test('a wrong publishable key makes register and login 503, not 400/401', async () => {
+    const notes = await startNotes({ ...idp, publishableKey: 'sb_publishable_not_the_right_one' });
+    try {
+      const email = uniqueEmail('wrongpub');
+      const register = await call(notes.url, 'POST', '/auth/register', { body: { email, password: PASSWORD } });
+      const login = await call(notes.url, 'POST', '/auth/login', { body: { email, password: PASSWORD } });
+      for (const res of [register, login]) {
+        assert.equal(res.status, 503);
+        assert.deepEqual(res.body, UNAVAILABLE);
+      }
+    } finally {
+      await notes.close();
+    }
+  });
+});
