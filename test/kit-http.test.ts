@@ -331,3 +331,50 @@ describe('createServer: draining', () => {
     assert.ok(Date.now() - started < 3000, `close took ${Date.now() - started} ms`);
   });
 });
+
+describe('answers Fastify and the HTTP parser give before routing, in the envelope', () => {
+  it('an undecodable %-escape in the path is a 400 envelope', async () => {
+    await withServer(async (app) => {
+      app.get('/item/:id', async () => ({ ok: true }));
+      const res = await app.inject({ method: 'GET', url: '/item/%zz' });
+      assert.equal(res.statusCode, 400);
+      assert.deepEqual(res.json(), { status: 400, response: 'Bad Request', message: 'Malformed URL' });
+    });
+  });
+
+  it('a non-finite number in a query string is a 400, never passed to the handler', async () => {
+    await withServer(async (app) => {
+      for (const n of ['1e400', '-1e400']) {
+        const res = await app.inject({ method: 'GET', url: `/query?n=${n}` });
+        assert.equal(res.statusCode, 400, n);
+        assert.deepEqual(res.json(), { status: 400, response: 'Bad Request', message: 'querystring/n must be a finite number' });
+      }
+      const fine = await app.inject({ method: 'GET', url: '/query?n=42' });
+      assert.deepEqual(fine.json(), { n: 42 });
+      const wrong = await app.inject({ method: 'GET', url: '/query?n=abc' });
+      assert.equal(wrong.statusCode, 400);
+      assert.match(wrong.json().message, /querystring\/n must be integer/);
+    });
+  });
+
+  it('a request the HTTP parser refuses gets the envelope and Connection: close', async () => {
+    const net = await import('node:net');
+    await withServer(async (app) => {
+      await app.listen({ port: 0, host: '127.0.0.1' });
+      const { port } = app.server.address() as AddressInfo;
+      const answer: string = await new Promise((resolve, reject) => {
+        const socket = net.connect(port, '127.0.0.1', () => {
+          socket.write('POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n\r\n{}');
+        });
+        let text = '';
+        socket.on('data', (d) => (text += d.toString()));
+        socket.on('close', () => resolve(text));
+        socket.on('error', reject);
+      });
+      const [head, body] = answer.split('\r\n\r\n');
+      assert.match(head!, /^HTTP\/1\.1 400 Bad Request/);
+      assert.match(head!, /\r\nConnection: close/i);
+      assert.deepEqual(JSON.parse(body!), { status: 400, response: 'Bad Request', message: 'Bad Request' });
+    });
+  });
+});

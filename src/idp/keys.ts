@@ -49,6 +49,8 @@ const FORBIDDEN_HEADERS = ['jku', 'jwk', 'x5u', 'x5c', 'x5t', 'x5t#S256', 'crit'
 
 const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 
+const isCanonicalBase64url = (part: string) => Buffer.from(part, 'base64url').toString('base64url') === part;
+
 function decodeJson(part: string): Record<string, unknown> | null {
   try {
     const value: unknown = JSON.parse(Buffer.from(part, 'base64url').toString('utf8'));
@@ -115,6 +117,9 @@ export class SigningKeys {
     if (parts.length !== 3) return fail({ kind: 'malformed', reason: `token contains an invalid number of segments (${parts.length})` });
     // Strict base64url: padding or other characters would let several spellings of one signature through.
     if (!COMPACT_JWS.test(token)) return fail({ kind: 'malformed', reason: 'token is not in base64url format' });
+    // Decoders ignore the spare low bits of a segment's last character, so one signature has
+    // several spellings that all verify: only the canonical one is the token that was issued.
+    if (!parts.every(isCanonicalBase64url)) return fail({ kind: 'malformed', reason: 'token is not in canonical base64url format' });
     const header = decodeJson(parts[0]!);
     if (header === null) return fail({ kind: 'malformed', reason: 'could not JSON decode header' });
     if (header.alg !== 'ES256') return fail({ kind: 'unverifiable', reason: `signing method ${String(header.alg)} is invalid` });

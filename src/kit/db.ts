@@ -32,6 +32,13 @@ export function createPool(connectionString: string, opts: PoolOptions = {}): Po
   // An idle client losing its connection (database restart) must not crash the
   // process; the pool drops it and the next checkout reconnects.
   pool.on('error', () => {});
+  // The pool listens for errors of idle clients only. A checked-out client that
+  // is between two statements (a transaction) when the server terminates its
+  // connection emits 'error' with nobody listening, which kills the process
+  // (found by the resilience test restarting PostgreSQL under load). The error
+  // is not lost: the client is no longer queryable, so its next statement
+  // rejects, and the pool discards it on release.
+  pool.on('connect', (client) => client.on('error', () => {}));
   return pool;
 }
 

@@ -7,11 +7,11 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { Ajv, type Options as AjvOptions } from 'ajv';
 import addFormatsModule from 'ajv-formats';
-import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type RawServerDefault } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type RawServerDefault } from 'fastify';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { LogLevel } from './config.js';
 import { isDatabaseUnavailable } from './db.js';
-import { HttpError } from './errors.js';
+import { HttpError, badRequest } from './errors.js';
 
 export type App = FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger, TypeBoxTypeProvider>;
 
@@ -107,6 +107,28 @@ export async function createServer(opts: ServerOptions): Promise<App> {
     // Only the pieces of an URL a router needs; everything else 404s.
     routerOptions: { ignoreTrailingSlash: false, maxParamLength: 200 },
     forceCloseConnections: 'idle',
+    // Errors Fastify answers before routing (an undecodable %-escape, an
+    // over-long path parameter) get the service's envelope like any other.
+    frameworkErrors: (err, _request, reply) => {
+      const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 400;
+      void (reply as FastifyReply).code(status).send(opts.errorBody(status, status === 414 ? 'URI too long' : 'Malformed URL'));
+    },
+    // Requests the HTTP parser refuses (bad Content-Length, broken request
+    // line, oversized headers): an enveloped answer, and the connection is
+    // closed, as the client must be told since the socket is destroyed after.
+    clientErrorHandler: (err, socket) => {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ECONNRESET' || socket.destroyed) return;
+      const status = code === 'HPE_HEADER_OVERFLOW' ? 431 : code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
+      const body = JSON.stringify(opts.errorBody(status, STATUS_CODES[status] ?? 'Bad Request'));
+      if (socket.writable) {
+        socket.write(
+          `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+            `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+        );
+      }
+      socket.destroy();
+    },
     // While draining, a request on an already open connection is served (and
     // told to close the connection) rather than refused with a bare 503.
     return503OnClosing: false,
@@ -116,9 +138,24 @@ export async function createServer(opts: ServerOptions): Promise<App> {
   // path params arrive as text, so those are coerced to the declared types.
   const bodyAjv = makeAjv({ coerceTypes: false });
   const textAjv = makeAjv({ coerceTypes: 'array' });
-  app.setValidatorCompiler(({ schema, httpPart }) =>
-    (httpPart === 'body' ? bodyAjv : textAjv).compile(schema as object),
-  );
+  app.setValidatorCompiler(({ schema, httpPart }) => {
+    if (httpPart === 'body') return bodyAjv.compile(schema as object);
+    const validate = textAjv.compile(schema as object);
+    // Coercion turns the text "1e400" into Infinity, which Ajv then exempts from
+    // minimum/maximum: a query like ?page=1e400 must fail here, not in SQL.
+    const check = (data: unknown) => {
+      if (!validate(data)) {
+        check.errors = validate.errors;
+        return false;
+      }
+      for (const [key, value] of Object.entries((data ?? {}) as Record<string, unknown>)) {
+        if (typeof value === 'number' && !Number.isFinite(value)) return { error: badRequest(`${httpPart}/${key} must be a finite number`) };
+      }
+      return true;
+    };
+    check.errors = validate.errors;
+    return check;
+  });
 
   // JSON is the only request body this project accepts.
   app.removeContentTypeParser(['text/plain']);

@@ -57,6 +57,23 @@ function jwtReason(problem: TokenProblem): string {
   }
 }
 
+// PostgreSQL's jsonb holds neither U+0000 (22P05) nor an unpaired surrogate (22P02) in any string
+// or key, so metadata carrying one made the insert fail with a 500.
+const UNSTORABLE_IN_JSONB = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** Metadata PostgreSQL cannot store is the caller's error: a 400 instead of a 500. */
+function checkStorableMetadata(field: string, value: unknown): void {
+  const pending: unknown[] = [value];
+  while (pending.length > 0) {
+    const item = pending.pop();
+    if (typeof item === 'string') {
+      if (UNSTORABLE_IN_JSONB.test(item)) throw authErrors.validation(`${field} cannot contain U+0000 or unpaired surrogates`);
+    } else if (typeof item === 'object' && item !== null) {
+      for (const [key, inner] of Object.entries(item)) pending.push(key, inner);
+    }
+  }
+}
+
 export class AuthService {
   constructor(
     private readonly repo: AuthRepository,
@@ -85,6 +102,7 @@ export class AuthService {
     if (weakness) throw authErrors.weakPassword(weakness.message, weakness.reasons);
     const email = normalizeEmail(rawEmail);
     const data = input.data ?? {};
+    checkStorableMetadata('data', data);
 
     // Hashing first means every branch below costs one bcrypt, whether or not the address is taken.
     const passwordHash = await hashPassword(password);
@@ -152,7 +170,9 @@ export class AuthService {
     const rawEmail = input.email ?? '';
     if (rawEmail === '' && !input.phone) throw authErrors.validation('missing email or phone');
     const password = input.password ?? '';
-    const user = rawEmail === '' ? undefined : await this.repo.findUserByEmail(rawEmail.trim().toLowerCase());
+    // No stored address contains U+0000, and PostgreSQL refuses it even as a parameter (a 500 before).
+    const lookup = rawEmail === '' || rawEmail.includes('\u0000') ? undefined : rawEmail.trim().toLowerCase();
+    const user = lookup === undefined ? undefined : await this.repo.findUserByEmail(lookup);
     // Same work and same answer for an unknown address and a wrong password.
     const valid = await this.passwords.verify(password, user?.encrypted_password);
     if (!user || !valid) throw authErrors.invalidCredentials();
@@ -281,6 +301,8 @@ export class AuthService {
       throw authErrors.validation('Cannot create a user without either an email or phone');
     }
     const email = normalizeEmail(attrs.email);
+    checkStorableMetadata('user_metadata', attrs.user_metadata);
+    checkStorableMetadata('app_metadata', attrs.app_metadata);
     // No strength check here (GoTrue's admin API does none), only bcrypt's limit.
     const password = attrs.password ?? randomPassword();
     checkPasswordTooLong(password);

@@ -1,0 +1,199 @@
+// The four services built in this test process (buildApp / openIdp, real PostgreSQL, real HTTP
+// listeners on 127.0.0.1), each with its log lines captured, for the property, JWT and SQL
+// injection files. The fuzz and log-hygiene files run the real processes instead.
+import { generateKeyPairSync } from 'node:crypto';
+import { Writable } from 'node:stream';
+import { buildApp as buildAccounts } from '../../../src/accounts/app.js';
+import { accountsConfig } from '../../../src/accounts/config.js';
+import { openIdp } from '../../../src/idp/bootstrap.js';
+import { idpConfig } from '../../../src/idp/config.js';
+import { loadConfig } from '../../../src/kit/config.js';
+import { createPool, type Pool } from '../../../src/kit/db.js';
+import type { App } from '../../../src/kit/http.js';
+import { buildApp as buildNotes, type NotesDeps } from '../../../src/notes/app.js';
+import { notesConfig } from '../../../src/notes/config.js';
+import { buildApp as buildShortener } from '../../../src/shortener/app.js';
+import { shortenerConfig } from '../../../src/shortener/config.js';
+import type { TestDatabase } from '../../helpers/database.js';
+import { idpDatabase, serviceDatabase } from '../helpers/services.js';
+
+/** Every log line an app writes, kept as text. */
+export class LogCapture extends Writable {
+  private chunks: string[] = [];
+  override _write(chunk: Buffer | string, _enc: BufferEncoding, done: () => void): void {
+    this.chunks.push(chunk.toString());
+    done();
+  }
+  text(): string {
+    return this.chunks.join('');
+  }
+}
+
+export interface Running {
+  url: string;
+  app: App;
+  logs: LogCapture;
+  close(): Promise<void>;
+}
+
+async function listen(app: App): Promise<string> {
+  return app.listen({ port: 0, host: '127.0.0.1' });
+}
+
+/** TRUST_PROXY=127.0.0.1: tests name the client in X-Forwarded-For, so the create limit counts per test client. */
+export async function startShortenerInProcess(logLevel = 'silent'): Promise<Running & { pool: Pool; db: TestDatabase }> {
+  const db = await serviceDatabase('shortener');
+  const pool = createPool(db.url, { max: 5 });
+  const logs = new LogCapture();
+  const config = loadConfig(shortenerConfig, { BASE_URL: 'https://sho.rt', LOG_LEVEL: logLevel, TRUST_PROXY: '127.0.0.1' });
+  const app = await buildShortener(config, { pool, logStream: logs });
+  const url = await listen(app);
+  return {
+    url,
+    app,
+    logs,
+    pool,
+    db,
+    close: async () => {
+      await app.close();
+      await pool.end();
+      await db.drop();
+    },
+  };
+}
+
+export const ACCOUNTS_SECRET = `hostile-${'s3cr3t'.repeat(8)}`;
+
+export async function startAccountsInProcess(logLevel = 'silent'): Promise<Running & { pool: Pool; db: TestDatabase; secret: string }> {
+  const db = await serviceDatabase('accounts');
+  const pool = createPool(db.url, { max: 5 });
+  const logs = new LogCapture();
+  const config = loadConfig(accountsConfig, { JWT_SECRET: ACCOUNTS_SECRET, LOG_LEVEL: logLevel });
+  const app = await buildAccounts(config, { pool, logStream: logs });
+  const url = await listen(app);
+  return {
+    url,
+    app,
+    logs,
+    pool,
+    db,
+    secret: ACCOUNTS_SECRET,
+    close: async () => {
+      await app.close();
+      await pool.end();
+      await db.drop();
+    },
+  };
+}
+
+export const HOSTILE_IDP_KEYS = {
+  publishable: 'sb_publishable_hostile_Zq4mW8xN2cT6vB1k',
+  secret: 'sb_secret_hostile_P9dL3sH7fJ1gK5aQ',
+};
+
+export interface RunningIdp extends Running {
+  databaseUrl: string;
+  db: TestDatabase;
+  publishableKey: string;
+  secretKey: string;
+  /** The ES256 private key the idp signs with (PEM), so tests can sign valid-but-wrong tokens. */
+  signingKeyPem: string;
+}
+
+export async function startIdpInProcess(logLevel = 'silent'): Promise<RunningIdp> {
+  const db = await idpDatabase();
+  const signingKeyPem = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+  const config = loadConfig(idpConfig, {
+    PORT: '0',
+    HOST: '127.0.0.1',
+    DATABASE_URL: db.url,
+    LOG_LEVEL: logLevel,
+    IDP_PUBLISHABLE_KEY: HOSTILE_IDP_KEYS.publishable,
+    IDP_SECRET_KEY: HOSTILE_IDP_KEYS.secret,
+    IDP_AUTOCONFIRM: 'true',
+    IDP_SIGNING_KEY: signingKeyPem,
+  });
+  const logs = new LogCapture();
+  let idp: Awaited<ReturnType<typeof openIdp>>;
+  try {
+    idp = await openIdp(config, { databaseUrl: db.url, logStream: logs });
+  } catch (err) {
+    await db.drop().catch(() => {});
+    throw err;
+  }
+  const url = await listen(idp.app);
+  return {
+    url,
+    app: idp.app,
+    logs,
+    db,
+    databaseUrl: db.url,
+    publishableKey: HOSTILE_IDP_KEYS.publishable,
+    secretKey: HOSTILE_IDP_KEYS.secret,
+    signingKeyPem,
+    close: async () => {
+      await idp.app.close();
+      await idp.close();
+      await db.drop();
+    },
+  };
+}
+
+export async function startNotesInProcess(
+  idp: { url: string; publishableKey: string; secretKey: string },
+  opts: { verify?: 'remote' | 'local'; logLevel?: string; fetch?: NotesDeps['fetch'] } = {},
+): Promise<Running> {
+  const config = loadConfig(notesConfig, {
+    IDP_URL: idp.url,
+    IDP_PUBLISHABLE_KEY: idp.publishableKey,
+    IDP_SECRET_KEY: idp.secretKey,
+    IDP_VERIFY: opts.verify ?? 'remote',
+    LOG_LEVEL: opts.logLevel ?? 'silent',
+  });
+  const logs = new LogCapture();
+  const app = await buildNotes(config, { logStream: logs, ...(opts.fetch ? { fetch: opts.fetch } : {}) });
+  const url = await listen(app);
+  return { url, app, logs, close: () => app.close() };
+}
+
+export interface JsonReply {
+  status: number;
+  headers: Headers;
+  text: string;
+  body: any;
+}
+
+/** One request with fetch; `body` is sent as JSON unless `raw` is given. */
+export async function request(
+  baseUrl: string,
+  method: string,
+  path: string,
+  opts: { body?: unknown; raw?: string; headers?: Record<string, string>; token?: string } = {},
+): Promise<JsonReply> {
+  const headers: Record<string, string> = { ...opts.headers };
+  if (opts.token !== undefined) headers.authorization = `Bearer ${opts.token}`;
+  const payload = opts.raw ?? (opts.body === undefined ? undefined : JSON.stringify(opts.body));
+  if (payload !== undefined && headers['content-type'] === undefined) headers['content-type'] = 'application/json';
+  const res = await fetch(`${baseUrl}${path}`, { method, headers, body: payload, redirect: 'manual' });
+  const text = await res.text();
+  let body: unknown;
+  try {
+    body = text === '' ? undefined : JSON.parse(text);
+  } catch {
+    body = undefined;
+  }
+  return { status: res.status, headers: res.headers, text, body };
+}
+
+/** Requests to the idp with its gateway headers; `apikey` defaults to the publishable key. */
+export function idpRequest(
+  idp: { url: string; publishableKey: string },
+  method: string,
+  path: string,
+  opts: { body?: unknown; raw?: string; headers?: Record<string, string>; token?: string; apikey?: string | null } = {},
+): Promise<JsonReply> {
+  const apikey = opts.apikey === undefined ? idp.publishableKey : opts.apikey;
+  const headers: Record<string, string> = { 'x-supabase-api-version': '2024-01-01', ...opts.headers };
+  if (apikey !== null) headers.apikey = apikey;
+  return request(idp.url, method, path, { ...opts, headers });
+}

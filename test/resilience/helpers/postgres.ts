@@ -1,0 +1,68 @@
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import { ensureDatabase, withDatabase } from '../../../src/kit/db.js';
+import { type EmbeddedPostgres, startEmbeddedPostgres } from '../../../src/kit/embedded-postgres.js';
+import { freePort } from '../../helpers/process.js';
+
+// A PostgreSQL of the test's own, which it may stop and start again: the
+// machine's server is shared by every other test and is never touched.
+
+export interface RestartablePostgres {
+  /** Superuser URL of the `postgres` database; stays valid across restarts (same port). */
+  adminUrl: string;
+  port: number;
+  running(): boolean;
+  /** Fast shutdown: open connections are terminated, as in a real database restart. */
+  stop(): Promise<void>;
+  start(): Promise<void>;
+  /** A database of the cluster, created when absent. */
+  database(name: string): Promise<string>;
+  /** Stops the server and removes its directory. */
+  destroy(): Promise<void>;
+}
+
+const quiet = { info: () => {}, debug: () => {}, warn: (m: string) => console.error(m) };
+
+export async function startRestartablePostgres(): Promise<RestartablePostgres> {
+  const dir = mkdtempSync(path.join(tmpdir(), 'svc-resilience-pg-'));
+  // As root the package runs PostgreSQL as the `postgres` user, which must reach the directory.
+  chmodSync(dir, 0o755);
+  const port = await freePort();
+  let server: EmbeddedPostgres | undefined = await startEmbeddedPostgres(dir, quiet, { port });
+  const adminUrl = server.adminUrl;
+  return {
+    adminUrl,
+    port,
+    running: () => server !== undefined,
+    async stop() {
+      await server?.stop();
+      server = undefined;
+    },
+    async start() {
+      if (server) return;
+      server = await startEmbeddedPostgres(dir, quiet, { port });
+    },
+    async database(name: string) {
+      await ensureDatabase(adminUrl, name);
+      return withDatabase(adminUrl, name);
+    },
+    async destroy() {
+      await server?.stop().catch(() => {});
+      server = undefined;
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** One query on a short-lived connection (checks made by the test, never by the service). */
+export async function queryOnce<R extends pg.QueryResultRow>(url: string, text: string, values: unknown[] = []): Promise<R[]> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return (await client.query<R>(text, values)).rows;
+  } finally {
+    await client.end();
+  }
+}

@@ -1,0 +1,166 @@
+import { randomBytes, generateKeyPairSync } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { createPool, migrate, readMigrations } from '../../../src/kit/db.js';
+import { authenticatorRoleName } from '../../../src/idp/authenticator.js';
+import { adminUrl, freshDatabase, type TestDatabase } from '../../helpers/database.js';
+import { type ServiceProcess, startServiceProcess } from '../../helpers/process.js';
+
+// The services as users run them (their own process, configured by environment
+// only), with every variable the test does not set blanked out, so what CI
+// exports for the test runner (DATABASE_URL, REDIS_URL) never leaks into them.
+
+const BLANK = { DATABASE_URL: '', REDIS_URL: '', TRUST_PROXY: '', BASE_URL: '', NODE_OPTIONS: '' };
+
+export interface ProcessOptions {
+  /** Fixed port (to restart a service where clients expect it). */
+  port?: number;
+  /** Extra variables, e.g. NODE_OPTIONS for the soak's memory probe. */
+  env?: Record<string, string>;
+}
+
+export function startShortener(databaseUrl: string, opts: ProcessOptions & { redisUrl?: string; trustProxy?: string } = {}): Promise<ServiceProcess> {
+  return startServiceProcess(
+    'src/shortener/server.ts',
+    {
+      ...BLANK,
+      DATABASE_URL: databaseUrl,
+      REDIS_URL: opts.redisUrl ?? '',
+      TRUST_PROXY: opts.trustProxy ?? '',
+      BASE_URL: 'https://sho.rt',
+      ...opts.env,
+    },
+    { port: opts.port },
+  );
+}
+
+export const ACCOUNTS_ADMIN = { email: 'resilience-admin@example.com', password: 'resilience-admin-pw-1' };
+
+export function startAccounts(databaseUrl: string, opts: ProcessOptions = {}): Promise<ServiceProcess> {
+  return startServiceProcess(
+    'src/accounts/server.ts',
+    {
+      ...BLANK,
+      DATABASE_URL: databaseUrl,
+      JWT_SECRET: randomBytes(32).toString('hex'),
+      ADMIN_EMAIL: ACCOUNTS_ADMIN.email,
+      ADMIN_PASSWORD: ACCOUNTS_ADMIN.password,
+      ...opts.env,
+    },
+    { port: opts.port },
+  );
+}
+
+export const IDP_KEYS = {
+  publishable: 'sb_publishable_resilience_4hTq8WmZ2cVbN7xKp',
+  secret: 'sb_secret_resilience_9LrD3fGs6JwQ1yHe',
+};
+
+/** One signing key per test process: a restarted idp keeps accepting the tokens it issued before. */
+const IDP_SIGNING_KEY = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+
+export async function startIdpProcess(databaseUrl: string, opts: ProcessOptions = {}): Promise<ServiceProcess & { dataDir: string }> {
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'svc-resilience-idp-'));
+  try {
+    const proc = await startServiceProcess(
+      'src/idp/server.ts',
+      {
+        ...BLANK,
+        DATABASE_URL: databaseUrl,
+        DATA_DIR: dataDir,
+        IDP_PUBLISHABLE_KEY: IDP_KEYS.publishable,
+        IDP_SECRET_KEY: IDP_KEYS.secret,
+        IDP_SIGNING_KEY,
+        IDP_AUTOCONFIRM: 'true',
+        ...opts.env,
+      },
+      { port: opts.port },
+    );
+    const stop = proc.stop;
+    return {
+      ...proc,
+      dataDir,
+      stop: async () => {
+        const code = await stop();
+        rmSync(dataDir, { recursive: true, force: true });
+        return code;
+      },
+    };
+  } catch (err) {
+    rmSync(dataDir, { recursive: true, force: true });
+    throw err;
+  }
+}
+
+export function startNotesProcess(idpUrl: string, opts: ProcessOptions & { verify?: 'remote' | 'local' } = {}): Promise<ServiceProcess> {
+  return startServiceProcess(
+    'src/notes/server.ts',
+    {
+      ...BLANK,
+      IDP_URL: idpUrl,
+      IDP_PUBLISHABLE_KEY: IDP_KEYS.publishable,
+      IDP_SECRET_KEY: IDP_KEYS.secret,
+      IDP_VERIFY: opts.verify ?? 'remote',
+      ...opts.env,
+    },
+    { port: opts.port },
+  );
+}
+
+const migrationsOf = (dir: string) => readMigrations(fileURLToPath(new URL(`../../../${dir}`, import.meta.url)));
+
+/** A fresh, migrated database of the test run for the shortener or accounts. */
+export async function serviceDatabase(service: 'shortener' | 'accounts'): Promise<TestDatabase> {
+  return freshDatabase(service, await migrationsOf(`src/${service}/migrations`));
+}
+
+/**
+ * A fresh idp database on the test run's server, prepared like test/helpers/idp.ts does (same
+ * template); drop() also removes the cluster-wide login role the idp creates for it.
+ */
+export async function idpDatabase(): Promise<TestDatabase> {
+  const idpMigrations = await migrationsOf('src/idp/migrations');
+  const appMigrations = await migrationsOf('supabase/migrations');
+  const db = await freshDatabase('idp', idpMigrations, async (url) => {
+    const pool = createPool(url, { max: 1 });
+    try {
+      await migrate(pool, 'idp', idpMigrations);
+      await migrate(pool, 'supabase', appMigrations);
+    } finally {
+      await pool.end();
+    }
+  });
+  return {
+    ...db,
+    drop: async () => {
+      await db.drop();
+      const admin = new pg.Client({ connectionString: adminUrl() });
+      await admin.connect();
+      try {
+        await admin.query(`DROP ROLE IF EXISTS ${admin.escapeIdentifier(authenticatorRoleName(db.name))}`);
+      } finally {
+        await admin.end();
+      }
+    },
+  };
+}
+
+/** Stops a process if it still runs (SIGKILL: cleanup after a failed test must not wait). */
+export async function ensureStopped(proc: ServiceProcess | undefined): Promise<void> {
+  if (proc && proc.child.exitCode === null && proc.child.signalCode === null) await proc.kill();
+}
+
+/**
+ * Client addresses for X-Forwarded-For: consecutive addresses of 10.0.0.0/8 from a random
+ * start, so tests sharing one Redis (other files, other runs) never share a rate-limit counter.
+ */
+export function clientIps(): (n: number) => string {
+  const base = randomBytes(3).readUIntBE(0, 3);
+  return (n) => {
+    const v = (base + n) % 0x1000000;
+    return `10.${(v >> 16) & 255}.${(v >> 8) & 255}.${v & 255}`;
+  };
+}

@@ -1,0 +1,240 @@
+// HTTP fuzz of each service running as its own process (as users run it): at least 20,000
+// hostile requests per service (FUZZ_REQUESTS to change it), from a seeded PRNG (the seed is
+// printed; FUZZ_SEED=<seed> replays the run). Asserted for every response: no 5xx, a body in the
+// service's documented error envelope, no stack trace; for the run: no request left hanging,
+// the process alive afterwards with /healthz and /readyz answering 200, and no error-level log
+// line. Nothing is down during the run, so no 503 is acceptable either.
+import assert from 'node:assert/strict';
+import { after, before, test, type TestContext } from 'node:test';
+import type { TestDatabase } from '../helpers/database.js';
+import type { ServiceProcess } from '../helpers/process.js';
+import { reportFigures, round } from './helpers/figures.js';
+import {
+  ACCOUNTS_ADMIN,
+  IDP_KEYS,
+  clientIps,
+  ensureStopped,
+  idpDatabase,
+  serviceDatabase,
+  startAccounts,
+  startIdpProcess,
+  startNotesProcess,
+  startShortener,
+} from './helpers/services.js';
+import { checkResponseBody, type ServiceName } from './fuzz/envelopes.js';
+import { createRng, runSeed } from './fuzz/prng.js';
+import { type HttpOutcome, keepAliveClient, rawExchange } from './fuzz/raw-http.js';
+import { type FuzzCase, type FuzzContext, requestGenerator, toRawBytes } from './fuzz/requests.js';
+
+const seed = runSeed();
+const REQUESTS = Number(process.env.FUZZ_REQUESTS ?? 20_000);
+const CONCURRENCY = 16;
+/** Share of requests sent as raw bytes on a fresh connection. */
+const RAW_SHARE = 0.08;
+const REDIS_URL = process.env.REDIS_URL;
+
+const dbs: TestDatabase[] = [];
+const procs: Record<ServiceName, ServiceProcess | undefined> = { shortener: undefined, accounts: undefined, idp: undefined, notes: undefined };
+
+before(async () => {
+  const [shortenerDb, accountsDb, idpDb] = await Promise.all([serviceDatabase('shortener'), serviceDatabase('accounts'), idpDatabase()]);
+  dbs.push(shortenerDb, accountsDb, idpDb);
+  // X-Forwarded-For is trusted from 127.0.0.1 so the fuzz can vary the client address (and the
+  // rate limiters' keys), and Redis holds the counters when CI provides it, as in production.
+  const redis: Record<string, string> = REDIS_URL ? { REDIS_URL } : {};
+  [procs.shortener, procs.accounts, procs.idp] = await Promise.all([
+    startShortener(shortenerDb.url, { trustProxy: '127.0.0.1', redisUrl: REDIS_URL }),
+    startAccounts(accountsDb.url, { env: { TRUST_PROXY: '127.0.0.1', ...redis } }),
+    startIdpProcess(idpDb.url),
+  ]);
+  procs.notes = await startNotesProcess(procs.idp.url);
+});
+
+after(async () => {
+  for (const proc of Object.values(procs)) await ensureStopped(proc);
+  for (const db of dbs) await db.drop();
+});
+
+// ---- the run -----------------------------------------------------------------------------------
+
+interface RunStats {
+  sent: number;
+  raw: number;
+  statuses: Record<string, number>;
+  /** Bodies written by Fastify or Node outside the service's handlers (see envelopes.ts). */
+  framework: number;
+  /** Raw requests the server answered by closing the connection. */
+  closedRaw: number;
+  /** Keep-alive requests whose connection failed, sent again alone on a fresh connection. */
+  resent: number;
+  failures: string[];
+  failureCount: number;
+}
+
+/** What is wrong with this answer to this request (undefined: nothing), and whether Fastify wrote its body. */
+function judge(service: ServiceName, c: FuzzCase, o: HttpOutcome): { problem?: string; framework?: boolean } {
+  const method = c.kind === 'http' ? c.req.method : c.method;
+  const path = c.kind === 'http' ? c.req.path : c.path;
+  switch (o.kind) {
+    case 'timeout':
+      return { problem: 'no answer within the timeout' };
+    case 'client-refused':
+      return { problem: `the test client refused to send it (${o.detail})` };
+    case 'closed':
+      return c.kind === 'raw' ? {} : { problem: `connection closed without a response (${o.detail})` };
+    case 'response': {
+      if (o.status >= 500) return { problem: `${o.status}: ${o.text.slice(0, 200)}` };
+      const verdict = checkResponseBody(service, path, o.status, o.contentType, o.text, method);
+      if (verdict.ok) return { framework: verdict.kind === 'framework' };
+      // Node's HTTP server refuses some malformed requests itself, with an empty body (no Host on
+      // HTTP/1.1: 400; an Expect it does not know: 417).
+      if (c.kind === 'raw' && o.text === '' && [400, 408, 417, 431, 505].includes(o.status)) return { framework: true };
+      return { problem: verdict.problem };
+    }
+  }
+}
+
+async function fuzz(service: ServiceName, proc: ServiceProcess, ctx: FuzzContext): Promise<RunStats & { seconds: number; hashed: number }> {
+  const rng = createRng(seed).fork(service);
+  const ip = clientIps();
+  let n = 0;
+  const generator = requestGenerator(service, rng, ctx, {
+    hashBudget: service === 'accounts' ? 8 : 24,
+    rawShare: RAW_SHARE,
+    // Mostly a new address per request, so rate limits and login throttles do not answer for the validators.
+    clientIp: () => (rng.chance(0.6) ? ip(n++) : ip(0)),
+  });
+  const client = keepAliveClient(proc.url, CONCURRENCY);
+  const stats: RunStats = { sent: 0, raw: 0, statuses: {}, framework: 0, closedRaw: 0, resent: 0, failures: [], failureCount: 0 };
+  const started = performance.now();
+  let index = 0;
+  const worker = async () => {
+    while (index < REQUESTS) {
+      const i = index++;
+      const c = generator.next();
+      let outcome = c.kind === 'http' ? await client.send(c.req) : await rawExchange(proc.port, c.bytes, { halfCloseAfterMs: c.incomplete ? 0 : 2_000 });
+      if (c.kind === 'http' && outcome.kind === 'closed') {
+        // A shared keep-alive connection can fail for reasons of the client's own (a socket the
+        // server closed after an earlier request, reused at that instant). The same request alone on
+        // a fresh connection says what the server really does with it; that answer is judged.
+        stats.resent += 1;
+        outcome = await rawExchange(proc.port, toRawBytes(c.req), { halfCloseAfterMs: 10_000 });
+        if (outcome.kind === 'closed') outcome = { kind: 'closed', detail: `also on a fresh connection: ${outcome.detail}` };
+      }
+      stats.sent += 1;
+      if (c.kind === 'raw') stats.raw += 1;
+      const key = outcome.kind === 'response' ? String(outcome.status) : outcome.kind;
+      stats.statuses[key] = (stats.statuses[key] ?? 0) + 1;
+      if (outcome.kind === 'closed' && c.kind === 'raw') stats.closedRaw += 1;
+      const { problem, framework } = judge(service, c, outcome);
+      if (framework) stats.framework += 1;
+      if (problem !== undefined) {
+        stats.failureCount += 1;
+        if (stats.failures.length < 25) {
+          const shown = c.kind === 'http' ? `${c.req.method} ${c.req.path.slice(0, 160)} body=${(c.req.body?.toString('utf8') ?? '').slice(0, 120)}` : JSON.stringify(c.bytes.toString('latin1').slice(0, 160));
+          stats.failures.push(`#${i} [${c.label}] ${shown} -> ${problem}`);
+        }
+      }
+    }
+  };
+  try {
+    await Promise.all(Array.from({ length: CONCURRENCY }, worker));
+  } finally {
+    client.close();
+  }
+  return { ...stats, seconds: (performance.now() - started) / 1000, hashed: generator.hashed };
+}
+
+async function assertHealthy(proc: ServiceProcess, name: string): Promise<void> {
+  assert.equal(proc.child.exitCode, null, `${name} exited during the fuzz: ${proc.output().slice(-2000)}`);
+  assert.equal(proc.child.signalCode, null, `${name} was killed during the fuzz`);
+  for (const path of ['/healthz', '/readyz']) {
+    const res = await fetch(`${proc.url}${path}`);
+    assert.equal(res.status, 200, `${name} ${path} after the fuzz: ${await res.text()}`);
+  }
+  // The processes log at warn: an error-level line is an unhandled failure, even if it was answered.
+  const errors = proc
+    .output()
+    .split('\n')
+    .filter((line) => /"level":(50|60)/.test(line));
+  assert.deepEqual(errors.slice(0, 5), [], `${name} logged errors during the fuzz`);
+}
+
+async function runAndReport(t: TestContext, service: ServiceName, ctx: FuzzContext): Promise<void> {
+  const proc = procs[service]!;
+  const result = await fuzz(service, proc, ctx);
+  reportFigures(t, `HTTP fuzz: ${service}`, {
+    seed,
+    requests: result.sent,
+    raw: result.raw,
+    seconds: round(result.seconds),
+    rps: round(result.sent / result.seconds, 0),
+    statuses: result.statuses,
+    frameworkBodies: result.framework,
+    rawClosedWithoutResponse: result.closedRaw,
+    resentOnFreshConnection: result.resent,
+    hashingRequests: result.hashed,
+    failures: result.failureCount,
+  });
+  assert.ok(result.sent >= REQUESTS, `only ${result.sent} requests were sent`);
+  assert.equal(result.failureCount, 0, `seed ${seed}: ${result.failureCount} bad answers, first ones:\n${result.failures.join('\n')}`);
+  await assertHealthy(proc, service);
+}
+
+// ---- per service -------------------------------------------------------------------------------
+
+async function json(url: string, method: string, body: unknown, headers: Record<string, string> = {}): Promise<any> {
+  const res = await fetch(url, { method, headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`${method} ${url}: ${res.status} ${text}`);
+  return JSON.parse(text);
+}
+
+test(`shortener survives ${REQUESTS} hostile requests: no 5xx, envelope bodies, still healthy`, async (t) => {
+  const url = procs.shortener!.url;
+  const codes: string[] = [];
+  for (let i = 0; i < 3; i++) {
+    const created = await json(`${url}/api/links`, 'POST', { url: `https://example.com/seed-${i}` }, { 'x-forwarded-for': `10.99.0.${i + 1}` });
+    codes.push(created.data.code);
+  }
+  await runAndReport(t, 'shortener', { codes });
+});
+
+test(`accounts survives ${REQUESTS} hostile requests: no 5xx, envelope bodies, still healthy`, async (t) => {
+  const url = procs.accounts!.url;
+  const email = `fuzz-user-${seed}@example.com`;
+  await json(`${url}/auth/register`, 'POST', { name: 'Fuzz User', email, password: 'fuzz-user-password' });
+  const headers = { 'x-forwarded-for': '10.98.0.1' };
+  const user = await json(`${url}/auth/login`, 'POST', { email, password: 'fuzz-user-password' }, headers);
+  const admin = await json(`${url}/auth/login`, 'POST', ACCOUNTS_ADMIN, headers);
+  await runAndReport(t, 'accounts', { accountsTokens: [user.data.token, admin.data.token] });
+});
+
+test(`idp survives ${REQUESTS} hostile requests: no 5xx, Supabase/PostgREST/gateway bodies, still healthy`, async (t) => {
+  const url = procs.idp!.url;
+  const gateway = { apikey: IDP_KEYS.secret, 'x-supabase-api-version': '2024-01-01' };
+  const email = `fuzz-idp-${seed}@example.com`;
+  await json(`${url}/auth/v1/admin/users`, 'POST', { email, password: 'fuzz-idp-password', email_confirm: true }, gateway);
+  const session = await json(`${url}/auth/v1/token?grant_type=password`, 'POST', { email, password: 'fuzz-idp-password' }, { ...gateway, apikey: IDP_KEYS.publishable });
+  await runAndReport(t, 'idp', {
+    idpToken: session.access_token,
+    idpRefreshToken: session.refresh_token,
+    publishableKey: IDP_KEYS.publishable,
+    secretKey: IDP_KEYS.secret,
+  });
+});
+
+test(`notes survives ${REQUESTS} hostile requests: no 5xx, {message} bodies, still healthy`, async (t) => {
+  const url = procs.notes!.url;
+  const email = `fuzz-notes-${seed}@example.com`;
+  await json(`${url}/auth/register`, 'POST', { email, password: 'fuzz-notes-password' });
+  const session = await json(`${url}/auth/login`, 'POST', { email, password: 'fuzz-notes-password' });
+  const noteIds: number[] = [];
+  for (let i = 0; i < 3; i++) {
+    const note = await json(`${url}/notes`, 'POST', { title: `seed ${i}` }, { authorization: `Bearer ${session.access_token}` });
+    noteIds.push(note.id);
+  }
+  await runAndReport(t, 'notes', { idpToken: session.access_token, noteIds });
+  // The idp behind notes took all of that traffic too.
+  await assertHealthy(procs.idp!, 'idp (behind notes)');
+});
