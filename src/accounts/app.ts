@@ -1,0 +1,68 @@
+import type { Writable } from 'node:stream';
+import type { Redis } from 'ioredis';
+import { type Clock, systemClock } from '../kit/clock.js';
+import type { Pool } from '../kit/db.js';
+import { type App, createServer, statusEnvelope } from '../kit/http.js';
+import { type CounterStore, MemoryCounterStore, RedisCounterStore } from '../kit/rate-limit.js';
+import { authenticated } from './auth.js';
+import type { AccountsConfig } from './config.js';
+import { LoginThrottle } from './login-throttle.js';
+import { PasswordHasher, bcryptConcurrency, dummyPasswordHash } from './passwords.js';
+import { UsersRepository } from './repository.js';
+import { adminUsersRoute } from './routes/admin-users.js';
+import { loginRoute } from './routes/login.js';
+import { meRoute } from './routes/me.js';
+import { registerRoute } from './routes/register.js';
+import { AccountsService } from './service.js';
+import { AccessTokens } from './tokens.js';
+
+export interface AccountsDeps {
+  pool: Pool;
+  /** Login-failure counters shared by N instances; without it they live in this process. */
+  redis?: Redis;
+  /** Overrides where login-failure counters live (tests pre-fill one). */
+  loginCounterStore?: CounterStore;
+  clock?: Clock;
+  logStream?: Writable;
+}
+
+export type AccountsAppConfig = Pick<AccountsConfig, 'JWT_SECRET' | 'JWT_EXPIRES_IN' | 'LOG_LEVEL' | 'TRUST_PROXY' | 'UV_THREADPOOL_SIZE'>;
+
+export async function buildApp(config: AccountsAppConfig, deps: AccountsDeps): Promise<App> {
+  const clock = deps.clock ?? systemClock;
+  const app = await createServer({
+    title: 'Accounts',
+    description: 'Registration, login with a signed HS256 access token, profile, admin listing.',
+    logLevel: config.LOG_LEVEL,
+    logStream: deps.logStream,
+    trustProxy: config.TRUST_PROXY,
+    errorBody: statusEnvelope,
+    readiness: async () => {
+      await deps.pool.query('SELECT 1');
+    },
+  });
+
+  const passwords = new PasswordHasher(bcryptConcurrency(config.UV_THREADPOOL_SIZE), { yieldToRequests: true });
+  app.addHook('onClose', async () => passwords.close());
+  // Made before the first request, so the first unknown-email login is not
+  // slower than a wrong password (the hash is made once per process).
+  await dummyPasswordHash(passwords);
+
+  const memory = new MemoryCounterStore(clock);
+  app.addHook('onClose', async () => memory.close());
+  const counters =
+    deps.loginCounterStore ??
+    (deps.redis ? new RedisCounterStore(deps.redis, 'accounts:login-failures:', memory, clock, (m) => app.log.warn(m)) : memory);
+
+  const tokens = new AccessTokens(config.JWT_SECRET, config.JWT_EXPIRES_IN, clock);
+  const accounts = new AccountsService(new UsersRepository(deps.pool), tokens, new LoginThrottle(counters, clock), passwords);
+
+  // The route map. Public:
+  registerRoute(app, accounts);
+  loginRoute(app, accounts);
+  // A valid token (rule 5):
+  authenticated(app, { tokens }, (scope) => meRoute(scope, accounts));
+  // A valid token, then role admin (rule 6):
+  authenticated(app, { tokens, role: 'admin' }, (scope) => adminUsersRoute(scope, accounts));
+  return app;
+}

@@ -1,0 +1,34 @@
+import { Type } from '@sinclair/typebox';
+import type { App } from '../../kit/http.js';
+import type { AccountsService } from '../service.js';
+import { ErrorEnvelope, PublicUser, envelope } from './schemas.js';
+
+// Unknown properties (`role` included) are dropped by the schema (rule 1).
+// Lengths are checked after trimming, in code points, by the service: a schema
+// cannot express either.
+const RegisterBody = Type.Object(
+  {
+    name: Type.String({ description: '2 to 60 characters after trimming' }),
+    email: Type.String({ description: 'a valid address; stored trimmed and lowercased' }),
+    password: Type.String({ description: '8 to 72 characters and at most 72 bytes in UTF-8' }),
+  },
+  { additionalProperties: false },
+);
+
+export function registerRoute(app: App, accounts: AccountsService): void {
+  app.post(
+    '/auth/register',
+    {
+      schema: {
+        tags: ['auth'],
+        summary: 'Create an account with role user',
+        body: RegisterBody,
+        response: { 201: envelope(PublicUser), 400: ErrorEnvelope },
+      },
+    },
+    async (request, reply) => {
+      const user = await accounts.register(request.body, { ip: request.ip, log: request.log });
+      return reply.code(201).send({ status: 201, response: 'Created', message: 'User registered successfully', data: user });
+    },
+  );
+}

@@ -1,0 +1,132 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { test } from 'node:test';
+import { accountsConfig, parseDuration } from '../src/accounts/config.js';
+import { ConfigErrors, loadConfig } from '../src/kit/config.js';
+
+const SECRET = 'x'.repeat(32);
+
+test('JWT_EXPIRES_IN accepts 30s, 15m, 1h, 2d and plain seconds', () => {
+  const valid: Array<[string, number]> = [
+    ['30s', 30],
+    ['15m', 900],
+    ['1h', 3600],
+    ['2d', 172_800],
+    ['3600', 3600],
+    ['1', 1],
+    ['90m', 5400],
+  ];
+  for (const [raw, seconds] of valid) assert.equal(parseDuration(raw), seconds, raw);
+});
+
+test('JWT_EXPIRES_IN refuses anything else', () => {
+  for (const raw of ['', '0', '0s', '-1h', '1.5h', '1w', 'h', '1 h', ' 1h', '1h ', '1H', '1hr', 'abc', '1e3', '0x10', '99999999999999999999d']) {
+    assert.equal(parseDuration(raw), undefined, JSON.stringify(raw));
+  }
+});
+
+function problemsOf(env: Record<string, string>): string[] {
+  try {
+    loadConfig(accountsConfig, env);
+  } catch (err) {
+    assert.ok(err instanceof ConfigErrors);
+    return err.problems.map((p) => p.message);
+  }
+  return [];
+}
+
+test('defaults: PORT 3000, JWT_EXPIRES_IN one hour, no admin, no Redis, LOG_LEVEL info', () => {
+  const config = loadConfig(accountsConfig, { JWT_SECRET: SECRET });
+  assert.equal(config.PORT, 3000);
+  assert.equal(config.JWT_EXPIRES_IN, 3600);
+  assert.equal(config.ADMIN_EMAIL, undefined);
+  assert.equal(config.ADMIN_PASSWORD, undefined);
+  assert.equal(config.REDIS_URL, undefined);
+  assert.equal(config.DATABASE_URL, undefined);
+  assert.equal(config.TRUST_PROXY, undefined);
+  assert.equal(config.LOG_LEVEL, 'info');
+  assert.equal(config.UV_THREADPOOL_SIZE, 4);
+});
+
+test('UV_THREADPOOL_SIZE is read as a whole number', () => {
+  assert.equal(loadConfig(accountsConfig, { JWT_SECRET: SECRET, UV_THREADPOOL_SIZE: '8' }).UV_THREADPOOL_SIZE, 8);
+  assert.match(problemsOf({ JWT_SECRET: SECRET, UV_THREADPOOL_SIZE: '0' })[0]!, /^UV_THREADPOOL_SIZE /);
+});
+
+test('every variable is read', () => {
+  const config = loadConfig(accountsConfig, {
+    PORT: '4000',
+    JWT_SECRET: SECRET,
+    JWT_EXPIRES_IN: '15m',
+    ADMIN_EMAIL: '  Boss@Example.COM ',
+    ADMIN_PASSWORD: 'boss password',
+    DATABASE_URL: 'postgres://u@db:5432/accounts',
+    REDIS_URL: 'redis://cache:6379',
+    TRUST_PROXY: '10.0.0.1',
+    LOG_LEVEL: 'debug',
+  });
+  assert.equal(config.PORT, 4000);
+  assert.equal(config.JWT_EXPIRES_IN, 900);
+  assert.equal(config.ADMIN_EMAIL, 'boss@example.com');
+  assert.equal(config.ADMIN_PASSWORD, 'boss password');
+  assert.equal(config.DATABASE_URL, 'postgres://u@db:5432/accounts');
+  assert.equal(config.REDIS_URL, 'redis://cache:6379');
+  assert.equal(config.TRUST_PROXY, '10.0.0.1');
+  assert.equal(config.LOG_LEVEL, 'debug');
+});
+
+test('JWT_SECRET is required and must be at least 32 bytes (bytes, not characters)', () => {
+  assert.deepEqual(problemsOf({}), ['JWT_SECRET is required but not set']);
+  assert.deepEqual(problemsOf({ JWT_SECRET: '' }), ['JWT_SECRET is required but not set']);
+  assert.deepEqual(problemsOf({ JWT_SECRET: 'x'.repeat(31) }), ['JWT_SECRET must be at least 32 bytes long']);
+  assert.deepEqual(problemsOf({ JWT_SECRET: 'é'.repeat(16) }), []);
+  assert.deepEqual(problemsOf({ JWT_SECRET: SECRET }), []);
+});
+
+test('an invalid JWT_EXPIRES_IN, admin email or admin password is a config error naming the variable', () => {
+  assert.match(problemsOf({ JWT_SECRET: SECRET, JWT_EXPIRES_IN: '1 hour' })[0]!, /^JWT_EXPIRES_IN must be a duration/);
+  assert.match(problemsOf({ JWT_SECRET: SECRET, JWT_EXPIRES_IN: '0' })[0]!, /^JWT_EXPIRES_IN /);
+  assert.deepEqual(problemsOf({ JWT_SECRET: SECRET, ADMIN_PASSWORD: 'short' }), ['ADMIN_PASSWORD must be between 8 and 72 characters']);
+  assert.deepEqual(problemsOf({ JWT_SECRET: SECRET, ADMIN_PASSWORD: 'é'.repeat(37) }), ['ADMIN_PASSWORD must be at most 72 bytes in UTF-8']);
+  assert.deepEqual(problemsOf({ JWT_SECRET: SECRET, ADMIN_EMAIL: 'boss' }), ['ADMIN_EMAIL must be a valid email address']);
+  assert.match(problemsOf({ JWT_SECRET: SECRET, REDIS_URL: 'http://cache' })[0]!, /^REDIS_URL /);
+  assert.match(problemsOf({ JWT_SECRET: SECRET, PORT: 'eighty' })[0]!, /^PORT /);
+});
+
+/** Starts the real entry point with only the given service variables and waits for it to exit. */
+async function startServer(vars: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) {
+    if (v !== undefined && !/^(JWT_|ADMIN_|REDIS_URL$|PORT$)/.test(k)) env[k] = v;
+  }
+  // Nothing here must get as far as a database; if it did, this one refuses quickly.
+  Object.assign(env, { DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none', DATA_DIR: '/nonexistent', ...vars });
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/accounts/server.ts'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString();
+  });
+  const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+  const code = await new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)));
+  clearTimeout(timer);
+  return { code, stderr };
+}
+
+test('the process refuses to start: exit 1 and one stderr line naming the bad variable', async (t) => {
+  const cases: Array<[string, Record<string, string>, RegExp]> = [
+    ['JWT_SECRET missing', {}, /^config error: JWT_SECRET is required but not set$/],
+    ['JWT_SECRET too short', { JWT_SECRET: 'short-secret' }, /^config error: JWT_SECRET must be at least 32 bytes long$/],
+    ['JWT_EXPIRES_IN invalid', { JWT_SECRET: SECRET, JWT_EXPIRES_IN: '1week' }, /^config error: JWT_EXPIRES_IN must be a duration/],
+    ['ADMIN_PASSWORD too short', { JWT_SECRET: SECRET, ADMIN_EMAIL: 'a@example.com', ADMIN_PASSWORD: 'admin' }, /^config error: ADMIN_PASSWORD must be between 8 and 72 characters$/],
+  ];
+  const results = await Promise.all(cases.map(([, vars]) => startServer(vars)));
+  for (const [i, [label, , line]] of cases.entries()) {
+    await t.test(label, () => {
+      const { code, stderr } = results[i]!;
+      assert.equal(code, 1, stderr);
+      const lines = stderr.split('\n').filter((l) => l.trim() !== '' && !/ExperimentalWarning|--trace-warnings/.test(l));
+      assert.equal(lines.length, 1, stderr);
+      assert.match(lines[0]!, line);
+    });
+  }
+});

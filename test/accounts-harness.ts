@@ -1,0 +1,149 @@
+// Shared by the test/accounts-*.test.ts files: one fresh database per file,
+// apps built with buildApp, and every response body any of them sends
+// collected, so each file can assert that no body ever carries a password hash.
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { PassThrough } from 'node:stream';
+import { after, before, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import type { InjectOptions } from 'fastify';
+import { loadConfig } from '../src/kit/config.js';
+import { type Pool, createPool, readMigrations } from '../src/kit/db.js';
+import type { App } from '../src/kit/http.js';
+import { type AccountsDeps, buildApp } from '../src/accounts/app.js';
+import { type AccountsConfig, accountsConfig } from '../src/accounts/config.js';
+import type { PublicUser } from '../src/accounts/repository.js';
+import { type TestDatabase, freshDatabase } from './helpers/database.js';
+
+export const MIGRATIONS_DIR = fileURLToPath(new URL('../src/accounts/migrations', import.meta.url));
+export const TEST_SECRET = 'test-secret-0123456789-abcdefghijklmnopqrstuvwxyz';
+
+export function testConfig(env: Record<string, string> = {}): AccountsConfig {
+  return loadConfig(accountsConfig, { JWT_SECRET: TEST_SECRET, LOG_LEVEL: 'silent', ...env });
+}
+
+/** An address no other test (nor an earlier run sharing Redis) uses. */
+export function uniqueEmail(label = 'user'): string {
+  return `${label}-${randomBytes(5).toString('hex')}@example.com`;
+}
+
+/** Every body sent by an app built here, errors included. */
+export const responseBodies: string[] = [];
+
+/** Log lines of apps built with `captureLogs`. */
+export class LogCapture extends PassThrough {
+  text = '';
+  constructor() {
+    super();
+    this.on('data', (chunk: Buffer) => {
+      this.text += chunk.toString('utf8');
+    });
+  }
+  get lines(): Array<Record<string, unknown>> {
+    return this.text
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
+  }
+}
+
+export interface Suite {
+  readonly db: TestDatabase;
+  readonly pool: Pool;
+  ready(): Promise<void>;
+  /** A new app on this file's database; closed after the file. */
+  app(env?: Record<string, string>, deps?: Omit<AccountsDeps, 'pool'> & { pool?: Pool }): Promise<App>;
+}
+
+/** Registers the before/after hooks of a test file and returns its database and app factory. */
+export function accountsSuite(): Suite {
+  let db: TestDatabase | undefined;
+  let pool: Pool | undefined;
+  const apps: App[] = [];
+  let setup: Promise<void> | undefined;
+  // Lazy and shared: a file's own before() hooks may run before this one finishes.
+  const init = () =>
+    (setup ??= (async () => {
+      db = await freshDatabase('accounts', await readMigrations(MIGRATIONS_DIR));
+      pool = createPool(db.url, { max: 10 });
+    })());
+  before(init);
+  after(async () => {
+    for (const app of apps) await app.close();
+    await pool?.end();
+    await db?.drop();
+  });
+  return {
+    get db() {
+      assert.ok(db, 'database not ready');
+      return db;
+    },
+    get pool() {
+      assert.ok(pool, 'database not ready');
+      return pool;
+    },
+    ready: () => init(),
+    async app(env = {}, deps = {}) {
+      await init();
+      assert.ok(pool, 'database not ready');
+      const app = await buildApp(testConfig(env), { pool, ...deps });
+      app.addHook('onSend', async (_request, _reply, payload) => {
+        if (typeof payload === 'string') responseBodies.push(payload);
+        else if (Buffer.isBuffer(payload)) responseBodies.push(payload.toString('utf8'));
+        return payload;
+      });
+      apps.push(app);
+      return app;
+    },
+  };
+}
+
+export type Response = Awaited<ReturnType<App['inject']>>;
+
+/** A request with a JSON body (when given). */
+export function json(app: App, method: InjectOptions['method'], url: string, body?: unknown, headers: Record<string, string> = {}) {
+  return app.inject({
+    method,
+    url,
+    payload: body === undefined ? undefined : JSON.stringify(body),
+    headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
+  });
+}
+
+export async function registerUser(app: App, user: { name: string; email: string; password: string }): Promise<PublicUser> {
+  const res = await json(app, 'POST', '/auth/register', user);
+  assert.equal(res.statusCode, 201, res.body);
+  return (res.json() as { data: PublicUser }).data;
+}
+
+export async function loginToken(app: App, email: string, password: string, headers: Record<string, string> = {}): Promise<string> {
+  const res = await json(app, 'POST', '/auth/login', { email, password }, headers);
+  assert.equal(res.statusCode, 200, res.body);
+  return (res.json() as { data: { token: string } }).data.token;
+}
+
+export const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+
+/** The error envelope every failure uses. */
+export function assertError(res: Response, status: number, message: string | RegExp): void {
+  assert.equal(res.statusCode, status, res.body);
+  const body = res.json() as Record<string, unknown>;
+  assert.deepEqual(Object.keys(body).sort(), ['message', 'response', 'status']);
+  assert.equal(body.status, status);
+  assert.equal(typeof body.response, 'string');
+  if (typeof message === 'string') assert.equal(body.message, message);
+  else assert.match(String(body.message), message);
+}
+
+const HASH_PATTERN = /\$2[aby]\$/;
+
+/** Declares, last in a file, the test that scans every body the file's apps sent. */
+export function noSecretInAnyResponse(): void {
+  test('no response body of this file carries a bcrypt hash or the word password_hash', () => {
+    assert.ok(responseBodies.length > 0, 'no responses were collected');
+    for (const body of responseBodies) {
+      assert.doesNotMatch(body, HASH_PATTERN);
+      assert.ok(!body.includes('password_hash'), `a body mentions password_hash: ${body.slice(0, 200)}`);
+    }
+  });
+}
