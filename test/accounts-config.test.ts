@@ -45,12 +45,6 @@ test('defaults: PORT 3000, JWT_EXPIRES_IN one hour, no admin, no Redis, LOG_LEVE
   assert.equal(config.DATABASE_URL, undefined);
   assert.equal(config.TRUST_PROXY, undefined);
   assert.equal(config.LOG_LEVEL, 'info');
-  assert.equal(config.UV_THREADPOOL_SIZE, 4);
-});
-
-test('UV_THREADPOOL_SIZE is read as a whole number', () => {
-  assert.equal(loadConfig(accountsConfig, { JWT_SECRET: SECRET, UV_THREADPOOL_SIZE: '8' }).UV_THREADPOOL_SIZE, 8);
-  assert.match(problemsOf({ JWT_SECRET: SECRET, UV_THREADPOOL_SIZE: '0' })[0]!, /^UV_THREADPOOL_SIZE /);
 });
 
 test('every variable is read', () => {

@@ -1,15 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import bcrypt from 'bcrypt';
-import { PasswordHasher, SlotGate, bcryptConcurrency } from '../src/accounts/passwords.js';
-
-test('bcrypt gets one pool thread per core, always leaving one thread of the libuv pool free', () => {
-  assert.equal(bcryptConcurrency(4, 2), 2);
-  assert.equal(bcryptConcurrency(4, 8), 3);
-  assert.equal(bcryptConcurrency(16, 8), 8);
-  assert.equal(bcryptConcurrency(1, 2), 1);
-  assert.equal(bcryptConcurrency(4, 1), 1);
-});
+import { readFileSync, readdirSync } from 'node:fs';
+import { BCRYPT_NICE, PasswordHasher, SlotGate } from '../src/accounts/passwords.js';
 
 /** A job that finishes when told to. */
 function deferred() {
@@ -82,14 +75,44 @@ test('a job that fails frees its slot', async () => {
 });
 
 test('the hasher makes cost-12 bcrypt hashes that verify', async () => {
-  const hasher = new PasswordHasher(2, { yieldToRequests: true });
+  const hasher = new PasswordHasher(2);
   try {
     const hash = await hasher.hash('a password');
     assert.match(hash, /^\$2b\$12\$/);
     assert.ok(await bcrypt.compare('a password', hash));
     assert.equal(await hasher.verify('a password', hash), true);
     assert.equal(await hasher.verify('another one', hash), false);
+    // A malformed hash never matches.
+    assert.equal(await hasher.verify('a password', 'not a hash'), false);
+    assert.equal(await hasher.verify('a password', hash), true);
   } finally {
-    hasher.close();
+    await hasher.close();
   }
+});
+
+/** The nice value of each thread of this process (Linux: nice is per thread). */
+function threadNiceValues(): Map<number, number> {
+  const values = new Map<number, number>();
+  for (const tid of readdirSync('/proc/self/task')) {
+    const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
+    // Fields after the command name, which ends with the last ')': state is field 3, nice field 19.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    values.set(Number(tid), Number(fields[19 - 3]));
+  }
+  return values;
+}
+
+test('hashing runs on at most `concurrency` worker threads at a lower priority; the event loop keeps its own', async () => {
+  assert.equal(process.platform, 'linux', 'this service lowers the priority of its hashing threads on Linux');
+  const hasher = new PasswordHasher(2);
+  try {
+    const before = [...threadNiceValues().values()].filter((nice) => nice === BCRYPT_NICE).length;
+    await Promise.all([1, 2, 3, 4].map((i) => hasher.hash(`password ${i}`)));
+    const niceValues = threadNiceValues();
+    assert.equal([...niceValues.values()].filter((nice) => nice === BCRYPT_NICE).length - before, 2);
+    assert.equal(niceValues.get(process.pid), 0, 'the main thread was deprioritized too');
+  } finally {
+    await hasher.close();
+  }
+  assert.equal([...threadNiceValues().values()].filter((nice) => nice === BCRYPT_NICE).length, 0);
 });

@@ -24,7 +24,7 @@ export async function seedAdmin(
   users: UsersRepository,
   config: Pick<AccountsConfig, 'ADMIN_EMAIL' | 'ADMIN_PASSWORD'>,
   log: SeedLog,
-  passwords = new PasswordHasher(1),
+  passwords?: PasswordHasher,
 ): Promise<SeedOutcome> {
   if (!config.ADMIN_EMAIL || !config.ADMIN_PASSWORD) {
     log.warn(
@@ -41,7 +41,13 @@ export async function seedAdmin(
 
   const existing = await users.findUserByEmail(email);
   if (!existing) {
-    const passwordHash = await passwords.hash(config.ADMIN_PASSWORD);
+    const hasher = passwords ?? new PasswordHasher(1);
+    let passwordHash: string;
+    try {
+      passwordHash = await hasher.hash(config.ADMIN_PASSWORD);
+    } finally {
+      if (!passwords) await hasher.close();
+    }
     const created = await users.insertUserIfAbsent({ name: ADMIN_NAME, email, passwordHash, role: 'admin' });
     if (created) {
       log.info({ event: 'admin_created', userId: created.id }, 'admin account created from ADMIN_EMAIL');

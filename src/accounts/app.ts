@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import type { Writable } from 'node:stream';
 import type { Redis } from 'ioredis';
 import { type Clock, systemClock } from '../kit/clock.js';
@@ -7,7 +8,7 @@ import { type CounterStore, MemoryCounterStore, RedisCounterStore } from '../kit
 import { authenticated } from './auth.js';
 import type { AccountsConfig } from './config.js';
 import { LoginThrottle } from './login-throttle.js';
-import { PasswordHasher, bcryptConcurrency, dummyPasswordHash } from './passwords.js';
+import { PasswordHasher, dummyPasswordHash } from './passwords.js';
 import { UsersRepository } from './repository.js';
 import { adminUsersRoute } from './routes/admin-users.js';
 import { loginRoute } from './routes/login.js';
@@ -26,7 +27,7 @@ export interface AccountsDeps {
   logStream?: Writable;
 }
 
-export type AccountsAppConfig = Pick<AccountsConfig, 'JWT_SECRET' | 'JWT_EXPIRES_IN' | 'LOG_LEVEL' | 'TRUST_PROXY' | 'UV_THREADPOOL_SIZE'>;
+export type AccountsAppConfig = Pick<AccountsConfig, 'JWT_SECRET' | 'JWT_EXPIRES_IN' | 'LOG_LEVEL' | 'TRUST_PROXY'>;
 
 export async function buildApp(config: AccountsAppConfig, deps: AccountsDeps): Promise<App> {
   const clock = deps.clock ?? systemClock;
@@ -42,8 +43,8 @@ export async function buildApp(config: AccountsAppConfig, deps: AccountsDeps): P
     },
   });
 
-  const passwords = new PasswordHasher(bcryptConcurrency(config.UV_THREADPOOL_SIZE), { yieldToRequests: true });
-  app.addHook('onClose', async () => passwords.close());
+  const passwords = new PasswordHasher(availableParallelism());
+  app.addHook('onClose', () => passwords.close());
   // Made before the first request, so the first unknown-email login is not
   // slower than a wrong password (the hash is made once per process).
   await dummyPasswordHash(passwords);

@@ -1,4 +1,4 @@
-import { type ConfigOf, ConfigError, type VarSpec, commonVars, connectionUrl, int, str } from '../kit/config.js';
+import { type ConfigOf, ConfigError, type VarSpec, commonVars, connectionUrl, str } from '../kit/config.js';
 import { emailProblem, normalizeEmail, passwordProblem } from './validation.js';
 
 const DURATION = /^(\d+)([smhd]?)$/;
@@ -53,8 +53,6 @@ export const accountsConfig = {
   ADMIN_PASSWORD: checked(passwordProblem),
   /** When set, login-failure counters live in Redis and are shared by every instance. */
   REDIS_URL: connectionUrl(['redis:', 'rediss:']),
-  /** Read by Node itself at start; read here too, so bcrypt leaves one pool thread for DNS and database logins. */
-  UV_THREADPOOL_SIZE: int({ default: 4, min: 1, max: 1024 }),
 };
 
 export type AccountsConfig = ConfigOf<typeof accountsConfig>;

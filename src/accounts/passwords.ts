@@ -1,20 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import { availableParallelism } from 'node:os';
-import { performance } from 'node:perf_hooks';
-import bcrypt from 'bcrypt';
+import { createRequire } from 'node:module';
+import { Worker } from 'node:worker_threads';
+
+const require = createRequire(import.meta.url);
 
 export const BCRYPT_COST = 12;
-
-/**
- * How many bcrypt jobs may sit on the libuv thread pool at once: one per core
- * (more cannot go faster), and always one thread fewer than the pool, because
- * the same pool resolves host names and runs the PBKDF2 of PostgreSQL's SCRAM
- * login. Without the bound a login storm queues new database connections
- * behind seconds of hashing and they time out.
- */
-export function bcryptConcurrency(threadPoolSize: number, cores = availableParallelism()): number {
-  return Math.max(1, Math.min(cores, threadPoolSize - 1));
-}
 
 /**
  * At most `slots()` jobs at once; the others wait in arrival order. `slots` is
@@ -56,53 +46,123 @@ export class SlotGate {
   }
 }
 
-/** Event-loop utilization above which other requests are taken to need a core. */
-const BUSY_LOOP = 0.5;
+// Each worker lowers its own scheduling priority (on Linux nice is per
+// thread), then hashes synchronously: the hashing competes for the CPU only
+// with what is left over by the event loop, the database and the pool threads
+// that check tokens, so a login storm costs those almost no latency.
+const WORKER_SOURCE = `
+const { parentPort, workerData } = require('node:worker_threads');
+const os = require('node:os');
+const bcrypt = require(workerData.bcryptPath);
+if (workerData.nice) { try { os.setPriority(0, workerData.nice); } catch {} }
+parentPort.on('message', (job) => {
+  try {
+    const result = job.hash === undefined ? bcrypt.hashSync(job.password, job.cost) : bcrypt.compareSync(job.password, job.hash);
+    parentPort.postMessage({ result });
+  } catch (err) {
+    parentPort.postMessage({ error: String((err && err.message) || err) });
+  }
+});`;
+
+/** How much lower than the request path bcrypt runs (a nice value; Linux only, where it is per thread). */
+export const BCRYPT_NICE = 10;
+
+interface BcryptJob {
+  password: string;
+  cost: number;
+  hash?: string;
+}
+
+/** One worker thread running one bcrypt job at a time. */
+class BcryptWorker {
+  private readonly worker: Worker;
+  private current: { resolve: (value: string | boolean) => void; reject: (err: Error) => void } | undefined;
+  dead = false;
+
+  constructor() {
+    this.worker = new Worker(WORKER_SOURCE, {
+      eval: true,
+      workerData: { bcryptPath: require.resolve('bcrypt'), nice: process.platform === 'linux' ? BCRYPT_NICE : 0 },
+    });
+    // Only a worker with a job in hand keeps the process alive.
+    this.worker.unref();
+    this.worker.on('message', (reply: { result?: string | boolean; error?: string }) => {
+      const current = this.current;
+      this.current = undefined;
+      this.worker.unref();
+      if (reply.error !== undefined) current?.reject(new Error(reply.error));
+      else current?.resolve(reply.result!);
+    });
+    const fail = (err: Error) => {
+      this.dead = true;
+      this.current?.reject(err);
+      this.current = undefined;
+    };
+    this.worker.on('error', fail);
+    this.worker.on('exit', (code) => fail(new Error(`bcrypt worker exited with code ${code}`)));
+  }
+
+  run(job: BcryptJob): Promise<string | boolean> {
+    return new Promise((resolve, reject) => {
+      this.current = { resolve, reject };
+      this.worker.ref();
+      this.worker.postMessage(job);
+    });
+  }
+
+  terminate(): Promise<number> {
+    return this.worker.terminate();
+  }
+}
 
 /**
- * Cost-12 bcrypt through the async API (the libuv pool, never the event loop),
- * with at most `concurrency` jobs on the pool; the rest wait, in order.
- *
- * With `yieldToRequests`, one slot fewer is used while the event loop is busy
- * serving other requests: a login storm alone still gets every core, but
- * beside other traffic it leaves one, so cheap requests do not queue for CPU
- * behind CPU-bound hashing.
+ * Cost-12 bcrypt on at most `concurrency` low-priority worker threads (one
+ * per core: more cannot go faster), off the event loop and off the libuv
+ * pool, which stays free for token checks (WebCrypto HMAC), DNS and the
+ * database's SCRAM logins. Jobs beyond the workers wait here, in arrival
+ * order. Workers start on first use and are ended by close().
  */
 export class PasswordHasher {
-  private busy = false;
-  private readonly gate = new SlotGate(() => (this.busy ? this.concurrency - 1 : this.concurrency));
-  private readonly sampler: NodeJS.Timeout | undefined;
+  private readonly idle: BcryptWorker[] = [];
+  private readonly all = new Set<BcryptWorker>();
+  private readonly gate: SlotGate;
 
-  constructor(
-    readonly concurrency: number,
-    opts: { yieldToRequests?: boolean } = {},
-  ) {
-    if (opts.yieldToRequests && concurrency > 1) {
-      let last = performance.eventLoopUtilization();
-      this.sampler = setInterval(() => {
-        const now = performance.eventLoopUtilization();
-        const busy = performance.eventLoopUtilization(now, last).utilization > BUSY_LOOP;
-        last = now;
-        if (this.busy && !busy) {
-          this.busy = false;
-          this.gate.wake();
-        }
-        this.busy = busy;
-      }, 200);
-      this.sampler.unref();
-    }
+  constructor(readonly concurrency: number) {
+    this.gate = new SlotGate(() => this.concurrency);
   }
 
-  hash(password: string): Promise<string> {
-    return this.gate.run(() => bcrypt.hash(password, BCRYPT_COST));
+  async hash(password: string): Promise<string> {
+    return (await this.run({ password, cost: BCRYPT_COST })) as string;
   }
 
-  verify(password: string, hash: string): Promise<boolean> {
-    return this.gate.run(() => bcrypt.compare(password, hash));
+  async verify(password: string, hash: string): Promise<boolean> {
+    return (await this.run({ password, cost: BCRYPT_COST, hash })) as boolean;
   }
 
-  close(): void {
-    clearInterval(this.sampler);
+  async close(): Promise<void> {
+    await Promise.all([...this.all].map((w) => w.terminate()));
+    this.all.clear();
+    this.idle.length = 0;
+  }
+
+  private run(job: BcryptJob): Promise<string | boolean> {
+    return this.gate.run(async () => {
+      let worker = this.idle.pop();
+      while (worker?.dead) {
+        this.all.delete(worker);
+        worker = this.idle.pop();
+      }
+      if (!worker) {
+        worker = new BcryptWorker();
+        this.all.add(worker);
+      }
+      try {
+        return await worker.run(job);
+      } finally {
+        if (worker.dead) this.all.delete(worker);
+        else this.idle.push(worker);
+      }
+    });
   }
 }
 

@@ -1,0 +1,235 @@
+import { randomBytes } from 'node:crypto';
+import { availableParallelism, loadavg } from 'node:os';
+import { performance } from 'node:perf_hooks';
+import bcrypt from 'bcrypt';
+import pg from 'pg';
+import { BCRYPT_COST } from '../src/accounts/passwords.js';
+import { ensureDatabase, withDatabase } from '../src/kit/db.js';
+import { type LoadResult, load, ratio, startCeiling, startService } from './lib.js';
+
+// bcrypt is what bounds the accounts service. These are measured side by side in one run:
+//  - the bcrypt ceiling: cores ÷ the time of one cost-12 hash, the most logins/s this machine can do;
+//  - a login storm (2 × cores concurrent logins, 10 s) against that ceiling;
+//  - /auth/me alone, against a bare node:http JSON server, and during a storm (the p99 ratio);
+//  - unknown-email vs wrong-password logins, which must take the same time.
+
+type Row = Record<string, string | number>;
+
+const cores = availableParallelism();
+const PASSWORD = 'bench password 1';
+
+const percentile = (values: number[], p: number) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+};
+const median = (values: number[]) => percentile(values, 50);
+const pct = (r: number) => `${(r * 100).toFixed(0)}%`;
+const verdict = (ok: boolean) => (ok ? 'yes' : 'NO');
+const round1 = (n: number) => Number(n.toFixed(1));
+
+async function post(url: string, body: unknown): Promise<{ status: number; token?: string }> {
+  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const json = (await res.json()) as { data?: { token?: string } };
+  return { status: res.status, token: json.data?.token };
+}
+
+interface StormResult {
+  rps: number;
+  p50: number;
+  p99: number;
+  statuses: Record<string, number>;
+}
+
+/**
+ * `workers` clients that log in back to back for `seconds`. Counted here rather
+ * than by autocannon: at a few logins per second, the requests a timed run
+ * drops when it stops would be a visible share of the total.
+ */
+async function loginStorm(url: string, body: unknown, workers: number, seconds: number): Promise<StormResult> {
+  const started = performance.now();
+  const deadline = started + seconds * 1000;
+  const latencies: number[] = [];
+  const statuses: Record<string, number> = {};
+  await Promise.all(
+    Array.from({ length: workers }, async () => {
+      while (performance.now() < deadline) {
+        const t = performance.now();
+        const { status } = await post(url, body);
+        latencies.push(performance.now() - t);
+        statuses[status] = (statuses[status] ?? 0) + 1;
+      }
+    }),
+  );
+  const elapsed = (performance.now() - started) / 1000;
+  return { rps: latencies.length / elapsed, p50: median(latencies), p99: percentile(latencies, 99), statuses };
+}
+
+async function timedFailedLogin(url: string, email: string): Promise<number> {
+  const start = performance.now();
+  const { status } = await post(`${url}/auth/login`, { email, password: 'not the password' });
+  const took = performance.now() - start;
+  if (status !== 401) throw new Error(`expected 401, got ${status}`);
+  return took;
+}
+
+export async function run(ctx: { adminUrl: string }): Promise<Row[]> {
+  const name = 'bench_accounts';
+  const admin = new pg.Client({ connectionString: ctx.adminUrl });
+  await admin.connect();
+  await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+  await admin.end();
+  await ensureDatabase(ctx.adminUrl, name);
+
+  // In-process counters (no REDIS_URL) and no admin: a bench run starts from nothing.
+  const service = await startService('src/accounts/server.ts', {
+    DATABASE_URL: withDatabase(ctx.adminUrl, name),
+    JWT_SECRET: randomBytes(48).toString('base64url'),
+    REDIS_URL: '',
+    ADMIN_EMAIL: '',
+    ADMIN_PASSWORD: '',
+  });
+  const ceiling = await startCeiling('json');
+  const loadAtStart = loadavg()[0]!;
+  const rows: Row[] = [];
+  try {
+    // Four accounts: wrong-password attempts rotate over them so none reaches the per-account limit.
+    const emails = Array.from({ length: 4 }, (_, i) => `bench-${i}-${randomBytes(4).toString('hex')}@example.com`);
+    for (const [i, email] of emails.entries()) {
+      const res = await post(`${service.url}/auth/register`, { name: `Bench ${i}`, email, password: PASSWORD });
+      if (res.status !== 201) throw new Error(`register failed: ${res.status}`);
+    }
+    const token = (await post(`${service.url}/auth/login`, { email: emails[0], password: PASSWORD })).token;
+    if (!token) throw new Error('login failed');
+
+    // 1. The bcrypt ceiling, in this process, one hash at a time.
+    const hashes = 8;
+    const hashStart = performance.now();
+    for (let i = 0; i < hashes; i++) await bcrypt.hash(`password-${i}`, BCRYPT_COST);
+    const msPerHash = (performance.now() - hashStart) / hashes;
+    const bcryptCeiling = (cores * 1000) / msPerHash;
+    rows.push({
+      run: `bcrypt cost ${BCRYPT_COST}: ${hashes} hashes in a row -> ceiling`,
+      'req/s': round1(bcryptCeiling),
+      'p50 ms': round1(msPerHash),
+      'p99 ms': '',
+      ratio: `${cores} cores / ${msPerHash.toFixed(0)} ms per hash`,
+      target: '',
+      met: '',
+    });
+
+    // The same hashing with `cores` hashes at once, in this process: what the
+    // machine really gives when every core hashes (a VM's vCPUs may not scale).
+    const parallelStart = performance.now();
+    for (let i = 0; i < hashes / cores; i++) {
+      await Promise.all(Array.from({ length: cores }, (_, j) => bcrypt.hash(`password-${i}-${j}`, BCRYPT_COST)));
+    }
+    const parallelRate = (Math.floor(hashes / cores) * cores * 1000) / (performance.now() - parallelStart);
+    rows.push({
+      run: `bcrypt cost ${BCRYPT_COST}: ${cores} at a time (measured parallel ceiling)`,
+      'req/s': round1(parallelRate),
+      'p50 ms': '',
+      'p99 ms': '',
+      ratio: `${(parallelRate / (1000 / msPerHash)).toFixed(2)}x one core`,
+      target: '',
+      met: '',
+    });
+
+    // 2. The login storm alone.
+    const loginUrl = `${service.url}/auth/login`;
+    const credentials = { email: emails[1], password: PASSWORD };
+    const storm = await loginStorm(loginUrl, credentials, 2 * cores, 10);
+    const stormOk = Object.keys(storm.statuses).every((s) => s === '200');
+    rows.push({
+      run: `login storm: ${2 * cores} concurrent, 10 s`,
+      'req/s': round1(storm.rps),
+      'p50 ms': Math.round(storm.p50),
+      'p99 ms': Math.round(storm.p99),
+      ratio: `${pct(ratio(storm.rps, bcryptCeiling))} of bcrypt ceiling (${pct(ratio(storm.rps, parallelRate))} of measured parallel)`,
+      target: '>= 90%',
+      met: verdict(ratio(storm.rps, bcryptCeiling) >= 0.9 && stormOk),
+    });
+
+    // 3. /auth/me alone beside the bare node:http JSON ceiling: two alternating
+    // runs of each, the better one kept, so a burst of outside load hits both alike.
+    const me = { url: `${service.url}/auth/me`, headers: { authorization: `Bearer ${token}` }, connections: 10 };
+    const only200 = (r: LoadResult) => Object.keys(r.statusCounts).every((s) => s === '200') && r.errors === 0;
+    const best = (a: LoadResult, b: LoadResult) => (a.rps >= b.rps ? a : b);
+    let bare: LoadResult | undefined;
+    let alone: LoadResult | undefined;
+    for (let i = 0; i < 2; i++) {
+      const b = await load({ url: ceiling.url, connections: 10, durationSeconds: 4, warmupSeconds: 1 });
+      bare = bare ? best(bare, b) : b;
+      const m = await load({ ...me, durationSeconds: 4, warmupSeconds: 1 });
+      if (!only200(m)) throw new Error(`/auth/me answered ${JSON.stringify(m.statusCounts)}`);
+      alone = alone ? best(alone, m) : m;
+    }
+    rows.push({ run: 'bare node:http JSON (ceiling)', 'req/s': Math.round(bare!.rps), 'p50 ms': bare!.p50, 'p99 ms': bare!.p99, ratio: '', target: '', met: '' });
+    rows.push({
+      run: '/auth/me alone, 10 connections',
+      'req/s': Math.round(alone!.rps),
+      'p50 ms': alone!.p50,
+      'p99 ms': alone!.p99,
+      ratio: `${pct(ratio(alone!.rps, bare!.rps))} of bare node:http`,
+      target: '>= 25%',
+      met: verdict(ratio(alone!.rps, bare!.rps) >= 0.25),
+    });
+
+    // 4. /auth/me during a login storm that starts first and outlasts it.
+    const stormMeanwhile = loginStorm(loginUrl, credentials, 2 * cores, 8);
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    const during = await load({ ...me, durationSeconds: 5 });
+    const stormDuring = await stormMeanwhile;
+    const p99Ratio = ratio(during.p99, alone!.p99);
+    rows.push({
+      run: '/auth/me during a login storm',
+      'req/s': Math.round(during.rps),
+      'p50 ms': during.p50,
+      'p99 ms': during.p99,
+      ratio: `p99 x${p99Ratio.toFixed(2)} of alone`,
+      target: '<= 2',
+      met: verdict(p99Ratio <= 2 && only200(during)),
+    });
+    rows.push({
+      run: '  logins meanwhile',
+      'req/s': round1(stormDuring.rps),
+      'p50 ms': Math.round(stormDuring.p50),
+      'p99 ms': Math.round(stormDuring.p99),
+      ratio: `${pct(ratio(stormDuring.rps, bcryptCeiling))} of bcrypt ceiling`,
+      target: '',
+      met: '',
+    });
+
+    // 5. Unknown email vs wrong password, one at a time, interleaved.
+    const unknown: number[] = [];
+    const wrong: number[] = [];
+    await timedFailedLogin(service.url, 'warm-up@example.com');
+    for (let i = 0; i < 30; i++) {
+      unknown.push(await timedFailedLogin(service.url, `nobody-${i}-${randomBytes(3).toString('hex')}@example.com`));
+      wrong.push(await timedFailedLogin(service.url, emails[i % emails.length]!));
+    }
+    const timingRatio = ratio(median(unknown), median(wrong));
+    rows.push({ run: 'login 401, unknown email (median of 30)', 'req/s': '', 'p50 ms': round1(median(unknown)), 'p99 ms': '', ratio: '', target: '', met: '' });
+    rows.push({
+      run: 'login 401, wrong password (median of 30)',
+      'req/s': '',
+      'p50 ms': round1(median(wrong)),
+      'p99 ms': '',
+      ratio: `unknown/wrong ${timingRatio.toFixed(3)}`,
+      target: 'within 10%',
+      met: verdict(Math.abs(timingRatio - 1) <= 0.1),
+    });
+    rows.push({
+      run: `machine load average (1 min) at start / end`,
+      'req/s': '',
+      'p50 ms': '',
+      'p99 ms': '',
+      ratio: `${loadAtStart.toFixed(2)} / ${loadavg()[0]!.toFixed(2)} on ${cores} cores`,
+      target: 'quiet ~ < 1',
+      met: '',
+    });
+    return rows;
+  } finally {
+    await ceiling.stop();
+    await service.stop();
+  }
+}
