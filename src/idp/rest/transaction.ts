@@ -24,12 +24,16 @@ export async function inRequestTransaction<T>(pool: Pool, ctx: RequestContext, w
   const client = await pool.connect();
   let broken: Error | undefined;
   try {
-    await client.query(ctx.readOnly ? 'BEGIN READ ONLY' : 'BEGIN');
+    // BEGIN and the settings go out as one message (one round trip instead of two on every
+    // request); a multi-statement message cannot carry bind parameters, so these values, which
+    // come from the verified token and the route, are quoted by pg's own escapeLiteral. The
+    // request's query values stay bind parameters.
+    const literal = (v: string) => client.escapeLiteral(v);
     await client.query(
-      `SELECT set_config('role', $1, true), set_config('request.jwt.claims', $2, true),
-              set_config('search_path', 'public', true), set_config('request.method', $3, true),
-              set_config('request.path', $4, true)`,
-      [ctx.role, JSON.stringify(ctx.claims), ctx.method, ctx.path],
+      `${ctx.readOnly ? 'BEGIN READ ONLY' : 'BEGIN'};
+       SELECT set_config('role', ${literal(ctx.role)}, true), set_config('request.jwt.claims', ${literal(JSON.stringify(ctx.claims))}, true),
+              set_config('search_path', 'public', true), set_config('request.method', ${literal(ctx.method)}, true),
+              set_config('request.path', ${literal(ctx.path)}, true)`,
     );
     const outcome = await work(client);
     await client.query(outcome.commit ? 'COMMIT' : 'ROLLBACK');
