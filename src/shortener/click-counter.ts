@@ -15,13 +15,10 @@ interface Waiter {
 
 export class ClickCounter {
   private pending = new Map<string, Waiter[]>();
-  private inFlight = 0;
+  private writing = false;
   private scheduled = false;
 
-  constructor(
-    private readonly addClicks: AddClicks,
-    private readonly maxInFlight = 1,
-  ) {}
+  constructor(private readonly addClicks: AddClicks) {}
 
   /** Counts one click; resolves with the link's URL once committed, or undefined for an unknown code. */
   record(code: string): Promise<string | undefined> {
@@ -34,7 +31,7 @@ export class ClickCounter {
   }
 
   private schedule(): void {
-    if (this.inFlight >= this.maxInFlight || this.scheduled) return;
+    if (this.writing || this.scheduled) return;
     this.scheduled = true;
     // setImmediate lets the clicks that arrive in the same turn of the event loop join the batch.
     setImmediate(() => void this.write());
@@ -43,7 +40,7 @@ export class ClickCounter {
   private async write(): Promise<void> {
     this.scheduled = false;
     if (this.pending.size === 0) return;
-    this.inFlight += 1;
+    this.writing = true;
     const batch = this.pending;
     this.pending = new Map();
     const codes = [...batch.keys()].sort();
@@ -57,7 +54,7 @@ export class ClickCounter {
       // The statement is atomic: none of these clicks were counted, and every waiter hears so.
       for (const waiters of batch.values()) for (const w of waiters) w.reject(err);
     } finally {
-      this.inFlight -= 1;
+      this.writing = false;
       if (this.pending.size > 0) this.schedule();
     }
   }

@@ -31,8 +31,8 @@ export class LinkRepository {
 
   /**
    * Adds clicks to many codes in one statement and returns the URL of each
-   * code that exists. Concurrent batches (this instance has several in flight,
-   * other instances more) must lock rows in one global order or they deadlock.
+   * code that exists. Concurrent batches (from other instances, or several in
+   * flight) must lock rows in one global order or they deadlock.
    * An UPDATE … FROM locks rows in whatever order its join plan visits them
    * (with a hash join: heap order, which every update changes), so the rows are
    * first locked in code order by SELECT … ORDER BY … FOR UPDATE; the UPDATE
