@@ -19,13 +19,23 @@ export interface PoolOptions {
   applicationName?: string;
 }
 
+/** How much longer than statement_timeout the client waits for an answer before giving up. */
+export const QUERY_TIMEOUT_MARGIN_MS = 2000;
+
 export function createPool(connectionString: string, opts: PoolOptions = {}): Pool {
+  const statementTimeout = opts.statementTimeoutMillis ?? 10_000;
   const pool = new pg.Pool({
     connectionString,
     max: opts.max ?? 10,
     connectionTimeoutMillis: opts.connectionTimeoutMillis ?? 3000,
     idleTimeoutMillis: 30_000,
-    statement_timeout: opts.statementTimeoutMillis ?? 10_000,
+    statement_timeout: statementTimeout,
+    // statement_timeout is enforced by the server: a server that stopped answering
+    // (frozen, or cut off by the network) would leave a query on an open connection
+    // waiting forever, and its request with it (found by the resilience test that
+    // freezes PostgreSQL). The client gives up a little later than the server would;
+    // the pool then drops that connection and the request gets a 503.
+    query_timeout: statementTimeout + QUERY_TIMEOUT_MARGIN_MS,
     application_name: opts.applicationName,
     keepAlive: true,
   });
@@ -58,23 +68,33 @@ export function isDatabaseUnavailable(err: unknown): boolean {
     if (/^(08|57P0|53300|57014)/.test(e.code)) return true;
     if (['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH'].includes(e.code)) return true;
   }
-  return /timeout exceeded when trying to connect|Connection terminated|connection timeout|Client has encountered a connection error|not queryable/i.test(
+  return /timeout exceeded when trying to connect|Connection terminated|connection timeout|Client has encountered a connection error|not queryable|Query read timeout/i.test(
     e.message ?? '',
   );
 }
 
 export async function withTransaction<T>(pool: Pool, fn: (client: PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
+  let broken: Error | undefined;
   try {
     await client.query('BEGIN');
     const result = await fn(client);
     await client.query('COMMIT');
     return result;
   } catch (err) {
-    await client.query('ROLLBACK').catch(() => {});
+    if (isDatabaseUnavailable(err)) {
+      // The connection is lost, or its server stopped answering: a ROLLBACK would
+      // wait out another query timeout. Discarding the connection rolls back.
+      broken = err as Error;
+    } else {
+      await client.query('ROLLBACK').catch((rollbackError: Error) => {
+        // A connection that cannot even roll back must not go back to the pool.
+        broken = rollbackError;
+      });
+    }
     throw err;
   } finally {
-    client.release();
+    client.release(broken);
   }
 }
 

@@ -1,4 +1,4 @@
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
@@ -19,8 +19,31 @@ export interface RestartablePostgres {
   start(): Promise<void>;
   /** A database of the cluster, created when absent. */
   database(name: string): Promise<string>;
+  /**
+   * SIGSTOP to the server and every backend: it keeps its sockets but answers nothing, like a
+   * server that hangs or a network that drops packets. `thaw()` resumes them.
+   */
+  freeze(): void;
+  thaw(): void;
   /** Stops the server and removes its directory. */
   destroy(): Promise<void>;
+}
+
+/** The postmaster (from its pid file) and its children (from /proc). */
+function serverProcesses(dataDir: string): number[] {
+  const postmaster = Number(readFileSync(path.join(dataDir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
+  const children = readdirSync('/proc')
+    .filter((entry) => /^\d+$/.test(entry))
+    .filter((pid) => {
+      try {
+        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+        return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === postmaster;
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+  return [postmaster, ...children];
 }
 
 const quiet = { info: () => {}, debug: () => {}, warn: (m: string) => console.error(m) };
@@ -32,6 +55,17 @@ export async function startRestartablePostgres(): Promise<RestartablePostgres> {
   const port = await freePort();
   let server: EmbeddedPostgres | undefined = await startEmbeddedPostgres(dir, quiet, { port });
   const adminUrl = server.adminUrl;
+  let frozen: number[] = [];
+  const thaw = () => {
+    for (const pid of frozen) {
+      try {
+        process.kill(pid, 'SIGCONT');
+      } catch {
+        // exited meanwhile
+      }
+    }
+    frozen = [];
+  };
   return {
     adminUrl,
     port,
@@ -48,7 +82,13 @@ export async function startRestartablePostgres(): Promise<RestartablePostgres> {
       await ensureDatabase(adminUrl, name);
       return withDatabase(adminUrl, name);
     },
+    freeze() {
+      frozen = serverProcesses(dir);
+      for (const pid of frozen) process.kill(pid, 'SIGSTOP');
+    },
+    thaw,
     async destroy() {
+      thaw();
       await server?.stop().catch(() => {});
       server = undefined;
       rmSync(dir, { recursive: true, force: true });

@@ -79,16 +79,9 @@ export async function startIdpProcess(databaseUrl: string, opts: ProcessOptions 
       },
       { port: opts.port },
     );
-    const stop = proc.stop;
-    return {
-      ...proc,
-      dataDir,
-      stop: async () => {
-        const code = await stop();
-        rmSync(dataDir, { recursive: true, force: true });
-        return code;
-      },
-    };
+    // However the process ends (stop, kill, crash), its directory goes with it.
+    proc.child.once('exit', () => rmSync(dataDir, { recursive: true, force: true }));
+    return { ...proc, dataDir };
   } catch (err) {
     rmSync(dataDir, { recursive: true, force: true });
     throw err;
