@@ -256,6 +256,21 @@ describe('insert, update, delete', () => {
     assert.equal(await itemCount(), 5, 'nothing inserted');
   });
 
+  test('a note id is the store\'s, always: an explicit id is refused and later inserts never collide', async () => {
+    const user = await createUser(idp, `ids-${Date.now()}@example.com`);
+    const asUser = { token: user.token, headers: { prefer: 'return=representation' } };
+    const first = await rest('notes', { method: 'POST', body: { title: 'first' }, ...asUser });
+    assert.equal(first.status, 201);
+    const nextId = (first.json as Array<{ id: number }>)[0]!.id + 1;
+    // The id the sequence hands out next: with BY DEFAULT identity this insert succeeded and the
+    // following one failed with a duplicate key.
+    const forged = await rest('notes', { method: 'POST', body: { id: nextId, title: 'forged' }, ...asUser });
+    assert.equal(forged.status, 400);
+    assert.equal((forged.json as { code: string }).code, '428C9');
+    const next = await rest('notes', { method: 'POST', body: { title: 'next' }, ...asUser });
+    assert.equal(next.status, 201, next.text);
+  });
+
   test('PATCH: representation 200, minimal 204; no filter 21000; unknown column PGRST204', async () => {
     const res = await rest('items?id=eq.1&select=id,qty', { method: 'PATCH', headers: { prefer: 'return=representation' }, body: { qty: 6 } });
     assert.equal(res.status, 200);
