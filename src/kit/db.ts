@@ -73,6 +73,23 @@ export function isDatabaseUnavailable(err: unknown): boolean {
   );
 }
 
+/**
+ * Ends a transaction whose statement failed. Rolls back, except when the
+ * connection is lost or its server stopped answering: a ROLLBACK would then wait
+ * out another query timeout, and discarding the connection rolls back anyway.
+ * Returns the error to release the client with (so the pool discards it), if any.
+ */
+export async function abandonTransaction(client: PoolClient, err: unknown): Promise<Error | undefined> {
+  if (isDatabaseUnavailable(err)) return err as Error;
+  try {
+    await client.query('ROLLBACK');
+    return undefined;
+  } catch (rollbackError) {
+    // A connection that cannot even roll back must not go back to the pool.
+    return rollbackError as Error;
+  }
+}
+
 export async function withTransaction<T>(pool: Pool, fn: (client: PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
   let broken: Error | undefined;
@@ -82,16 +99,7 @@ export async function withTransaction<T>(pool: Pool, fn: (client: PoolClient) =>
     await client.query('COMMIT');
     return result;
   } catch (err) {
-    if (isDatabaseUnavailable(err)) {
-      // The connection is lost, or its server stopped answering: a ROLLBACK would
-      // wait out another query timeout. Discarding the connection rolls back.
-      broken = err as Error;
-    } else {
-      await client.query('ROLLBACK').catch((rollbackError: Error) => {
-        // A connection that cannot even roll back must not go back to the pool.
-        broken = rollbackError;
-      });
-    }
+    broken = await abandonTransaction(client, err);
     throw err;
   } finally {
     client.release(broken);

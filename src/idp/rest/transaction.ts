@@ -1,4 +1,4 @@
-import { isDatabaseUnavailable, type Pool, type PoolClient } from '../../kit/db.js';
+import { abandonTransaction, type Pool, type PoolClient } from '../../kit/db.js';
 
 // One transaction per REST request on the authenticator pool, as PostgREST runs it: the first
 // statement switches to the request's role and publishes its claims, both transaction-local, so
@@ -39,17 +39,7 @@ export async function inRequestTransaction<T>(pool: Pool, ctx: RequestContext, w
     await client.query(outcome.commit ? 'COMMIT' : 'ROLLBACK');
     return outcome.value;
   } catch (err) {
-    if (isDatabaseUnavailable(err)) {
-      // Lost, or its server stopped answering: a ROLLBACK would wait out another query
-      // timeout (found by the resilience test that freezes PostgreSQL). Discarding the
-      // connection rolls back.
-      broken = err as Error;
-    } else {
-      await client.query('ROLLBACK').catch((rollbackError: Error) => {
-        // A connection that cannot even roll back must not go back to the pool.
-        broken = rollbackError;
-      });
-    }
+    broken = await abandonTransaction(client, err);
     throw err;
   } finally {
     client.release(broken);
