@@ -9,7 +9,7 @@ import { createPool, migrate, readMigrations } from '../../src/kit/db.js';
 import { authenticatorRoleName } from '../../src/idp/authenticator.js';
 import { openIdp } from '../../src/idp/bootstrap.js';
 import { idpConfig } from '../../src/idp/config.js';
-import { adminUrl, freshDatabase } from './database.js';
+import { adminUrl, freshDatabase, type TestDatabase } from './database.js';
 import { createClient, type SupabaseClient } from '@supabase/supabase-js';
 import WebSocket from 'ws';
 
@@ -75,15 +75,7 @@ export async function startIdp(
     async close() {
       await idp.app.close();
       await idp.close();
-      await db.drop();
-      // The login role is cluster-wide; without this, every test database would leave one behind.
-      const admin = new pg.Client({ connectionString: adminUrl() });
-      await admin.connect();
-      try {
-        await admin.query(`DROP ROLE IF EXISTS ${admin.escapeIdentifier(authenticatorRoleName(db.name))}`);
-      } finally {
-        await admin.end();
-      }
+      await dropIdpDatabase(db);
     },
   };
 }
@@ -91,6 +83,18 @@ export async function startIdp(
 // ---- helpers for the idp's own tests: supabase-js clients and raw HTTP --------------------------
 
 /** supabase-js exactly as the notes service configures it on Node 20. */
+/** Drops an idp test database and its login role, which is cluster-wide and would otherwise stay behind. */
+export async function dropIdpDatabase(db: TestDatabase): Promise<void> {
+  await db.drop();
+  const admin = new pg.Client({ connectionString: adminUrl() });
+  await admin.connect();
+  try {
+    await admin.query(`DROP ROLE IF EXISTS ${admin.escapeIdentifier(authenticatorRoleName(db.name))}`);
+  } finally {
+    await admin.end();
+  }
+}
+
 export function supabase(idp: RunningIdp, key: string = idp.publishableKey): SupabaseClient {
   return createClient(idp.url, key, {
     auth: { persistSession: false, autoRefreshToken: false, detectSessionInUrl: false },

@@ -3,10 +3,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
 import { createPool, migrate, readMigrations } from '../../../src/kit/db.js';
-import { authenticatorRoleName } from '../../../src/idp/authenticator.js';
-import { adminUrl, freshDatabase, type TestDatabase } from '../../helpers/database.js';
+import { freshDatabase, type TestDatabase } from '../../helpers/database.js';
+import { dropIdpDatabase } from '../../helpers/idp.js';
 import { type ServiceProcess, startServiceProcess } from '../../helpers/process.js';
 
 // The services as users run them (their own process, configured by environment
@@ -128,16 +127,7 @@ export async function idpDatabase(): Promise<TestDatabase> {
   });
   return {
     ...db,
-    drop: async () => {
-      await db.drop();
-      const admin = new pg.Client({ connectionString: adminUrl() });
-      await admin.connect();
-      try {
-        await admin.query(`DROP ROLE IF EXISTS ${admin.escapeIdentifier(authenticatorRoleName(db.name))}`);
-      } finally {
-        await admin.end();
-      }
-    },
+    drop: () => dropIdpDatabase(db),
   };
 }
 
