@@ -202,3 +202,31 @@ test("B listing through the REST API sees exactly B's notes, never A's", async (
   assert.ok(data!.every((n) => n.user_id === caller.id));
   assert.ok(data!.some((n) => n.id === mine.body.id));
 });
+
+test('interleaved requests of many users: each create lands under its caller, each list holds only its caller’s notes', async () => {
+  // The service sends every user's queries through one shared supabase-js client, naming the
+  // caller per query; requests in flight together must never borrow each other's token.
+  const users = await Promise.all(Array.from({ length: 6 }, (_, i) => signUp(notes.url, `crowd${i}`)));
+  const rounds = 8;
+  const created = await Promise.all(
+    users.flatMap((user) =>
+      Array.from({ length: rounds }, async (_, r) => {
+        const res = await call(notes.url, 'POST', '/notes', { token: user.token, body: { title: `${user.id} ${r}` } });
+        return { user, res };
+      }),
+    ),
+  );
+  for (const { user, res } of created) {
+    assert.equal(res.status, 201);
+    assert.equal(res.body.user_id, user.id);
+    assert.ok(res.body.title.startsWith(user.id));
+  }
+  const lists = await Promise.all(
+    users.flatMap((user) => Array.from({ length: 3 }, async () => ({ user, res: await call(notes.url, 'GET', '/notes', { token: user.token }) }))),
+  );
+  for (const { user, res } of lists) {
+    assert.equal(res.status, 200);
+    assert.equal(res.body.length, rounds);
+    assert.ok(res.body.every((n: { user_id: string; title: string }) => n.user_id === user.id && n.title.startsWith(user.id)));
+  }
+});

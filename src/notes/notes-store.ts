@@ -1,4 +1,4 @@
-import type { IdpClients } from './idp-clients.js';
+import { asCaller, type IdpClients } from './idp-clients.js';
 import { restFailure } from './idp-errors.js';
 
 // The only place that touches the notes table. Every call goes through the
@@ -30,26 +30,23 @@ export interface NotesStore {
 // Retries are off: a GET would otherwise be retried three times over 7 s on a
 // network error or 503. The client gets a prompt 503 and decides itself.
 export function createNotesStore(clients: IdpClients): NotesStore {
-  const notes = (accessToken: string) => clients.asUser(accessToken).from('notes');
+  const notes = () => clients.data.from('notes');
   return {
     async list(accessToken) {
-      const { data, error, status } = await notes(accessToken)
-        .select('*')
-        .order('created_at', { ascending: false })
-        .order('id', { ascending: false })
-        .retry(false);
+      const query = notes().select('*').order('created_at', { ascending: false }).order('id', { ascending: false });
+      const { data, error, status } = await asCaller(query, accessToken).retry(false);
       if (error) throw restFailure(error, status, 500);
       return data as Note[];
     },
     async create(accessToken, note) {
       const row: { title: string; body?: string } = { title: note.title };
       if (note.body !== undefined) row.body = note.body;
-      const { data, error, status } = await notes(accessToken).insert(row).select().single().retry(false);
+      const { data, error, status } = await asCaller(notes().insert(row).select().single(), accessToken).retry(false);
       if (error) throw restFailure(error, status, 400);
       return data as Note;
     },
     async delete(accessToken, id) {
-      const { data, error, status } = await notes(accessToken).delete().eq('id', id).select().retry(false);
+      const { data, error, status } = await asCaller(notes().delete().eq('id', id).select(), accessToken).retry(false);
       if (error) throw restFailure(error, status, 500);
       return data as Note[];
     },
