@@ -7,6 +7,7 @@ import { type SeedLog, seedAdmin } from '../src/accounts/admin-seed.js';
 import { NO_PERMISSION, NO_TOKEN } from '../src/accounts/auth.js';
 import { type PublicUser, UsersRepository } from '../src/accounts/repository.js';
 import type { App } from '../src/kit/http.js';
+import { copyForAudit } from './helpers/log-audit.js';
 import {
   LogCapture,
   type Response,
@@ -122,12 +123,13 @@ test('the server process seeds the admin at start, serves it over real HTTP and 
   Object.assign(env, { DATABASE_URL: suite.db.url, PORT: '0', HOST: '127.0.0.1', JWT_SECRET: TEST_SECRET, ADMIN_EMAIL: email, ADMIN_PASSWORD, LOG_LEVEL: 'info' });
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/accounts/server.ts'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
-  child.stderr.resume();
+  child.stderr.on('data', copyForAudit);
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   try {
     const url = await new Promise<string>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`server did not start: ${stdout}`)), 30_000);
       child.stdout.on('data', (chunk: Buffer) => {
+        copyForAudit(chunk);
         stdout += chunk.toString();
         const match = /listening on (http:\/\/[\d.:a-z]+)/.exec(stdout);
         if (match) {

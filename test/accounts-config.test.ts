@@ -3,6 +3,7 @@ import { spawn } from 'node:child_process';
 import { test } from 'node:test';
 import { accountsConfig, parseDuration } from '../src/accounts/config.js';
 import { ConfigErrors, loadConfig } from '../src/kit/config.js';
+import { copyForAudit } from './helpers/log-audit.js';
 
 const SECRET = 'x'.repeat(32);
 
@@ -98,6 +99,7 @@ async function startServer(vars: Record<string, string>): Promise<{ code: number
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/accounts/server.ts'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (chunk: Buffer) => {
+    copyForAudit(chunk);
     stderr += chunk.toString();
   });
   const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);

@@ -14,12 +14,13 @@ import { type AccountsDeps, buildApp } from '../src/accounts/app.js';
 import { type AccountsConfig, accountsConfig } from '../src/accounts/config.js';
 import type { PublicUser } from '../src/accounts/repository.js';
 import { type TestDatabase, freshDatabase } from './helpers/database.js';
+import { copyForAudit, testLogLevel } from './helpers/log-audit.js';
 
 export const MIGRATIONS_DIR = fileURLToPath(new URL('../src/accounts/migrations', import.meta.url));
 export const TEST_SECRET = 'test-secret-0123456789-abcdefghijklmnopqrstuvwxyz';
 
 export function testConfig(env: Record<string, string> = {}): AccountsConfig {
-  return loadConfig(accountsConfig, { JWT_SECRET: TEST_SECRET, LOG_LEVEL: 'silent', ...env });
+  return loadConfig(accountsConfig, { JWT_SECRET: TEST_SECRET, LOG_LEVEL: testLogLevel('silent'), ...env });
 }
 
 /** An address no other test (nor an earlier run sharing Redis) uses. */
@@ -36,6 +37,7 @@ export class LogCapture extends PassThrough {
   constructor() {
     super();
     this.on('data', (chunk: Buffer) => {
+      copyForAudit(chunk);
       this.text += chunk.toString('utf8');
     });
   }

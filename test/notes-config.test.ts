@@ -8,6 +8,7 @@ import { ConfigErrors, loadConfig } from '../src/kit/config.js';
 import { notesConfig } from '../src/notes/config.js';
 import { startIdp, type RunningIdp } from './helpers/idp.js';
 import { call, closedPort, startNotes, startUpstream } from './helpers/notes.js';
+import { copyForAudit } from './helpers/log-audit.js';
 
 interface Exited {
   code: number | null;
@@ -23,8 +24,8 @@ function runServer(env: Record<string, string>): Promise<Exited> {
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/notes/server.ts'], { env: { ...baseEnv(), ...env } });
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.stdout.on('data', (d: Buffer) => (copyForAudit(d), (stdout += d.toString())));
+    child.stderr.on('data', (d: Buffer) => (copyForAudit(d), (stderr += d.toString())));
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
       reject(new Error(`server.ts did not exit; stdout: ${stdout}`));
@@ -43,11 +44,12 @@ function launchServer(env: Record<string, string>) {
   });
   let stdout = '';
   let stderr = '';
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (copyForAudit(d), (stderr += d.toString())));
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   const url = new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`no listening line; stdout: ${stdout} stderr: ${stderr}`)), 20_000);
     child.stdout.on('data', (d: Buffer) => {
+      copyForAudit(d);
       stdout += d.toString();
       const match = /notes listening on (http:\/\/[\d.:]+)/.exec(stdout);
       if (match) {

@@ -6,6 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { freshDatabase, type TestDatabase } from './helpers/database.js';
 import { shortenerMigrations } from './helpers/shortener.js';
+import { copyForAudit } from './helpers/log-audit.js';
 
 // The real process: `node --import tsx src/shortener/server.ts`, configured by its environment only.
 
@@ -39,8 +40,8 @@ function startServer(env: Record<string, string>): Spawned {
   });
   let out = '';
   let err = '';
-  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+  child.stdout!.on('data', (d: Buffer) => (copyForAudit(d), (out += d.toString())));
+  child.stderr!.on('data', (d: Buffer) => (copyForAudit(d), (err += d.toString())));
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.on('exit', (code, signal) => resolve({ code, signal })),
   );

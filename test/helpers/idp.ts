@@ -10,6 +10,7 @@ import { authenticatorRoleName } from '../../src/idp/authenticator.js';
 import { openIdp } from '../../src/idp/bootstrap.js';
 import { idpConfig } from '../../src/idp/config.js';
 import { adminUrl, freshDatabase, type TestDatabase } from './database.js';
+import { testLogLevel } from './log-audit.js';
 import { createClient, type SupabaseClient } from '@supabase/supabase-js';
 import WebSocket from 'ws';
 
@@ -52,7 +53,7 @@ export async function startIdp(
     PORT: '0',
     HOST: '127.0.0.1',
     DATABASE_URL: db.url,
-    LOG_LEVEL: process.env.IDP_TEST_LOG_LEVEL ?? 'silent',
+    LOG_LEVEL: testLogLevel('silent'),
     IDP_PUBLISHABLE_KEY: TEST_PUBLISHABLE_KEY,
     IDP_SECRET_KEY: TEST_SECRET_KEY,
     IDP_AUTOCONFIRM: String(opts.autoconfirm ?? true),

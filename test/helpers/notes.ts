@@ -11,6 +11,7 @@ import { loadConfig } from '../../src/kit/config.js';
 import type { App } from '../../src/kit/http.js';
 import { buildApp, type NotesDeps } from '../../src/notes/app.js';
 import { notesConfig } from '../../src/notes/config.js';
+import { copyForAudit, testLogLevel } from './log-audit.js';
 
 export interface IdpEndpoint {
   url: string;
@@ -32,12 +33,13 @@ export async function startNotes(idp: IdpEndpoint, env: Record<string, string> =
     IDP_URL: idp.url,
     IDP_SECRET_KEY: idp.secretKey,
     IDP_PUBLISHABLE_KEY: idp.publishableKey,
-    LOG_LEVEL: 'warn',
+    LOG_LEVEL: testLogLevel('warn'),
     ...env,
   });
   const logs: Array<Record<string, unknown>> = [];
   const logStream = new Writable({
     write(chunk: Buffer, _enc, done) {
+      copyForAudit(chunk);
       for (const line of chunk.toString().split('\n')) if (line.trim()) logs.push(JSON.parse(line) as Record<string, unknown>);
       done();
     },

@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { copyForAudit, testLogLevel } from './log-audit.js';
 
 // A service run exactly as users run it: its own process, its entry file,
 // configured by environment variables. Used by process-level tests and benches.
@@ -39,12 +40,13 @@ export async function startServiceProcess(
   const port = opts.port ?? (await freePort());
   const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, entry)], {
     cwd: root,
-    env: { ...process.env, LOG_LEVEL: 'warn', ...env, PORT: String(port), HOST: '127.0.0.1' },
+    env: { ...process.env, LOG_LEVEL: testLogLevel('warn'), ...env, PORT: String(port), HOST: '127.0.0.1' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const keep = opts.keepOutput ?? 200_000;
   let out = '';
   const collect = (d: Buffer) => {
+    copyForAudit(d);
     out = (out + d.toString()).slice(-keep);
   };
   child.stdout?.on('data', collect);

@@ -5,6 +5,7 @@ import { loadConfig } from '../../src/kit/config.js';
 import { type Migration, type Pool, readMigrations } from '../../src/kit/db.js';
 import type { App } from '../../src/kit/http.js';
 import { type ShortenerConfig, shortenerConfig } from '../../src/shortener/config.js';
+import { copyForAudit, testLogLevel } from './log-audit.js';
 
 export const SHORTENER_MIGRATIONS_DIR = fileURLToPath(new URL('../../src/shortener/migrations', import.meta.url));
 
@@ -12,7 +13,7 @@ export const shortenerMigrations = (): Promise<Migration[]> => readMigrations(SH
 
 /** Configuration as the process would load it (so BASE_URL goes through the same parsing). */
 export function shortenerTestConfig(env: Record<string, string> = {}): ShortenerConfig {
-  return loadConfig(shortenerConfig, { BASE_URL: 'https://sho.rt', LOG_LEVEL: 'silent', ...env });
+  return loadConfig(shortenerConfig, { BASE_URL: 'https://sho.rt', LOG_LEVEL: testLogLevel('silent'), ...env });
 }
 
 /** A client address no other request of the file uses, so the create limit never gets in the way. */
@@ -88,6 +89,7 @@ export function captureLogs(): { stream: Writable; lines: () => Array<Record<str
   const chunks: string[] = [];
   const stream = new Writable({
     write(chunk: Buffer | string, _enc, done) {
+      copyForAudit(chunk);
       chunks.push(chunk.toString());
       done();
     },

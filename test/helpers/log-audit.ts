@@ -1,0 +1,18 @@
+import type { LogLevel } from '../../src/kit/config.js';
+
+// The log audit (test/resilience/hostile-logs-suite.test.ts) runs this whole suite with
+// TEST_LOG_LEVEL=debug and searches everything it printed for credentials. Under it, every
+// service a test starts logs at that level, and the lines a test captures for its own
+// assertions are printed as well, so no line escapes the search.
+
+const auditLevel = process.env.TEST_LOG_LEVEL as LogLevel | undefined;
+
+/** The level a test service logs at: the audit's, else the quiet one the test asks for. */
+export function testLogLevel(quiet: LogLevel): LogLevel {
+  return auditLevel ?? quiet;
+}
+
+/** Prints a captured log chunk too when the audit runs (test files' output is what it reads). */
+export function copyForAudit(chunk: Buffer | string): void {
+  if (auditLevel) process.stdout.write(chunk);
+}
