@@ -46,7 +46,8 @@ export async function buildApp(config: NotesConfig, deps: NotesDeps = {}): Promi
     errorBody: (_status, message) => ({ message }),
     readiness: async () => {
       const res = await pingIdp(jwksUrl(config.IDP_URL), { headers: { apikey: config.IDP_PUBLISHABLE_KEY } });
-      await res.body?.cancel();
+      // Read, not cancelled: the body is a few hundred bytes, and reading ends the request's timer.
+      await res.arrayBuffer();
       if (!res.ok) throw new Error(`identity provider answered ${res.status}`);
     },
     notReadyMessage: 'Service not ready: identity provider unreachable',

@@ -26,16 +26,43 @@ export interface IdpClients {
 }
 
 /**
- * Wraps fetch so no request to the provider waits longer than `timeoutMs`.
- * supabase-js reports the abort like any network failure (status 0), which
- * the service answers with 503.
+ * Wraps fetch so no request to the provider, body included, waits longer than
+ * `timeoutMs`. supabase-js reports the abort like any network failure (status
+ * 0), which the service answers with 503.
+ *
+ * The timer is cleared as soon as the body has been read. A timer left to run
+ * keeps its signal, and with it everything fetch hung on that signal, alive
+ * for the whole timeout after the answer: at a few hundred requests a second,
+ * about 6 MB of heap and 100 MB of resident memory held for nothing (measured
+ * with the soak's memory probe). A response nobody reads keeps the full timer.
  */
 export function boundedFetch(timeoutMs: number, base: IdpFetch = fetch): IdpFetch {
-  return (input, init) => {
-    const timeout = AbortSignal.timeout(timeoutMs);
-    const signal = init?.signal ? AbortSignal.any([init.signal, timeout]) : timeout;
-    return base(input, { ...init, signal });
+  return async (input, init) => {
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(new DOMException('The request to the identity provider timed out', 'TimeoutError')), timeoutMs);
+    timer.unref();
+    const release = () => clearTimeout(timer);
+    const signal = init?.signal ? AbortSignal.any([init.signal, controller.signal]) : controller.signal;
+    let response: Response;
+    try {
+      response = await base(input, { ...init, signal });
+    } catch (err) {
+      release();
+      throw err;
+    }
+    releaseOnceRead(response, release);
+    return response;
   };
+}
+
+const BODY_READERS = ['arrayBuffer', 'blob', 'formData', 'json', 'text'] as const;
+
+/** Calls `release` when one of the response's body readers finishes, however it ends. */
+function releaseOnceRead(response: Response, release: () => void): void {
+  for (const name of BODY_READERS) {
+    const read = response[name].bind(response) as () => Promise<unknown>;
+    Object.defineProperty(response, name, { value: () => read().finally(release), configurable: true });
+  }
 }
 
 export function createIdpClients(
