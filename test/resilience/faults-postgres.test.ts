@@ -21,6 +21,12 @@ import { ACCOUNTS_ADMIN, clientIps, ensureStopped, IDP_KEYS, startAccounts, star
 /** A refused connection is answered at once; a hung one within the pool's 3 s connectionTimeoutMillis. */
 const OUTAGE_ANSWER_BOUND_MS = 5000;
 const RECOVERY_BOUND_MS = 5000;
+/**
+ * A registration first waits for its bcrypt hash: cost 12 on low-priority workers, which the
+ * request load of this test starves for seconds on 2 cores. Only then does it reach the
+ * database, and from there the outage bound applies. So its bound is both together.
+ */
+const HASH_QUEUE_ALLOWANCE_MS = 15_000;
 const HEALTHY_MS = 2000;
 const DOWN_MS = 4000;
 const AFTER_MS = 2000;
@@ -161,9 +167,10 @@ async function restartUnderLoad(
   const healthy = (a: Answer) => a.outcome.ok && a.planned.healthy.includes(a.outcome.status);
   for (const a of answers) {
     const label = `${a.planned.kind} sent ${a.phase}`;
-    // No request waits longer than the bound, whenever it was sent (save a healthy answer that
-    // queued behind password hashing, which is slow by design).
-    if (a.outcome.ms >= fault.answerBoundMs && !(healthy(a) && a.planned.hashesPassword)) {
+    // No request waits longer than the bound, whenever it was sent (plus its time in the
+    // password-hashing queue, which is slow by design, for one that hashes).
+    const bound = fault.answerBoundMs + (a.planned.hashesPassword ? HASH_QUEUE_ALLOWANCE_MS : 0);
+    if (a.outcome.ms >= bound) {
       problems.push(`${label}: answered after ${round(a.outcome.ms)} ms (${a.outcome.ok ? a.outcome.status : a.outcome.error})`);
     }
     if (a.phase === 'down') {
