@@ -7,9 +7,11 @@ import { appendFileSync } from 'node:fs';
 const file = process.env.SOAK_MEMORY_FILE;
 if (file && typeof globalThis.gc === 'function') {
   const gc = globalThis.gc;
-  process.on('SIGUSR2', () => {
-    // Twice: objects with finalizers (sockets, buffers) are freed by the second pass.
+  process.on('SIGUSR2', async () => {
+    // A full GC, a turn of the event loop (finalization callbacks of sockets and buffers run
+    // as tasks), then another: the second one frees what those callbacks let go.
     gc();
+    await new Promise((resolve) => setTimeout(resolve, 50));
     gc();
     const m = process.memoryUsage();
     appendFileSync(file, `${JSON.stringify({ rss: m.rss, heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external, arrayBuffers: m.arrayBuffers })}\n`);
