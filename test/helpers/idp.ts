@@ -81,9 +81,6 @@ export async function startIdp(
   };
 }
 
-// ---- helpers for the idp's own tests: supabase-js clients and raw HTTP --------------------------
-
-/** supabase-js exactly as the notes service configures it on Node 20. */
 /** Drops an idp test database and its login role, which is cluster-wide and would otherwise stay behind. */
 export async function dropIdpDatabase(db: TestDatabase): Promise<void> {
   await db.drop();
@@ -96,6 +93,9 @@ export async function dropIdpDatabase(db: TestDatabase): Promise<void> {
   }
 }
 
+// ---- helpers for the idp's own tests: supabase-js clients and raw HTTP --------------------------
+
+/** supabase-js exactly as the notes service configures it on Node 20. */
 export function supabase(idp: RunningIdp, key: string = idp.publishableKey): SupabaseClient {
   return createClient(idp.url, key, {
     auth: { persistSession: false, autoRefreshToken: false, detectSessionInUrl: false },

@@ -3,7 +3,8 @@
 // keeps for its own assertions is printed too (test/helpers/log-audit.ts). Everything that run
 // printed is then searched for credentials: each password the suite's sources send, the test
 // API keys and JWT secret, and anything shaped like a bcrypt hash, a JWT, an API key or a
-// private key (each test file generates its own idp signing key, found by that shape). The suite must also pass at debug level: logging more may not change behaviour.
+// private key (each test file generates its own idp signing key, found by that shape). The
+// suite must also pass at debug level: logging more may not change behaviour.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
