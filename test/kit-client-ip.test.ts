@@ -29,7 +29,8 @@ describe('canonicalIp', () => {
   });
 
   it('writes IPv6 compressed and in lower case (RFC 5952), without zone or port', () => {
-    for (const spelling of ['2001:DB8:2::1', '2001:0db8:0002::0001', '2001:db8:2:0:0:0:0:1', '[2001:db8:2::1]', '[2001:db8:2::1]:443', '2001:db8:2::1%eth0']) {
+    const spellings = ['2001:DB8:2::1', '2001:0db8:0002::0001', '2001:db8:2:0:0:0:0:1', '[2001:db8:2::1]', '[2001:db8:2::1]:443', '2001:db8:2::1%eth0'];
+    for (const spelling of spellings) {
       assert.equal(canonicalIp(spelling), '2001:db8:2::1', spelling);
     }
     assert.equal(canonicalIp('::'), '::');

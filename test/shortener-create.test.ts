@@ -516,7 +516,11 @@ describe('POST /api/links: the URL shown is where the redirect goes', () => {
     );
     const scheme = fc.constantFrom('http://', 'https://', 'HTTP://', 'http:', 'http:/', 'http:///', 'http:\\\\', ' https://');
     const hostile = fc.tuple(scheme, fc.array(piece, { minLength: 1, maxLength: 8 })).map(([s, parts]) => s + parts.join(''));
-    const ordinary = fc.webUrl({ withQueryParameters: true, withFragments: true, authoritySettings: { withIPv4: true, withIPv6: true, withPort: true } });
+    const ordinary = fc.webUrl({
+      withQueryParameters: true,
+      withFragments: true,
+      authoritySettings: { withIPv4: true, withIPv6: true, withPort: true },
+    });
     let accepted = 0;
     await fc.assert(
       fc.asyncProperty(fc.oneof(hostile, hostile, ordinary), async (url) => {

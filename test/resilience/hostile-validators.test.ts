@@ -210,7 +210,8 @@ describe('shortener: create, redirect and stats inputs', () => {
     reportFigures(t, 'property: shortener scheme allowlist', { runs: 400, seed });
   });
 
-  test('http(s) URLs: accepted exactly when they parse and go where they read (ASCII, IDN, whitespace, unicode paths; credentials, tabs and line breaks refused); Location always ASCII', async (t) => {
+  // ASCII, IDN, surrounding whitespace and unicode paths are accepted; credentials, tabs and line breaks refused.
+  test('http(s) URLs: accepted exactly when they parse and go where they read; Location always ASCII', async (t) => {
     const label = fc.string({ unit: fc.constantFrom(...'abcxyzüöäßéñçø日本語中文한국어пример'), minLength: 1, maxLength: 12 });
     const idn = fc
       .tuple(fc.constantFrom('http', 'https', 'HTTP', 'hTTpS'), label, fc.constantFrom('com', 'de', 'рф', '中国', 'example'), unicodeText(20))
