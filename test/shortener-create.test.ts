@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { domainToASCII } from 'node:url';
 import fc from 'fast-check';
+import { canonicalIp } from '../src/kit/client-ip.js';
 import { createPool, type Pool } from '../src/kit/db.js';
 import { buildApp } from '../src/shortener/app.js';
 import { CODE_PATTERN } from '../src/shortener/codes.js';
@@ -141,6 +143,20 @@ describe('POST /api/links: validation (rule 1) gives 400 and inserts nothing', (
     ['uppercase JAVASCRIPT:', 'JAVASCRIPT:alert(1)', /protocol/],
     ['a URL holding U+0000', 'https://example.com/a\u0000b', /url/],
     ['a URL holding a lone surrogate', 'https://example.com/\ud800', /url/],
+    // Where the text reads as one place and the redirect goes to another.
+    ['a backslash before @ (shown as good.com, goes to evil.com)', 'http://evil.com\\@good.com/', /backslash/],
+    ['credentials naming another host', 'https://good.com@evil.com/', /credentials/],
+    ['user and password', 'http://user:pass@host/', /credentials/],
+    ['an empty user-info', 'http://@evil.com/', /credentials/],
+    ['a backslash in the path', 'https://example.com/a\\b', /backslash/],
+    ['a tab inside the host', 'http://exa\tmple.com/', /tabs or line breaks/],
+    ['a line break inside the path', 'https://example.com/\r\nSet-Cookie: injected=1', /tabs or line breaks/],
+    ['no // after the scheme', 'http:evil.com/', /http:\/\/ or https:\/\//],
+    ['three slashes after the scheme', 'http:///evil.com/', /http:\/\/ or https:\/\//],
+    ['a percent-escaped host', 'http://ex%61mple.com/', /host/],
+    ['a hexadecimal IPv4 host', 'http://0x7f.1/', /host/],
+    ['an IPv4 host as one number', 'http://2130706433/', /host/],
+    ['a zero-padded IPv4 host (read as octal)', 'http://010.0.0.1/', /host/],
   ];
 
   let app: Awaited<ReturnType<typeof buildApp>>;
@@ -432,6 +448,99 @@ describe('POST /api/links: failures never leak', () => {
       await brokenPool.end();
       await broken.drop();
     }
+  });
+});
+
+describe('POST /api/links: the URL shown is where the redirect goes', () => {
+  let app: Awaited<ReturnType<typeof buildApp>>;
+  before(async () => {
+    app = await buildApp(shortenerTestConfig(), { pool });
+  });
+  after(async () => {
+    await app.close();
+  });
+
+  /**
+   * The host as a person (and RFC 3986) reads the text, spaces around it aside:
+   * after "scheme://", up to / ? or #, without the port.
+   */
+  function hostAsRead(text: string): string | undefined {
+    const trimmed = text.replace(/^[\u0000-\u0020]+|[\u0000-\u0020]+$/g, '');
+    const authority = /^[a-z][a-z0-9+.-]*:\/\/([^/?#]*)/i.exec(trimmed)?.[1];
+    return authority?.replace(/:\d*$/, '');
+  }
+
+  /** Whether two spellings name one host: case, IDN punycode and IPv6 compression aside. */
+  function sameHost(read: string, reached: string): boolean {
+    if (read.startsWith('[')) return reached.startsWith('[') && canonicalIp(read.slice(1, -1)) === canonicalIp(reached.slice(1, -1));
+    if (/^[\x00-\x7f]*$/.test(read)) return read.toLowerCase() === reached;
+    return domainToASCII(read) === reached;
+  }
+
+  async function createAndFollow(url: string): Promise<{ status: number; shown?: string; stats?: string; location?: string; body: unknown }> {
+    const res = await createLink(app, url);
+    if (res.status !== 201) return { status: res.status, body: res.body };
+    const { code, original_url } = res.body.data as { code: string; original_url: string };
+    const stats = (await app.inject({ method: 'GET', url: `/api/links/${code}` })).json() as { data: { original_url: string } };
+    const redirect = await app.inject({ method: 'GET', url: `/${code}` });
+    assert.equal(redirect.statusCode, 302);
+    return { status: 201, shown: original_url, stats: stats.data.original_url, location: String(redirect.headers.location), body: res.body };
+  }
+
+  it('ordinary URLs are echoed exactly as submitted, by create and by stats', async () => {
+    for (const url of [
+      'https://example.com/a/long/path?q=1&r=%20x#frag',
+      'https://example.com/search?q=C:\\dir\\file#a\\b',
+      'HTTPS://Example.COM:8443/Path',
+      'https://bücher.example/straße?q=ü#café',
+      'http://[2001:DB8::1]:8080/x',
+      'http://198.51.100.7/',
+      'https://example.com/a b',
+      '  https://example.com/padded\u0020\u0020',
+      'https://example.com/trailing-newline\n',
+    ]) {
+      const result = await createAndFollow(url);
+      assert.equal(result.status, 201, `${JSON.stringify(url)}: ${JSON.stringify(result.body)}`);
+      assert.equal(result.shown, url);
+      assert.equal(result.stats, url);
+      assert.ok(sameHost(hostAsRead(url)!, new URL(result.location!).hostname), `${url} went to ${result.location}`);
+    }
+  });
+
+  it('property: for every accepted URL, the Location host is the host a reader sees in the echoed URL', async () => {
+    // Pieces that make parsers disagree, glued at random after an http(s) scheme.
+    const piece = fc.constantFrom(
+      'good.com', 'evil.com', 'a', '.', '@', ':', ':80', ':pass@', '\\', '/', '//', '\t', '\n', '\r', ' ', '?', '#',
+      '%2e', '%40', '%2f', '%61', '0x7f', '1', '127', '010', '0', '[::1]', '[::ffff:127.0.0.1]', '[', ']',
+      'bücher', 'ＥＸＡＭＰＬＥ', '。', '１２７', '\u200b', '\u00ad', 'xn--bcher-kva', 'com',
+    );
+    const scheme = fc.constantFrom('http://', 'https://', 'HTTP://', 'http:', 'http:/', 'http:///', 'http:\\\\', ' https://');
+    const hostile = fc.tuple(scheme, fc.array(piece, { minLength: 1, maxLength: 8 })).map(([s, parts]) => s + parts.join(''));
+    const ordinary = fc.webUrl({
+      withQueryParameters: true,
+      withFragments: true,
+      authoritySettings: { withIPv4: true, withIPv6: true, withPort: true },
+    });
+    let accepted = 0;
+    await fc.assert(
+      fc.asyncProperty(fc.oneof(hostile, hostile, ordinary), async (url) => {
+        const result = await createAndFollow(url);
+        if (result.status !== 201) {
+          assert.equal(result.status, 400, `${JSON.stringify(url)}: ${JSON.stringify(result.body)}`);
+          assertEnvelope(result.body, 400, 'Bad Request');
+          return;
+        }
+        accepted += 1;
+        assert.equal(result.shown, url);
+        assert.equal(result.stats, url);
+        const read = hostAsRead(url);
+        assert.ok(read !== undefined && !read.includes('@'), `${JSON.stringify(url)} was accepted without a plain authority`);
+        const reached = new URL(result.location!).hostname;
+        assert.ok(sameHost(read, reached), `${JSON.stringify(url)} reads as host ${JSON.stringify(read)} but redirects to ${reached}`);
+      }),
+      { numRuns: 300 },
+    );
+    assert.ok(accepted > 50, `only ${accepted} of 300 accepted: the property checked too little`);
   });
 });
 

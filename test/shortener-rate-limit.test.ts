@@ -252,11 +252,104 @@ describe('client IP behind a proxy', () => {
   });
 });
 
+describe('one window per client, however its address is spelled (behind a trusted proxy)', () => {
+  const viaProxy = (app: App, client: string) => create(app, { ip: '127.0.0.1', headers: { 'x-forwarded-for': client } });
+
+  /** Spends a client's 10 creates under the first spelling, then checks every other spelling is the same client. */
+  async function assertOneWindow(app: App, spellings: string[]): Promise<void> {
+    for (let i = 1; i <= 10; i++) {
+      const attempt = await viaProxy(app, spellings[(i - 1) % spellings.length]!);
+      assert.equal(attempt.status, 201, `request ${i} as ${spellings[(i - 1) % spellings.length]}`);
+      assert.equal(attempt.remaining, String(10 - i));
+    }
+    for (const spelling of spellings) assertTooMany(await viaProxy(app, spelling), 60);
+  }
+
+  it('IPv4, IPv4-mapped IPv6 and zero-padded IPv4 are one client', async () => {
+    await withApp(
+      async (app) => {
+        await assertOneWindow(app, ['198.51.100.7', '::ffff:198.51.100.7', '198.051.100.007', '::FFFF:C633:6407', '198.51.100.7:4711']);
+        // A neighbour keeps its own window.
+        assert.equal((await viaProxy(app, '198.51.100.8')).status, 201);
+      },
+      { TRUST_PROXY: '127.0.0.1' },
+    );
+  });
+
+  it('IPv6 in upper case, with leading zeros or brackets is one client', async () => {
+    await withApp(
+      async (app) => {
+        await assertOneWindow(app, ['2001:db8:2::1', '2001:DB8:2::1', '2001:0db8:0002::0001', '[2001:db8:2::1]:443', '2001:db8:2:0:0:0:0:1']);
+      },
+      { TRUST_PROXY: '127.0.0.1' },
+    );
+  });
+
+  it('two addresses in one /64 share one window; another /64 has its own', async () => {
+    await withApp(
+      async (app) => {
+        await assertOneWindow(app, ['2001:db8:3::1', '2001:db8:3:0:ffff:ffff:ffff:fffe', '2001:db8:3::abcd:1234']);
+        // The next /64 up is another customer.
+        const next = await viaProxy(app, '2001:db8:3:1::1');
+        assert.equal(next.status, 201);
+        assert.equal(next.remaining, '9');
+      },
+      { TRUST_PROXY: '127.0.0.1' },
+    );
+  });
+
+  it('RATE_LIMIT_IPV6_PREFIX=48 groups a whole /48; 128 keys each address', async () => {
+    await withApp(
+      async (app) => {
+        await assertOneWindow(app, ['2001:db8:4:1::1', '2001:db8:4:2::1', '2001:db8:4:ffff::1']);
+        assert.equal((await viaProxy(app, '2001:db8:5::1')).status, 201);
+      },
+      { TRUST_PROXY: '127.0.0.1', RATE_LIMIT_IPV6_PREFIX: '48' },
+    );
+    await withApp(
+      async (app) => {
+        await assertOneWindow(app, ['2001:db8:6::1', '2001:DB8:6::0001']);
+        assert.equal((await viaProxy(app, '2001:db8:6::2')).status, 201);
+      },
+      { TRUST_PROXY: '127.0.0.1', RATE_LIMIT_IPV6_PREFIX: '128' },
+    );
+  });
+
+  it('a socket address in IPv4-mapped form is the same client as its IPv4 form (no proxy)', async () => {
+    await withApp(async (app) => {
+      for (let i = 1; i <= 10; i++) {
+        assert.equal((await create(app, { ip: i % 2 === 0 ? '::ffff:203.0.113.50' : '203.0.113.50' })).status, 201);
+      }
+      assertTooMany(await create(app, { ip: '::ffff:203.0.113.50' }), 60);
+      assertTooMany(await create(app, { ip: '203.0.113.50' }), 60);
+    });
+  });
+
+  it('addresses that do not parse share one window and never cause a 500', async () => {
+    await withApp(
+      async (app) => {
+        const forged = ['unknown', 'garbage', '0xc6.0x33.0x64.7', '3325256711', '999.1.1.1', '[::1', '%00', 'a'.repeat(300)];
+        for (let i = 1; i <= 10; i++) {
+          const attempt = await viaProxy(app, forged[(i - 1) % forged.length]!);
+          assert.equal(attempt.status, 201, `request ${i}: ${JSON.stringify(attempt.body)}`);
+        }
+        for (const text of forged) assertTooMany(await viaProxy(app, text), 60);
+        // A well-formed client behind the same proxy is not affected.
+        assert.equal((await viaProxy(app, '198.51.100.99')).status, 201);
+      },
+      { TRUST_PROXY: '127.0.0.1' },
+    );
+  });
+});
+
 describe('create rate limit with Redis', { skip: !process.env.REDIS_URL }, () => {
   const redisUrl = process.env.REDIS_URL ?? '';
-  // A documentation-range IPv6 address unique to this run: its key cannot meet anyone else's.
-  const ip = `2001:db8::${randomBytes(2).toString('hex')}:${randomBytes(2).toString('hex')}`;
-  const key = `shortener:create:${ip}`;
+  // A documentation-range IPv6 /64 unique to this run: its key cannot meet anyone else's.
+  // Groups in 0x1000-0xffff have no leading zero to drop, so the key is written as it is stored.
+  const group = () => (0x1000 + (randomBytes(2).readUInt16BE(0) % 0xf000)).toString(16);
+  const network = `2001:db8:${group()}:${group()}`;
+  const ip = `${network}:0:0:0:1`;
+  const key = `shortener:create:${network}::/64`;
 
   it('two instances sharing one Redis and one database allow exactly 10 per IP between them', async () => {
     const redisA = connectRedis(redisUrl, () => {});

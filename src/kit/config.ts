@@ -1,6 +1,8 @@
 // Typed configuration: each service declares its variables once; values are
 // parsed and validated in one place, and nothing else reads process.env.
 
+import { DEFAULT_IPV6_PREFIX } from './client-ip.js';
+
 export class ConfigError extends Error {
   constructor(
     readonly variable: string,
@@ -111,6 +113,8 @@ export const commonVars = (defaultPort: number) => ({
   DATA_DIR: str({ default: './data' }),
   LOG_LEVEL: oneOf(LOG_LEVELS, { default: 'info' }),
   TRUST_PROXY: str(),
+  /** IPv6 clients are rate limited per network of this many leading bits (a customer's /64). */
+  RATE_LIMIT_IPV6_PREFIX: int({ default: DEFAULT_IPV6_PREFIX, min: 1, max: 128 }),
 });
 
 /**

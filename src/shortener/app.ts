@@ -24,7 +24,7 @@ export interface ShortenerDeps {
 }
 
 export async function buildApp(
-  config: Pick<ShortenerConfig, 'BASE_URL' | 'LOG_LEVEL' | 'TRUST_PROXY'>,
+  config: Pick<ShortenerConfig, 'BASE_URL' | 'LOG_LEVEL' | 'TRUST_PROXY' | 'RATE_LIMIT_IPV6_PREFIX'>,
   deps: ShortenerDeps,
 ): Promise<App> {
   const clock = deps.clock ?? systemClock;
@@ -52,7 +52,7 @@ export async function buildApp(
   );
 
   // Rule 7: the API routes first, the catch-all redirect last.
-  createLinkRoute(app, links, createLimiter, config.BASE_URL);
+  createLinkRoute(app, links, createLimiter, config.BASE_URL, config.RATE_LIMIT_IPV6_PREFIX);
   linkStatsRoute(app, links);
   redirectRoute(app, links);
   return app;

@@ -5,19 +5,23 @@
 //
 // Decisions this file pins down (README "Reliability and security"):
 // - shortener: an http(s) URL is whatever the WHATWG URL parser accepts with protocol http: or
-//   https: (the spec's "parse as a URL"), at most 2048 code points. Credentials
-//   (`http://user:pass@host`) are valid http URLs and accepted. Surrounding whitespace and
-//   tabs/newlines inside are removed by the parser: accepted, original_url is kept as submitted,
-//   and Location is the parser's normalised, ASCII-only href (IDN hosts in punycode, the rest
-//   percent-encoded), never carrying whitespace or control characters. A space inside the host
-//   does not parse (400). U+0000 and unpaired surrogates are refused (400): they cannot be stored
-//   as given.
+//   https: (the spec's "parse as a URL"), at most 2048 code points, that goes where it reads:
+//   original_url is shown as submitted while the redirect goes to the parser's form, so a URL
+//   on which a reader and the parser disagree is refused (400): credentials or any "@" before
+//   the host, a backslash before the query, tabs or line breaks anywhere (the parser deletes
+//   them), no "//" after the scheme, and a host the parser rewrites beyond case, IDN punycode and
+//   IPv6 compression (percent-escapes, numeric IPv4 forms). Surrounding whitespace is removed
+//   by the parser: accepted, original_url is kept as submitted, and Location is the parser's
+//   normalised, ASCII-only href (IDN hosts in punycode, the rest percent-encoded), never carrying
+//   whitespace or control characters. A space inside the host does not parse (400). U+0000 and
+//   unpaired surrogates are refused (400): they cannot be stored as given.
 // - accounts: lengths are counted in Unicode code points after trim (a combining accent or each
 //   part of a ZWJ emoji is one), as PostgreSQL's char_length counts; names may not contain
 //   control characters; passwords are 8-72 code points and at most 72 UTF-8 bytes, never trimmed.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
+import { domainToASCII } from 'node:url';
 import fc from 'fast-check';
 import { characterCount, emailProblem, nameProblem, normalizeEmail, passwordProblem } from '../../src/accounts/validation.js';
 import { CODE_PATTERN, randomCode } from '../../src/shortener/codes.js';
@@ -114,15 +118,34 @@ describe('shortener: create, redirect and stats inputs', () => {
     return shortener.app.inject({ method: 'POST', url: '/api/links', payload: { url }, remoteAddress: freshIp() });
   }
 
-  /** The spec's rule as an oracle: storable text, at most 2048 code points, parses, http(s). */
+  /** The host as a person reads the text, spaces around it aside: after "http(s)://", up to / ? or #, without the port. */
+  function hostAsRead(url: string): string | undefined {
+    const text = url.replace(/^[\u0000-\u0020]+|[\u0000-\u0020]+$/g, '');
+    if (/[\t\n\r]/.test(text) || text.split(/[?#]/, 1)[0]!.includes('\\')) return undefined;
+    const authority = /^https?:\/\/([^/?#]*)/i.exec(text)?.[1];
+    if (!authority || authority.includes('@')) return undefined;
+    return authority.replace(/:\d*$/, '');
+  }
+
+  /** Whether the host read is the host reached: case, IDN punycode and IPv6 compression aside. */
+  function sameHost(read: string, reached: string): boolean {
+    if (read.startsWith('[')) return reached.startsWith('[');
+    if (/^[\x00-\x7f]*$/.test(read)) return read.toLowerCase() === reached;
+    return !read.includes('%') && domainToASCII(read) === reached && !/^[\d.]+$/.test(reached);
+  }
+
+  /** The rule as an oracle: storable text, at most 2048 code points, parses, http(s), goes where it reads. */
   function acceptable(url: string): boolean {
     if (url.length === 0 || characterCount(url) > 2048 || url.includes('\u0000') || LONE_SURROGATE.test(url)) return false;
+    let parsed: URL;
     try {
-      const parsed = new URL(url);
-      return parsed.protocol === 'http:' || parsed.protocol === 'https:';
+      parsed = new URL(url);
     } catch {
       return false;
     }
+    if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') return false;
+    const read = hostAsRead(url);
+    return read !== undefined && sameHost(read, parsed.hostname);
   }
 
   /** Creates, then checks the redirect and the stats of what was created. */
@@ -142,6 +165,7 @@ describe('shortener: create, redirect and stats inputs', () => {
     assert.equal(redirect.statusCode, 302);
     const location = String(redirect.headers.location);
     assert.equal(location, new URL(url).href, 'Location is the normalised URL');
+    assert.ok(sameHost(hostAsRead(url)!, new URL(location).hostname), `Location ${location} is not the host ${JSON.stringify(url)} reads as`);
     assert.match(location, /^[\x21-\x7e]+$/, `Location must be printable ASCII without spaces: ${JSON.stringify(location)}`);
     const stats = await shortener.app.inject({ method: 'GET', url: `/api/links/${code}` });
     assert.equal((stats.json() as { data: { original_url: string } }).data.original_url, url);
@@ -186,7 +210,8 @@ describe('shortener: create, redirect and stats inputs', () => {
     reportFigures(t, 'property: shortener scheme allowlist', { runs: 400, seed });
   });
 
-  test('http(s) URLs: accepted exactly when they parse (ASCII, IDN, credentials, whitespace, unicode paths); Location always ASCII', async (t) => {
+  // ASCII, IDN, surrounding whitespace and unicode paths are accepted; credentials, tabs and line breaks refused.
+  test('http(s) URLs: accepted exactly when they parse and go where they read; Location always ASCII', async (t) => {
     const label = fc.string({ unit: fc.constantFrom(...'abcxyzüöäßéñçø日本語中文한국어пример'), minLength: 1, maxLength: 12 });
     const idn = fc
       .tuple(fc.constantFrom('http', 'https', 'HTTP', 'hTTpS'), label, fc.constantFrom('com', 'de', 'рф', '中国', 'example'), unicodeText(20))
@@ -207,6 +232,12 @@ describe('shortener: create, redirect and stats inputs', () => {
     // Fixed cases the generators may miss.
     for (const url of [
       'http://user:pass@example.com/',
+      'https://good.com@evil.com/',
+      'http://evil.com\\@good.com/',
+      'http://exa\tmple.com/',
+      'http://0x7f.1/',
+      'https://example.com/search?q=C:\\dir#a\\b',
+      'http://[2001:DB8::1]:8080/',
       'https://bücher.example/ü?q=ä#é',
       '  https://example.com/padded  ',
       'https://exa mple.com/',

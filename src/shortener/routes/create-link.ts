@@ -1,4 +1,5 @@
 import { Type } from '@sinclair/typebox';
+import { rateLimitKey } from '../../kit/client-ip.js';
 import type { App } from '../../kit/http.js';
 import type { FixedWindowLimiter } from '../../kit/rate-limit.js';
 import { MAX_URL_LENGTH, type LinkService } from '../links.js';
@@ -9,7 +10,13 @@ const CreateLinkBody = Type.Object(
   { additionalProperties: false },
 );
 
-export function createLinkRoute(app: App, links: LinkService, limiter: FixedWindowLimiter, baseUrl: string): void {
+export function createLinkRoute(
+  app: App,
+  links: LinkService,
+  limiter: FixedWindowLimiter,
+  baseUrl: string,
+  ipv6Prefix: number,
+): void {
   app.post(
     '/api/links',
     {
@@ -23,8 +30,9 @@ export function createLinkRoute(app: App, links: LinkService, limiter: FixedWind
         },
       },
       // Before body validation: every request counts, malformed ones included.
+      // One window per client, however its address is spelled, and per IPv6 /64.
       onRequest: async (request, reply) => {
-        const decision = await limiter.consume(request.ip);
+        const decision = await limiter.consume(rateLimitKey(request.ip, ipv6Prefix));
         void reply.header('x-ratelimit-limit', String(decision.limit));
         void reply.header('x-ratelimit-remaining', String(decision.remaining));
         if (decision.limited) {
