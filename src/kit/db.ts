@@ -122,15 +122,24 @@ function lockKey(scope: string): bigint {
 }
 
 /**
- * Applies the migrations not yet recorded, each in its own transaction, in name
- * order. A session-level advisory lock serialises instances that start at the
- * same time: the second one waits, then finds everything applied.
+ * Applies the migrations not yet recorded, in name order, all in one transaction
+ * that first takes a transaction-scoped advisory lock: instances starting at the
+ * same time queue on it, and the later ones find everything applied. The lock is
+ * held by the transaction, not by the session, so it also serialises instances
+ * that reach PostgreSQL through a transaction pooler (PgBouncer pool_mode =
+ * transaction), where a session-level lock and its unlock could land on two
+ * different server connections and the lock would stay held by nobody's session.
+ * Each migration runs under a savepoint: one that fails is undone entirely and
+ * stops the run, while the ones applied before it are committed.
  */
 export async function migrate(pool: Pool, scope: string, migrations: Migration[]): Promise<string[]> {
   const client = await pool.connect();
   const applied: string[] = [];
+  let failure: Error | undefined;
+  let broken: Error | undefined;
   try {
-    await client.query('SELECT pg_advisory_lock($1)', [lockKey(scope)]);
+    await client.query('BEGIN');
+    await client.query('SELECT pg_advisory_xact_lock($1)', [lockKey(scope)]);
     await client.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
       scope text NOT NULL,
       name text NOT NULL,
@@ -147,24 +156,34 @@ export async function migrate(pool: Pool, scope: string, migrations: Migration[]
       const previous = done.get(m.name);
       if (previous !== undefined) {
         // An applied migration that changed afterwards is a deployment mistake worth stopping for.
-        if (previous !== checksum) throw new Error(`migration ${scope}/${m.name} changed after it was applied`);
+        if (previous !== checksum) {
+          failure = new Error(`migration ${scope}/${m.name} changed after it was applied`);
+          break;
+        }
         continue;
       }
-      await client.query('BEGIN');
+      await client.query('SAVEPOINT migration');
       try {
         await client.query(m.sql);
         await client.query('INSERT INTO schema_migrations (scope, name, checksum) VALUES ($1, $2, $3)', [scope, m.name, checksum]);
-        await client.query('COMMIT');
+        await client.query('RELEASE SAVEPOINT migration');
       } catch (err) {
-        await client.query('ROLLBACK').catch(() => {});
-        throw new Error(`migration ${scope}/${m.name} failed: ${(err as Error).message}`);
+        failure = new Error(`migration ${scope}/${m.name} failed: ${(err as Error).message}`);
+        // A lost connection has nothing left to roll back to; the outer handler discards it.
+        if (isDatabaseUnavailable(err)) throw err;
+        await client.query('ROLLBACK TO SAVEPOINT migration');
+        break;
       }
       applied.push(m.name);
     }
+    await client.query('COMMIT');
+  } catch (err) {
+    broken = await abandonTransaction(client, err);
+    throw failure ?? err;
   } finally {
-    await client.query('SELECT pg_advisory_unlock($1)', [lockKey(scope)]).catch(() => {});
-    client.release();
+    client.release(broken);
   }
+  if (failure) throw failure;
   return applied;
 }
 
