@@ -17,15 +17,40 @@ export interface PoolOptions {
   /** Server-side bound on one statement, so a stuck query cannot hold a request forever. */
   statementTimeoutMillis?: number;
   applicationName?: string;
+  /**
+   * False sends every statement unnamed, for a transaction pooler that does not keep
+   * prepared statements (PgBouncer before 1.21, or with max_prepared_statements = 0).
+   */
+  namedStatements?: boolean;
 }
 
 /** How much longer than statement_timeout the client waits for an answer before giving up. */
 export const QUERY_TIMEOUT_MARGIN_MS = 2000;
 
+/**
+ * A client that drops the name of named statements. A named statement is parsed once
+ * per server connection and then only executed by name; behind a transaction pooler
+ * the next execution can run on another server connection, which never saw it
+ * ("prepared statement … does not exist"). Unnamed, the statement is parsed and
+ * executed in one message exchange, which a pooler never splits.
+ */
+class UnnamedStatementsClient extends pg.Client {
+  // pg's query has a dozen overloads; this forwards them all unchanged.
+  override query(...args: any[]): any {
+    const config = args[0];
+    if (config !== null && typeof config === 'object' && typeof config.submit !== 'function' && config.name !== undefined) {
+      const { name: _unused, ...unnamed } = config;
+      args[0] = unnamed;
+    }
+    return (super.query as (...a: unknown[]) => unknown)(...args);
+  }
+}
+
 export function createPool(connectionString: string, opts: PoolOptions = {}): Pool {
   const statementTimeout = opts.statementTimeoutMillis ?? 10_000;
   const pool = new pg.Pool({
     connectionString,
+    Client: opts.namedStatements === false ? UnnamedStatementsClient : pg.Client,
     max: opts.max ?? 10,
     connectionTimeoutMillis: opts.connectionTimeoutMillis ?? 3000,
     idleTimeoutMillis: 30_000,
