@@ -87,17 +87,34 @@ describe('through PgBouncer (pool_mode = transaction)', { skip }, () => {
       { name: '002_row.sql', sql: 'INSERT INTO pooled_once VALUES (1)' },
     ];
     const pools = [createPool(bouncer.url(migrationsDb.name), { max: 3 }), createPool(bouncer.url(migrationsDb.name), { max: 3 })];
+    // Other clients of the same database and user keep the pooler's server connections busy, as
+    // request traffic of running instances would: consecutive statements of one run outside a
+    // transaction then land on different server connections.
+    const traffic = createPool(bouncer.url(migrationsDb.name), { max: 6 });
+    let running = true;
+    let trafficQueries = 0;
+    const workers = Array.from({ length: 6 }, async () => {
+      while (running) {
+        await traffic.query('SELECT pg_sleep(0.005)');
+        trafficQueries += 1;
+      }
+    });
     let results: string[][];
     try {
-      // Warm both pools so their clients already hold pooler connections when the runs begin.
-      await Promise.all(pools.map((p) => Promise.all([p.query('SELECT 1'), p.query('SELECT 1'), p.query('SELECT 1')])));
       results = await Promise.all(pools.map((p) => migrate(p, scope, migrations)));
     } finally {
-      await Promise.all(pools.map((p) => p.end()));
+      running = false;
+      await Promise.all(workers);
+      await Promise.all([...pools, traffic].map((p) => p.end()));
     }
     const [rows] = await queryOnce<{ n: number }>(migrationsDb.url, 'SELECT count(*)::int AS n FROM pooled_once');
     const recorded = await queryOnce<{ name: string }>(migrationsDb.url, 'SELECT name FROM schema_migrations WHERE scope = $1 ORDER BY name', [scope]);
-    reportFigures(t, 'concurrent migrations through PgBouncer', { runs: 2, applied: results.map((r) => r.length).join('+'), rows: rows!.n });
+    reportFigures(t, 'concurrent migrations through PgBouncer', {
+      runs: 2,
+      applied: results.map((r) => r.length).join('+'),
+      rows: rows!.n,
+      traffic_queries: trafficQueries,
+    });
     assert.deepEqual(results.flat().sort(), ['001_slow.sql', '002_row.sql']);
     assert.ok(results.some((r) => r.length === 2) && results.some((r) => r.length === 0), JSON.stringify(results));
     assert.equal(rows!.n, 1);
