@@ -263,7 +263,7 @@ describe('through PgBouncer (pool_mode = transaction)', { skip }, () => {
     );
   });
 
-  test("no session state left behind: the pooler's server connections carry no role or claims outside a transaction", async () => {
+  test("no session state left behind: the pooler's server connections carry no role or claims outside a transaction; the statement timeout holds", async () => {
     // One client per server connection of the pool, at once, so every server connection answers.
     const clients = Array.from({ length: POOL_SIZE }, () => new pg.Client({ connectionString: bouncer.url(idpDb.name, authenticator) }));
     try {
@@ -272,8 +272,8 @@ describe('through PgBouncer (pool_mode = transaction)', { skip }, () => {
         clients.map(async (c) => {
           await c.query('BEGIN');
           try {
-            const { rows } = await c.query<{ role: string; claims: string | null; path: string }>(
-              `SELECT current_user AS role, nullif(current_setting('request.jwt.claims', true), '') AS claims, current_setting('search_path') AS path`,
+            const { rows } = await c.query<{ role: string; claims: string | null; timeout: string }>(
+              `SELECT current_user AS role, nullif(current_setting('request.jwt.claims', true), '') AS claims, current_setting('statement_timeout') AS timeout`,
             );
             // Held until all have answered, so no two clients share a server connection.
             await new Promise((r) => setTimeout(r, 200));
@@ -283,7 +283,8 @@ describe('through PgBouncer (pool_mode = transaction)', { skip }, () => {
           }
         }),
       );
-      for (const a of answers) assert.deepEqual({ role: a.role, claims: a.claims }, { role: authenticator.name, claims: null });
+      // The timeout clients cannot pass through the pooler comes from its connect_query.
+      for (const a of answers) assert.deepEqual(a, { role: authenticator.name, claims: null, timeout: '10s' });
       const prepared = await clients[0]!.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_prepared_statements');
       assert.equal(prepared.rows[0]!.n, 0, 'a prepared statement stayed on a server connection');
     } finally {
