@@ -152,8 +152,9 @@ function lockKey(scope: string): bigint {
  * same time queue on it, and the later ones find everything applied. The lock is
  * held by the transaction, not by the session, so it also serialises instances
  * that reach PostgreSQL through a transaction pooler (PgBouncer pool_mode =
- * transaction), where a session-level lock and its unlock could land on two
- * different server connections and the lock would stay held by nobody's session.
+ * transaction), where a session-level lock, the work and the unlock can each run
+ * on a different server connection: the lock then stays held by an idle server
+ * connection, or another instance handed that connection re-enters it.
  * Each migration runs under a savepoint: one that fails is undone entirely and
  * stops the run, while the ones applied before it are committed.
  */
