@@ -11,7 +11,7 @@ import { UsersRepository } from './repository.js';
 const config = loadConfigOrExit(accountsConfig);
 
 await runService('accounts', config, async ({ databaseUrl, log }) => {
-  const pool = createPool(databaseUrl, { max: 20, applicationName: 'accounts' });
+  const pool = createPool(databaseUrl, { max: 20, applicationName: 'accounts', namedStatements: config.DATABASE_NAMED_STATEMENTS });
   const redis = config.REDIS_URL ? connectRedis(config.REDIS_URL, (err) => log.warn(`redis: ${err.message}`)) : undefined;
   const close = async () => {
     await pool.end();

@@ -110,6 +110,12 @@ export const commonVars = (defaultPort: number) => ({
   PORT: int({ default: defaultPort, min: 0, max: 65535 }),
   HOST: str({ default: '0.0.0.0' }),
   DATABASE_URL: connectionUrl(['postgres:', 'postgresql:']),
+  /**
+   * False behind a transaction pooler that does not keep prepared statements across server
+   * connections (PgBouncer before 1.21, or with max_prepared_statements = 0): statements are
+   * then sent unnamed. True keeps the hot queries parsed once per connection.
+   */
+  DATABASE_NAMED_STATEMENTS: bool({ default: true }),
   DATA_DIR: str({ default: './data' }),
   LOG_LEVEL: oneOf(LOG_LEVELS, { default: 'info' }),
   TRUST_PROXY: str(),

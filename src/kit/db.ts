@@ -17,15 +17,40 @@ export interface PoolOptions {
   /** Server-side bound on one statement, so a stuck query cannot hold a request forever. */
   statementTimeoutMillis?: number;
   applicationName?: string;
+  /**
+   * False sends every statement unnamed, for a transaction pooler that does not keep
+   * prepared statements (PgBouncer before 1.21, or with max_prepared_statements = 0).
+   */
+  namedStatements?: boolean;
 }
 
 /** How much longer than statement_timeout the client waits for an answer before giving up. */
 export const QUERY_TIMEOUT_MARGIN_MS = 2000;
 
+/**
+ * A client that drops the name of named statements. A named statement is parsed once
+ * per server connection and then only executed by name; behind a transaction pooler
+ * the next execution can run on another server connection, which never saw it
+ * ("prepared statement … does not exist"). Unnamed, the statement is parsed and
+ * executed in one message exchange, which a pooler never splits.
+ */
+class UnnamedStatementsClient extends pg.Client {
+  // pg's query has a dozen overloads; this forwards them all unchanged.
+  override query(...args: any[]): any {
+    const config = args[0];
+    if (config !== null && typeof config === 'object' && typeof config.submit !== 'function' && config.name !== undefined) {
+      const { name: _unused, ...unnamed } = config;
+      args[0] = unnamed;
+    }
+    return (super.query as (...a: unknown[]) => unknown)(...args);
+  }
+}
+
 export function createPool(connectionString: string, opts: PoolOptions = {}): Pool {
   const statementTimeout = opts.statementTimeoutMillis ?? 10_000;
   const pool = new pg.Pool({
     connectionString,
+    Client: opts.namedStatements === false ? UnnamedStatementsClient : pg.Client,
     max: opts.max ?? 10,
     connectionTimeoutMillis: opts.connectionTimeoutMillis ?? 3000,
     idleTimeoutMillis: 30_000,
@@ -122,15 +147,25 @@ function lockKey(scope: string): bigint {
 }
 
 /**
- * Applies the migrations not yet recorded, each in its own transaction, in name
- * order. A session-level advisory lock serialises instances that start at the
- * same time: the second one waits, then finds everything applied.
+ * Applies the migrations not yet recorded, in name order, all in one transaction
+ * that first takes a transaction-scoped advisory lock: instances starting at the
+ * same time queue on it, and the later ones find everything applied. The lock is
+ * held by the transaction, not by the session, so it also serialises instances
+ * that reach PostgreSQL through a transaction pooler (PgBouncer pool_mode =
+ * transaction), where a session-level lock, the work and the unlock can each run
+ * on a different server connection: the lock then stays held by an idle server
+ * connection, or another instance handed that connection re-enters it.
+ * Each migration runs under a savepoint: one that fails is undone entirely and
+ * stops the run, while the ones applied before it are committed.
  */
 export async function migrate(pool: Pool, scope: string, migrations: Migration[]): Promise<string[]> {
   const client = await pool.connect();
   const applied: string[] = [];
+  let failure: Error | undefined;
+  let broken: Error | undefined;
   try {
-    await client.query('SELECT pg_advisory_lock($1)', [lockKey(scope)]);
+    await client.query('BEGIN');
+    await client.query('SELECT pg_advisory_xact_lock($1)', [lockKey(scope)]);
     await client.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
       scope text NOT NULL,
       name text NOT NULL,
@@ -147,24 +182,34 @@ export async function migrate(pool: Pool, scope: string, migrations: Migration[]
       const previous = done.get(m.name);
       if (previous !== undefined) {
         // An applied migration that changed afterwards is a deployment mistake worth stopping for.
-        if (previous !== checksum) throw new Error(`migration ${scope}/${m.name} changed after it was applied`);
+        if (previous !== checksum) {
+          failure = new Error(`migration ${scope}/${m.name} changed after it was applied`);
+          break;
+        }
         continue;
       }
-      await client.query('BEGIN');
+      await client.query('SAVEPOINT migration');
       try {
         await client.query(m.sql);
         await client.query('INSERT INTO schema_migrations (scope, name, checksum) VALUES ($1, $2, $3)', [scope, m.name, checksum]);
-        await client.query('COMMIT');
+        await client.query('RELEASE SAVEPOINT migration');
       } catch (err) {
-        await client.query('ROLLBACK').catch(() => {});
-        throw new Error(`migration ${scope}/${m.name} failed: ${(err as Error).message}`);
+        failure = new Error(`migration ${scope}/${m.name} failed: ${(err as Error).message}`);
+        // A lost connection has nothing left to roll back to; the outer handler discards it.
+        if (isDatabaseUnavailable(err)) throw err;
+        await client.query('ROLLBACK TO SAVEPOINT migration');
+        break;
       }
       applied.push(m.name);
     }
+    await client.query('COMMIT');
+  } catch (err) {
+    broken = await abandonTransaction(client, err);
+    throw failure ?? err;
   } finally {
-    await client.query('SELECT pg_advisory_unlock($1)', [lockKey(scope)]).catch(() => {});
-    client.release();
+    client.release(broken);
   }
+  if (failure) throw failure;
   return applied;
 }
 

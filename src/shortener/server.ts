@@ -9,7 +9,7 @@ import { shortenerConfig } from './config.js';
 const config = loadConfigOrExit(shortenerConfig);
 
 await runService('shortener', config, async ({ databaseUrl, log }) => {
-  const pool = createPool(databaseUrl, { max: 20, applicationName: 'shortener' });
+  const pool = createPool(databaseUrl, { max: 20, applicationName: 'shortener', namedStatements: config.DATABASE_NAMED_STATEMENTS });
   await migrate(pool, 'shortener', await readMigrations(fileURLToPath(new URL('./migrations', import.meta.url))));
   const redis = config.REDIS_URL ? connectRedis(config.REDIS_URL, (err) => log.warn(`redis: ${err.message}`)) : undefined;
   const app = await buildApp(config, { pool, redis });
