@@ -4,6 +4,7 @@ import type { Caller } from '../gateway.js';
 import { ACCESS_TOKEN_AUDIENCE, type SigningKeys, type VerifiedClaims, type TokenProblem } from '../keys.js';
 import { normalizeEmail } from './email.js';
 import { AuthError, authErrors, OAuthError } from './errors.js';
+import { checkMetadataLimits } from './metadata.js';
 import { checkPasswordTooLong, hashPassword, type PasswordVerifier, passwordWeakness, randomPassword } from './passwords.js';
 import type { AuthRepository, SessionRow } from './repository.js';
 import { goTime, toUser, type User, type UserRow } from './user.js';
@@ -103,6 +104,7 @@ export class AuthService {
     const email = normalizeEmail(rawEmail);
     const data = input.data ?? {};
     checkStorableMetadata('data', data);
+    checkMetadataLimits('data', data);
 
     // Hashing first means every branch below costs one bcrypt, whether or not the address is taken.
     const passwordHash = await hashPassword(password);
@@ -303,6 +305,8 @@ export class AuthService {
     const email = normalizeEmail(attrs.email);
     checkStorableMetadata('user_metadata', attrs.user_metadata);
     checkStorableMetadata('app_metadata', attrs.app_metadata);
+    checkMetadataLimits('user_metadata', attrs.user_metadata);
+    checkMetadataLimits('app_metadata', attrs.app_metadata);
     // No strength check here (GoTrue's admin API does none), only bcrypt's limit.
     const password = attrs.password ?? randomPassword();
     checkPasswordTooLong(password);
