@@ -7,6 +7,7 @@ import { after, before, describe, test } from 'node:test';
 import { exportJWK, SignJWT } from 'jose';
 import pg from 'pg';
 import { manualClock } from '../src/kit/clock.js';
+import { withLowSSignature } from '../src/kit/jws.js';
 import { createUser, decodeJwtPart, http, type RunningIdp, startIdp, supabase, TEST_SIGNING_KEY } from './helpers/idp.js';
 
 const clock = manualClock(Date.now());
@@ -37,7 +38,8 @@ const b64 = (value: unknown) => Buffer.from(typeof value === 'string' ? value : 
 const nowSeconds = () => Math.floor(clock() / 1000);
 
 async function sign(key: KeyObject, header: Record<string, unknown>, claims: Record<string, unknown>): Promise<string> {
-  return new SignJWT(claims).setProtectedHeader({ alg: 'ES256', ...header } as { alg: string }).sign(key);
+  // Low s, as the idp signs: the high-s twin is refused (see jws-low-s.test.ts).
+  return withLowSSignature(await new SignJWT(claims).setProtectedHeader({ alg: 'ES256', ...header } as { alg: string }).sign(key));
 }
 /** The real token's claims, re-signed with our own key: only `changes` differ. */
 const withOurKey = (changes: Record<string, unknown>, header: Record<string, unknown> = {}) =>

@@ -51,9 +51,10 @@ const CASES: Case[] = [
   { caller: 'alice', op: 'select', owner: 'bob', status: 200, rows: [] },
   { caller: 'anon', op: 'select', owner: 'none', status: 401, code: '42501' },
   { caller: 'service', op: 'select', owner: 'none', status: 200, rows: ['alice', 'bob'] },
-  // Rule 2: inserting as someone else is refused; the default owner is the caller.
+  // Rule 2: the owner is always the caller (the column default); a user may not name user_id at
+  // all, not even their own (no INSERT grant on the column), and RLS would refuse someone else's.
   { caller: 'alice', op: 'insert', owner: 'none', status: 201, rows: ['alice'] },
-  { caller: 'alice', op: 'insert', owner: 'alice', status: 201, rows: ['alice'] },
+  { caller: 'alice', op: 'insert', owner: 'alice', status: 403, code: '42501' },
   { caller: 'alice', op: 'insert', owner: 'bob', status: 403, code: '42501' },
   { caller: 'bob', op: 'insert', owner: 'alice', status: 403, code: '42501' },
   { caller: 'anon', op: 'insert', owner: 'none', status: 401, code: '42501' },
@@ -130,7 +131,8 @@ test('a note cannot be handed to another user, and RLS hides rows from the retur
   const { rows } = await db.query(`INSERT INTO public.notes (user_id, title) VALUES ($1, 'mine') RETURNING id`, [alice.id]);
   const res = await http(idp, `/rest/v1/notes?id=eq.${rows[0].id}`, { token: alice.token, method: 'PATCH', body: { user_id: bob.id } });
   assert.equal(res.status, 403);
-  assert.deepEqual(res.json, { code: '42501', details: null, hint: null, message: 'new row violates row-level security policy for table "notes"' });
+  // Refused by the column grant before RLS is asked: user_id is not a column users may update.
+  assert.deepEqual(res.json, { code: '42501', details: null, hint: null, message: 'permission denied for table notes' });
   assert.equal((await db.query('SELECT user_id FROM public.notes WHERE id = $1', [rows[0].id])).rows[0].user_id, alice.id);
 });
 

@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { importPKCS8, SignJWT, type JWTPayload } from 'jose';
+import { withLowSSignature } from '../src/kit/jws.js';
 import { startIdp, TEST_SIGNING_KEY, type RunningIdp } from './helpers/idp.js';
 import {
   call,
@@ -39,7 +40,8 @@ after(async () => {
 /** A token signed by the idp's own key (what the idp would issue), with claims of our choosing. */
 async function idpSignedToken(claims: JWTPayload, header: { kid?: string } = {}): Promise<string> {
   const key = await importPKCS8(TEST_SIGNING_KEY, 'ES256');
-  return new SignJWT(claims).setProtectedHeader({ alg: 'ES256', typ: 'JWT', kid: header.kid ?? kid }).sign(key);
+  // Low s, as the idp signs: the high-s twin is refused (see jws-low-s.test.ts).
+  return withLowSSignature(await new SignJWT(claims).setProtectedHeader({ alg: 'ES256', typ: 'JWT', kid: header.kid ?? kid }).sign(key));
 }
 
 function claimsOf(user: TestUser, change: JWTPayload = {}): JWTPayload {

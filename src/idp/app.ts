@@ -51,6 +51,7 @@ export async function buildApp(config: IdpConfig, deps: IdpDeps): Promise<App> {
     {
       autoconfirm: config.IDP_AUTOCONFIRM,
       jwtExpirySeconds: config.IDP_JWT_EXPIRY,
+      refreshTokenReuseIntervalSeconds: config.IDP_REFRESH_TOKEN_REUSE_INTERVAL,
       issuer: `${config.IDP_SITE_URL}/auth/v1`,
       refreshTokenKey: createHmac('sha256', config.IDP_SECRET_KEY).update('idp refresh token rotation').digest(),
     },

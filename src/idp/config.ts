@@ -39,6 +39,12 @@ export const idpConfig = {
   // supabase-js refreshes before every call when a token has 90 s or less left, so shorter
   // lifetimes would double the traffic.
   IDP_JWT_EXPIRY: int({ default: 3600, min: 120, max: 7 * 24 * 3600 }),
+  /**
+   * Seconds after a rotation during which the replaced refresh token still gets the current one
+   * back (a client that lost the response); later it counts as reuse and ends the session.
+   * GoTrue's GOTRUE_SECURITY_REFRESH_TOKEN_REUSE_INTERVAL, same default.
+   */
+  IDP_REFRESH_TOKEN_REUSE_INTERVAL: int({ default: 10, min: 0, max: 3600 }),
   /** Absent: one is generated and kept under DATA_DIR (all instances must share it; see README). */
   IDP_SIGNING_KEY: es256PrivateKey(),
   /** The public base URL of the idp; access tokens are issued by `<IDP_SITE_URL>/auth/v1`. */

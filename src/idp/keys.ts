@@ -1,6 +1,7 @@
 import { createPrivateKey, createPublicKey, generateKeyPairSync, type JsonWebKey, type KeyObject } from 'node:crypto';
 import { calculateJwkThumbprint, compactVerify, exportJWK, SignJWT, type JWK } from 'jose';
 import type { Clock } from '../kit/clock.js';
+import { hasLowSSignature, withLowSSignature } from '../kit/jws.js';
 import { loadOrCreateSecret } from '../kit/secrets.js';
 
 // Access tokens are ES256 JWTs with a `kid`: supabase-js then verifies them locally against the
@@ -102,9 +103,11 @@ export class SigningKeys {
   }
 
   async sign(claims: AccessTokenClaims): Promise<string> {
-    return new SignJWT({ ...claims })
+    const token = await new SignJWT({ ...claims })
       .setProtectedHeader({ alg: 'ES256', kid: this.kid, typ: 'JWT' })
       .sign(this.privateKey);
+    // ECDSA signers pick s or n − s at random; verification accepts only low s (see verify).
+    return withLowSSignature(token);
   }
 
   /**
@@ -127,6 +130,9 @@ export class SigningKeys {
       return fail({ kind: 'unverifiable', reason: 'token header references a key' });
     }
     if (header.kid !== this.kid) return fail({ kind: 'unverifiable', reason: 'no key found for the kid' });
+    // (r, n − s) verifies as well as (r, s): without this, anyone could mint a second token
+    // string with the same claims. Only the low-s one is the token that was issued.
+    if (!hasLowSSignature(token)) return fail({ kind: 'signature', reason: 'crypto/ecdsa: verification error' });
     try {
       await compactVerify(token, this.publicKey, { algorithms: ['ES256'] });
     } catch {

@@ -1,5 +1,6 @@
 import { createRemoteJWKSet, customFetch, errors as joseErrors, jwtVerify } from 'jose';
 import type { Clock } from '../kit/clock.js';
+import { hasLowSSignature } from '../kit/jws.js';
 import { HttpError } from '../kit/errors.js';
 import type { TokenVerificationMode } from './config.js';
 import { authUnavailability, IdpUnavailableError } from './idp-errors.js';
@@ -83,8 +84,9 @@ export function localTokenVerifier(opts: {
     if (known) verified.delete(accessToken);
 
     let payload;
+    let alg: string | undefined;
     try {
-      ({ payload } = await jwtVerify(accessToken, jwks, {
+      ({ payload, protectedHeader: { alg } } = await jwtVerify(accessToken, jwks, {
         algorithms: ['ES256', 'RS256'],
         audience: 'authenticated',
         requiredClaims: ['exp', 'sub'],
@@ -95,6 +97,9 @@ export function localTokenVerifier(opts: {
       throw new IdpUnavailableError(`signing keys unavailable: ${(err as Error).message}`);
     }
     if (typeof payload.sub !== 'string' || payload.sub === '') throw invalidToken();
+    // jose accepts both ECDSA twins (r, s) and (r, n − s); the provider issues only low s, so
+    // the other is a token string nobody was given.
+    if (alg === 'ES256' && !hasLowSSignature(accessToken)) throw invalidToken();
     const caller = { id: payload.sub, email: typeof payload.email === 'string' ? payload.email : undefined, accessToken };
     // Map order is insertion order: the oldest entry goes first when full.
     if (verified.size >= VERIFIED_TOKENS_MAX) verified.delete(verified.keys().next().value as string);

@@ -122,9 +122,12 @@ export class AuthRepository {
   /**
    * Rotation with reuse detection, serialised per session (a row lock on it), so two refreshes
    * racing with the same token see one rotation and one "immediately previous" token.
-   * `successorHash` is the hash of the token that replaces the presented one.
+   * `successorHash` is the hash of the token that replaces the presented one. A revoked token gets
+   * the current one back only when it is the immediately previous token and was replaced at most
+   * `reuseIntervalMs` ago (GoTrue's reuse interval, measured from the token's revocation as
+   * GoTrue does); any other revoked token is reuse, and the whole session with all its tokens goes.
    */
-  async refresh(tokenHash: string, successorHash: string, now: Date): Promise<RefreshOutcome> {
+  async refresh(tokenHash: string, successorHash: string, now: Date, reuseIntervalMs: number): Promise<RefreshOutcome> {
     return withTransaction(this.pool, async (client) => {
       const found = await client.query<{ session_id: string }>('SELECT session_id FROM auth.refresh_tokens WHERE token = $1', [tokenHash]);
       const sessionId = found.rows[0]?.session_id;
@@ -137,8 +140,8 @@ export class AuthRepository {
       );
       const session = sessions.rows[0];
       if (session === undefined) return { kind: 'not_found' };
-      const tokens = await client.query<{ token: string; revoked: boolean }>(
-        'SELECT token, revoked FROM auth.refresh_tokens WHERE token = ANY($1) AND session_id = $2',
+      const tokens = await client.query<{ token: string; revoked: boolean; updated_at: Date }>(
+        'SELECT token, revoked, updated_at FROM auth.refresh_tokens WHERE token = ANY($1) AND session_id = $2',
         [[tokenHash, successorHash], sessionId],
       );
       const presented = tokens.rows.find((t) => t.token === tokenHash);
@@ -154,8 +157,10 @@ export class AuthRepository {
         await client.query('UPDATE auth.sessions SET updated_at = $2 WHERE id = $1', [sessionId, now]);
         return { kind: 'rotated', session };
       }
-      if (successor !== undefined && !successor.revoked) return { kind: 'current_returned', session };
-      // A token older than the previous one came back: someone kept a copy. End the whole session.
+      // updated_at of a revoked token is when it was replaced (nothing else updates it).
+      const replacedRecently = now.getTime() - presented.updated_at.getTime() <= reuseIntervalMs;
+      if (successor !== undefined && !successor.revoked && replacedRecently) return { kind: 'current_returned', session };
+      // An older token, or the previous one after the interval: someone kept a copy. End the whole session.
       await client.query('DELETE FROM auth.sessions WHERE id = $1', [sessionId]);
       return { kind: 'reused', session };
     });

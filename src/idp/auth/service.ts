@@ -4,6 +4,7 @@ import type { Caller } from '../gateway.js';
 import { ACCESS_TOKEN_AUDIENCE, type SigningKeys, type VerifiedClaims, type TokenProblem } from '../keys.js';
 import { normalizeEmail } from './email.js';
 import { AuthError, authErrors, OAuthError } from './errors.js';
+import { checkMetadataLimits } from './metadata.js';
 import { checkPasswordTooLong, hashPassword, type PasswordVerifier, passwordWeakness, randomPassword } from './passwords.js';
 import type { AuthRepository, SessionRow } from './repository.js';
 import { goTime, toUser, type User, type UserRow } from './user.js';
@@ -25,6 +26,8 @@ export interface AuthSettings {
   issuer: string;
   /** Derives each refresh token from the one it replaces (see rotateRefreshToken). */
   refreshTokenKey: Buffer;
+  /** How long after a rotation the replaced token still gets the current one back (see refresh). */
+  refreshTokenReuseIntervalSeconds: number;
 }
 
 export interface Logger {
@@ -103,6 +106,7 @@ export class AuthService {
     const email = normalizeEmail(rawEmail);
     const data = input.data ?? {};
     checkStorableMetadata('data', data);
+    checkMetadataLimits('data', data);
 
     // Hashing first means every branch below costs one bcrypt, whether or not the address is taken.
     const passwordHash = await hashPassword(password);
@@ -195,7 +199,8 @@ export class AuthService {
   /**
    * The successor of a refresh token is an HMAC of it, so only its SHA-256 needs storing and yet
    * the holder of the immediately previous token can be handed the current one again (a client
-   * that lost the response of its last refresh).
+   * that lost the response of its last refresh). Only within the reuse interval: without a limit,
+   * a thief who stays one rotation behind would share the session forever, never detected.
    */
   private successorOf(refreshToken: string): string {
     return createHmac('sha256', this.settings.refreshTokenKey).update(refreshToken).digest('base64url');
@@ -204,7 +209,7 @@ export class AuthService {
   async refresh(refreshToken: string | undefined): Promise<TokenResponse> {
     if (!refreshToken) throw new OAuthError('invalid_request', 'refresh_token required');
     const successor = this.successorOf(refreshToken);
-    const outcome = await this.repo.refresh(sha256(refreshToken), sha256(successor), this.now());
+    const outcome = await this.repo.refresh(sha256(refreshToken), sha256(successor), this.now(), this.settings.refreshTokenReuseIntervalSeconds * 1000);
     if (outcome.kind === 'not_found') throw authErrors.refreshTokenNotFound();
     if (outcome.kind === 'reused') {
       this.log.info({ session_id: outcome.session.id }, 'refresh token reused: session revoked');
@@ -303,6 +308,8 @@ export class AuthService {
     const email = normalizeEmail(attrs.email);
     checkStorableMetadata('user_metadata', attrs.user_metadata);
     checkStorableMetadata('app_metadata', attrs.app_metadata);
+    checkMetadataLimits('user_metadata', attrs.user_metadata);
+    checkMetadataLimits('app_metadata', attrs.app_metadata);
     // No strength check here (GoTrue's admin API does none), only bcrypt's limit.
     const password = attrs.password ?? randomPassword();
     checkPasswordTooLong(password);

@@ -8,6 +8,7 @@ import {
   type KeyObject,
   sign as cryptoSign,
 } from 'node:crypto';
+import { toLowSEs256Signature } from '../../../src/kit/jws.js';
 
 export type Json = Record<string, unknown>;
 
@@ -40,6 +41,9 @@ export function asymToken(alg: AsymAlg, key: KeyObject, header: Json, claims: Js
       break;
     case 'ES256':
       signature = cryptoSign('sha256', input, { key, dsaEncoding: opts.der ? 'der' : 'ieee-p1363' });
+      // Low s, as the idp signs, so an attack signed with its key differs from a real token only
+      // in the attack (the high-s twin is an attack of its own, `malleated`).
+      if (!opts.der) signature = toLowSEs256Signature(signature);
       break;
     case 'ES384':
       signature = cryptoSign('sha384', input, { key, dsaEncoding: 'ieee-p1363' });
@@ -71,6 +75,21 @@ export function nonCanonical(segment: string): string {
   const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
   const last = alphabet.indexOf(segment[segment.length - 1]!);
   return segment.slice(0, -1) + alphabet[last ^ 1]!;
+}
+
+/** The order n of the P-256 group. */
+const P256_ORDER = 0xffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551n;
+
+/**
+ * The ECDSA twin of an ES256 token: s replaced by n − s. It verifies under the same key with the
+ * same claims, without the key, so only a low-s rule tells the two apart.
+ */
+export function malleated(token: string): string {
+  const [h, p, sig] = token.split('.') as [string, string, string];
+  const raw = Buffer.from(sig, 'base64url');
+  const s = BigInt(`0x${raw.subarray(32).toString('hex')}`);
+  const twin = Buffer.from((P256_ORDER - s).toString(16).padStart(64, '0'), 'hex');
+  return `${h}.${p}.${Buffer.concat([raw.subarray(0, 32), twin]).toString('base64url')}`;
 }
 
 export interface Attack {
@@ -164,6 +183,7 @@ export function idpCorpus(ctx: {
     bad('jwk embedding an attacker RSA key (attacker-signed)', asymToken('RS256', attacker.rsa, { typ: 'JWT', jwk: publicJwk(attacker.rsa) }, fresh)),
     bad('crit naming an unknown extension (our key)', ours({}, { crit: ['exp-v2'], 'exp-v2': true })),
     bad('ES256 signature DER-encoded (our key)', asymToken('ES256', ctx.signingKey, { typ: 'JWT', kid }, fresh, { der: true })),
+    bad('signature malleated: s replaced by n − s (high s)', malleated(ctx.realToken)),
     bad('expired by one second (our key)', ours({ iat: now - 3601, exp: now - 1 }), 'PGRST303'),
     bad('exp missing (our key)', ours({ exp: undefined })),
     bad('exp as a string (our key)', ours({ exp: String(now + 3600) })),
