@@ -7,7 +7,9 @@ import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { AuthApiError, createClient, type SupabaseClient } from '@supabase/supabase-js';
 import WebSocket from 'ws';
-import { http, type RunningIdp, startIdp, supabase } from './helpers/idp.js';
+import { loadConfig } from '../src/kit/config.js';
+import { idpConfig } from '../src/idp/config.js';
+import { http, type RunningIdp, startIdp, supabase, TEST_PUBLISHABLE_KEY, TEST_SECRET_KEY } from './helpers/idp.js';
 
 const TOKEN_LIMIT = 5;
 const SIGNUP_LIMIT = 3;
@@ -216,4 +218,18 @@ describe('failed password sign-ins per account', () => {
       await Promise.all([first.close(), second.close()]);
     }
   });
+});
+
+test("defaults are GoTrue's (150 and 30 per 5 minutes, 30 emails an hour) plus 10 failed sign-ins per account; nonsense is refused at start", () => {
+  const keys = { IDP_PUBLISHABLE_KEY: TEST_PUBLISHABLE_KEY, IDP_SECRET_KEY: TEST_SECRET_KEY };
+  const config = loadConfig(idpConfig, keys);
+  assert.equal(config.IDP_RATE_LIMIT_TOKEN_REFRESH, 150);
+  assert.equal(config.IDP_RATE_LIMIT_OTP, 30);
+  assert.equal(config.IDP_RATE_LIMIT_EMAIL_SENT, 30);
+  assert.equal(config.IDP_RATE_LIMIT_LOGIN_FAILURES, 10);
+  assert.equal(config.REDIS_URL, undefined);
+  assert.equal(loadConfig(idpConfig, { ...keys, IDP_RATE_LIMIT_EMAIL_SENT: '0' }).IDP_RATE_LIMIT_EMAIL_SENT, 0);
+  assert.throws(() => loadConfig(idpConfig, { ...keys, IDP_RATE_LIMIT_TOKEN_REFRESH: '0' }), /IDP_RATE_LIMIT_TOKEN_REFRESH must be at least 1/);
+  assert.throws(() => loadConfig(idpConfig, { ...keys, IDP_RATE_LIMIT_LOGIN_FAILURES: 'ten' }), /IDP_RATE_LIMIT_LOGIN_FAILURES must be a whole number/);
+  assert.throws(() => loadConfig(idpConfig, { ...keys, REDIS_URL: 'http://localhost' }), /REDIS_URL must start with redis:/);
 });
