@@ -53,7 +53,13 @@ async function secrets(cfg: LauncherConfig) {
 function servicesToRun(cfg: LauncherConfig, keys: Awaited<ReturnType<typeof secrets>>): ServiceSpec[] {
   const idpUrl = `http://127.0.0.1:${cfg.IDP_PORT}`;
   const all: ServiceSpec[] = [
-    { name: 'idp', port: cfg.IDP_PORT, env: { IDP_SECRET_KEY: keys.secretKey, IDP_PUBLISHABLE_KEY: keys.publishableKey } },
+    {
+      name: 'idp',
+      port: cfg.IDP_PORT,
+      // notes connects from 127.0.0.1 and names its caller in X-Forwarded-For, which the idp's
+      // per-address rate limits must believe (besides any proxy the user trusts).
+      env: { IDP_SECRET_KEY: keys.secretKey, IDP_PUBLISHABLE_KEY: keys.publishableKey, TRUST_PROXY: [cfg.TRUST_PROXY, '127.0.0.1'].filter(Boolean).join(',') },
+    },
     { name: 'accounts', port: cfg.ACCOUNTS_PORT, env: { JWT_SECRET: keys.jwtSecret } },
     { name: 'shortener', port: cfg.SHORTENER_PORT, env: cfg.REDIS_URL ? { REDIS_URL: cfg.REDIS_URL } : {} },
     {

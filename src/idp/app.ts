@@ -1,9 +1,12 @@
 import { createHmac } from 'node:crypto';
 import type { Writable } from 'node:stream';
 import { Type } from '@sinclair/typebox';
+import type { Redis } from 'ioredis';
 import { type Clock, systemClock } from '../kit/clock.js';
 import type { Pool } from '../kit/db.js';
 import { type App, createServer } from '../kit/http.js';
+import { type CounterStore, MemoryCounterStore, RedisCounterStore } from '../kit/rate-limit.js';
+import { AuthRateLimits } from './auth/rate-limits.js';
 import { AuthRepository } from './auth/repository.js';
 import { authRoutes } from './auth/routes.js';
 import { AuthService } from './auth/service.js';
@@ -22,6 +25,8 @@ export interface IdpDeps {
   keys: SigningKeys;
   clock?: Clock;
   logStream?: Writable;
+  /** Shares the rate-limit counters between instances; absent: counted in this process. */
+  redis?: Redis;
 }
 
 /** Routes that are not Supabase's own (404 catch-all, readiness) answer `{message}`, like the gateway does. */
@@ -43,6 +48,20 @@ export async function buildApp(config: IdpConfig, deps: IdpDeps): Promise<App> {
     bodyLimit: 1024 * 1024,
   });
 
+  const counterStores: MemoryCounterStore[] = [];
+  app.addHook('onClose', async () => counterStores.forEach((store) => store.close()));
+  const storeFor = (limit: string): CounterStore => {
+    const memory = new MemoryCounterStore(clock);
+    counterStores.push(memory);
+    return deps.redis ? new RedisCounterStore(deps.redis, `idp:rate-limit:${limit}:`, memory, clock, (m) => app.log.warn(m)) : memory;
+  };
+  const limits = new AuthRateLimits(storeFor, clock, {
+    tokenRequests: config.IDP_RATE_LIMIT_TOKEN_REFRESH,
+    signups: config.IDP_RATE_LIMIT_OTP,
+    emailsSent: config.IDP_RATE_LIMIT_EMAIL_SENT,
+    loginFailures: config.IDP_RATE_LIMIT_LOGIN_FAILURES,
+  });
+
   const auth = new AuthService(
     new AuthRepository(deps.pool),
     deps.keys,
@@ -54,6 +73,7 @@ export async function buildApp(config: IdpConfig, deps: IdpDeps): Promise<App> {
       refreshTokenReuseIntervalSeconds: config.IDP_REFRESH_TOKEN_REUSE_INTERVAL,
       issuer: `${config.IDP_SITE_URL}/auth/v1`,
       refreshTokenKey: createHmac('sha256', config.IDP_SECRET_KEY).update('idp refresh token rotation').digest(),
+      beforeConfirmationEmail: () => limits.emailSent(),
     },
     app.log,
   );
@@ -74,7 +94,7 @@ export async function buildApp(config: IdpConfig, deps: IdpDeps): Promise<App> {
   await app.register(async (api) => {
     api.decorateRequest('caller', null as unknown as Caller);
     api.addHook('onRequest', gatewayHook({ publishable: config.IDP_PUBLISHABLE_KEY, secret: config.IDP_SECRET_KEY }));
-    await api.register(authRoutes, { prefix: '/auth/v1', auth });
+    await api.register(authRoutes, { prefix: '/auth/v1', auth, limits });
     await api.register(restRoutes, { prefix: '/rest/v1', pool: deps.restPool, schema: new SchemaCache(deps.pool), keys: deps.keys });
   });
 

@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { type Clock, systemClock } from '../kit/clock.js';
 import { createPool, migrate, readMigrations } from '../kit/db.js';
 import type { App } from '../kit/http.js';
+import { connectRedis } from '../kit/rate-limit.js';
 import { buildApp } from './app.js';
 import { ensureAuthenticator } from './authenticator.js';
 import type { IdpConfig } from './config.js';
@@ -29,16 +30,27 @@ export async function openIdp(
     const restUrl = await ensureAuthenticator(pool, opts.databaseUrl, config.IDP_SECRET_KEY);
     const restPool = createPool(restUrl, { max: 10, applicationName: 'idp-rest' });
     try {
-      const keys = await SigningKeys.load(config.IDP_SIGNING_KEY, config.DATA_DIR, clock);
-      const app = await buildApp(config, { pool, restPool, keys, clock, logStream: opts.logStream });
-      app.log.info({ kid: keys.kid, configured: config.IDP_SIGNING_KEY !== undefined }, 'access tokens signed with ES256');
-      return {
-        app,
-        close: async () => {
-          await restPool.end();
-          await pool.end();
-        },
-      };
+      // Connection errors are logged once the app (and its logger) exists; the limiter falls back
+      // to in-process counters meanwhile.
+      let log: App['log'] | undefined;
+      const redis = config.REDIS_URL ? connectRedis(config.REDIS_URL, (err) => log?.warn(`redis: ${err.message}`)) : undefined;
+      try {
+        const keys = await SigningKeys.load(config.IDP_SIGNING_KEY, config.DATA_DIR, clock);
+        const app = await buildApp(config, { pool, restPool, keys, clock, logStream: opts.logStream, redis });
+        log = app.log;
+        app.log.info({ kid: keys.kid, configured: config.IDP_SIGNING_KEY !== undefined }, 'access tokens signed with ES256');
+        return {
+          app,
+          close: async () => {
+            redis?.disconnect();
+            await restPool.end();
+            await pool.end();
+          },
+        };
+      } catch (err) {
+        redis?.disconnect();
+        throw err;
+      }
     } catch (err) {
       await restPool.end();
       throw err;

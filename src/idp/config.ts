@@ -1,6 +1,6 @@
 import { createPrivateKey } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
-import { ConfigError, type ConfigOf, bool, commonVars, httpUrl, int, str, type VarSpec } from '../kit/config.js';
+import { ConfigError, type ConfigOf, bool, commonVars, connectionUrl, httpUrl, int, str, type VarSpec } from '../kit/config.js';
 
 // An opaque Supabase-style key: a fixed prefix, then URL-safe characters. The prefix tells which role
 // the key stands for, so a secret key pasted where the publishable one belongs fails at start.
@@ -51,6 +51,19 @@ export const idpConfig = {
   IDP_SITE_URL: httpUrl({ default: (env: Record<string, string | undefined>) => `http://127.0.0.1:${env.PORT || 54321}` }),
   /** The app migrations applied after the idp's own, like `supabase start` does. */
   IDP_MIGRATIONS_DIR: str({ default: fileURLToPath(new URL('../../supabase/migrations', import.meta.url)) }),
+  /** Rate-limit counters shared by every instance; unset: counted in this process only. */
+  REDIS_URL: connectionUrl(['redis:', 'rediss:']),
+  // Supabase Auth's own limits, under GoTrue's names (GOTRUE_RATE_LIMIT_*), per client address
+  // (request.ip: X-Forwarded-For is believed only from TRUST_PROXY, which stands in for GoTrue's
+  // GOTRUE_RATE_LIMIT_HEADER). GoTrue refills a token bucket; here each is a fixed window.
+  /** POST /token, password and refresh_token grants alike: requests per 5 minutes per address. */
+  IDP_RATE_LIMIT_TOKEN_REFRESH: int({ default: 150, min: 1, max: 1_000_000 }),
+  /** POST /signup with an email (GoTrue counts it under its OTP limit): requests per 5 minutes per address. */
+  IDP_RATE_LIMIT_OTP: int({ default: 30, min: 1, max: 1_000_000 }),
+  /** Confirmation emails per hour for the whole service (not per address); 0 refuses every one, as in GoTrue. */
+  IDP_RATE_LIMIT_EMAIL_SENT: int({ default: 30, min: 0, max: 1_000_000 }),
+  /** Not in GoTrue: failed password sign-ins per account (email address) per 15 minutes. */
+  IDP_RATE_LIMIT_LOGIN_FAILURES: int({ default: 10, min: 1, max: 1_000_000 }),
 };
 
 export type IdpConfig = ConfigOf<typeof idpConfig>;

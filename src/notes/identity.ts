@@ -1,6 +1,6 @@
 import { HttpError } from '../kit/errors.js';
 import type { IdpClients } from './idp-clients.js';
-import { authUnavailability, IdpUnavailableError } from './idp-errors.js';
+import { authRateLimited, authUnavailability, IdpUnavailableError } from './idp-errors.js';
 
 // Sign-up and login are forwarded to the provider, each with a fresh client,
 // and only a reduced result goes back.
@@ -23,25 +23,29 @@ export interface LoginSession {
 }
 
 export interface Identity {
-  register(credentials: Credentials): Promise<RegisteredUser>;
-  login(credentials: Credentials): Promise<LoginSession>;
+  /** `clientIp`: the end user's address, which the provider's rate limits count against. */
+  register(credentials: Credentials, clientIp: string): Promise<RegisteredUser>;
+  login(credentials: Credentials, clientIp: string): Promise<LoginSession>;
 }
 
 export function createIdentity(clients: IdpClients): Identity {
   return {
-    async register({ email, password }) {
-      const { data, error } = await clients.anonymous().auth.signUp({ email, password });
-      if (error) throw authUnavailability(error) ?? new HttpError(400, error.message);
+    async register({ email, password }, clientIp) {
+      const call = clients.anonymous(clientIp);
+      const { data, error } = await call.client.auth.signUp({ email, password });
+      if (error) throw authUnavailability(error) ?? authRateLimited(error, call.retryAfter()) ?? new HttpError(400, error.message);
       // With email confirmation on, the provider returns the user without a session; the
       // same 201 is correct. For an already-confirmed address it returns a look-alike user
       // with a random id (its anti-enumeration), which is passed on unchanged.
       if (!data.user) throw new IdpUnavailableError('sign-up succeeded without a user');
       return { id: data.user.id, email: data.user.email ?? email };
     },
-    async login({ email, password }) {
-      const { data, error } = await clients.anonymous().auth.signInWithPassword({ email, password });
+    async login({ email, password }, clientIp) {
+      const call = clients.anonymous(clientIp);
+      const { data, error } = await call.client.auth.signInWithPassword({ email, password });
       // Unknown email, wrong password, unconfirmed, banned: one answer, so none can be told apart.
-      if (error) throw authUnavailability(error) ?? new HttpError(401, 'Invalid email or password');
+      // Too many attempts is its own answer: a client told 401 would not know that waiting helps.
+      if (error) throw authUnavailability(error) ?? authRateLimited(error, call.retryAfter()) ?? new HttpError(401, 'Invalid email or password');
       const { session } = data;
       if (!session?.expires_at) throw new IdpUnavailableError('login succeeded without a complete session');
       return { access_token: session.access_token, refresh_token: session.refresh_token, expires_at: session.expires_at };

@@ -12,9 +12,20 @@ type Options = SupabaseClientOptions<'public'>;
 // `new (address: null)` overload that the structural transport type does not accept.
 const webSocketTransport = WebSocket as unknown as NonNullable<Options['realtime']>['transport'];
 
+/** A client for one sign-up or one login on behalf of one end user. */
+export interface AnonymousCall {
+  client: SupabaseClient;
+  /** The Retry-After of the provider's last 429 to this client (supabase-js does not surface headers). */
+  retryAfter(): string | null;
+}
+
 export interface IdpClients {
-  /** A new client with no session, for one sign-up or one login: nothing is shared between users. */
-  anonymous(): SupabaseClient;
+  /**
+   * A new client with no session, for one sign-up or one login: nothing is shared between users.
+   * It names `clientIp` in X-Forwarded-For, so the provider's per-address limits apply to the end
+   * user rather than to this service as a whole (the provider must trust this service as a proxy).
+   */
+  anonymous(clientIp: string): AnonymousCall;
   /** The secret-key client; it checks access tokens and nothing else (it bypasses row-level security). */
   readonly privileged: SupabaseClient;
   /**
@@ -70,18 +81,32 @@ export function createIdpClients(
   baseFetch?: IdpFetch,
 ): IdpClients {
   const fetchWithTimeout = boundedFetch(config.IDP_TIMEOUT_MS, baseFetch);
-  const options = (): Options => ({
+  const options = (global: Options['global'] = { fetch: fetchWithTimeout }): Options => ({
     // No session is ever stored, refreshed in the background or read from a URL: the
     // service holds other people's tokens only for the length of one request.
     auth: { persistSession: false, autoRefreshToken: false, detectSessionInUrl: false },
     // supabase-js 2.x refuses to construct on Node 20 without a WebSocket class, even
     // though Realtime is never used; `ws` is harmless on Node 22+.
     realtime: { transport: webSocketTransport },
-    global: { fetch: fetchWithTimeout },
+    global,
   });
 
   return {
-    anonymous: () => createClient(config.IDP_URL, config.IDP_PUBLISHABLE_KEY, options()),
+    anonymous: (clientIp) => {
+      let retryAfter: string | null = null;
+      const recordingFetch: IdpFetch = async (input, init) => {
+        const response = await fetchWithTimeout(input, init);
+        if (response.status === 429) retryAfter = response.headers.get('retry-after');
+        return response;
+      };
+      // A client per call already (no session may be shared), so the per-user header costs nothing more.
+      const client = createClient(
+        config.IDP_URL,
+        config.IDP_PUBLISHABLE_KEY,
+        options({ fetch: recordingFetch, headers: { 'X-Forwarded-For': clientIp } }),
+      );
+      return { client, retryAfter: () => retryAfter };
+    },
     privileged: createClient(config.IDP_URL, config.IDP_SECRET_KEY, options()),
     data: createClient(config.IDP_URL, config.IDP_PUBLISHABLE_KEY, options()),
   };

@@ -25,6 +25,19 @@ export class NoteStoreError extends HttpError {
   }
 }
 
+/** What notes says when the provider did not say how long to wait. */
+const DEFAULT_RETRY_AFTER_SECONDS = 60;
+
+/**
+ * The provider refused for too many requests or attempts: a 429 for the caller too, with the
+ * provider's Retry-After when it is a whole number of seconds (GoTrue itself sends none).
+ */
+export function authRateLimited(error: AuthError, retryAfter: string | null): HttpError | undefined {
+  if (error.status !== 429) return undefined;
+  const seconds = retryAfter !== null && /^\d{1,6}$/.test(retryAfter.trim()) ? Number(retryAfter.trim()) : DEFAULT_RETRY_AFTER_SECONDS;
+  return new HttpError(429, `Too many attempts, try again in ${seconds} seconds`, { 'retry-after': String(seconds) });
+}
+
 // A gateway that does not know our key answers 401 "Invalid API key" (or
 // "No API key found"); that is a misconfiguration of this service, not the caller's fault.
 const API_KEY_REJECTED = /api key/i;

@@ -30,11 +30,22 @@ export const TEST_SIGNING_KEY: string = generateKeyPairSync('ec', { namedCurve: 
   .privateKey.export({ type: 'pkcs8', format: 'pem' })
   .toString();
 
+/**
+ * Rate limits high enough for suites that sign up and sign in many users from 127.0.0.1; the
+ * rate-limit tests set their own low ones.
+ */
+export const RELAXED_RATE_LIMITS = {
+  IDP_RATE_LIMIT_TOKEN_REFRESH: '1000000',
+  IDP_RATE_LIMIT_OTP: '1000000',
+  IDP_RATE_LIMIT_EMAIL_SENT: '1000000',
+  IDP_RATE_LIMIT_LOGIN_FAILURES: '1000000',
+};
+
 const idpMigrationsDir = fileURLToPath(new URL('../../src/idp/migrations', import.meta.url));
 const appMigrationsDir = fileURLToPath(new URL('../../supabase/migrations', import.meta.url));
 
 export async function startIdp(
-  opts: { autoconfirm?: boolean; jwtExpirySeconds?: number; clock?: Clock } = {},
+  opts: { autoconfirm?: boolean; jwtExpirySeconds?: number; clock?: Clock; env?: Record<string, string> } = {},
 ): Promise<RunningIdp> {
   const idpMigrations = await readMigrations(idpMigrationsDir);
   const appMigrations = await readMigrations(appMigrationsDir);
@@ -59,6 +70,8 @@ export async function startIdp(
     IDP_AUTOCONFIRM: String(opts.autoconfirm ?? true),
     IDP_JWT_EXPIRY: String(opts.jwtExpirySeconds ?? 3600),
     IDP_SIGNING_KEY: TEST_SIGNING_KEY,
+    ...RELAXED_RATE_LIMITS,
+    ...opts.env,
   });
   let idp: Awaited<ReturnType<typeof openIdp>>;
   try {

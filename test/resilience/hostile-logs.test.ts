@@ -11,6 +11,7 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { authenticatorPassword, authenticatorRoleName } from '../../src/idp/authenticator.js';
 import type { TestDatabase } from '../helpers/database.js';
+import { RELAXED_RATE_LIMITS } from '../helpers/idp.js';
 import { type ServiceProcess, startServiceProcess } from '../helpers/process.js';
 import { reportFigures } from './helpers/figures.js';
 import { ensureStopped, idpDatabase, serviceDatabase } from './helpers/services.js';
@@ -69,6 +70,7 @@ before(async () => {
         IDP_PUBLISHABLE_KEY: SECRETS.publishable,
         IDP_SECRET_KEY: SECRETS.secret,
         IDP_SIGNING_KEY: SECRETS.signingKey,
+        ...RELAXED_RATE_LIMITS,
       },
       keep,
     ),

@@ -17,6 +17,18 @@ export class AuthError extends Error {
   }
 }
 
+/** A 429; GoTrue sends no Retry-After, this idp does, so clients know when to come back. */
+export class TooManyRequestsError extends AuthError {
+  constructor(
+    code: 'over_request_rate_limit' | 'over_email_send_rate_limit',
+    message: string,
+    readonly retryAfterSeconds: number,
+  ) {
+    super(429, code, message);
+    this.name = 'TooManyRequestsError';
+  }
+}
+
 /** OAuth-style errors (`{error, error_description}`), used by the token endpoint for a missing refresh token. */
 export class OAuthError extends Error {
   constructor(
@@ -43,6 +55,7 @@ export function sendAuthError(request: FastifyRequest, reply: FastifyReply, err:
     return reply.code(400).send({ error: err.error, error_description: err.description });
   }
   reply.code(err.status).header('x-sb-error-code', err.code);
+  if (err instanceof TooManyRequestsError) reply.header('retry-after', String(err.retryAfterSeconds));
   if (requestedApiVersion(request) !== null) {
     return reply.header('X-Supabase-Api-Version', API_VERSION).send({ code: err.code, message: err.message, ...err.extra });
   }
@@ -72,5 +85,13 @@ export const authErrors = {
   sessionNotFound: () => new AuthError(403, 'session_not_found', 'Session from session_id claim in JWT does not exist'),
   notAdmin: () => new AuthError(403, 'not_admin', 'User not allowed'),
   userNotFound: () => new AuthError(404, 'user_not_found', 'User not found'),
+  // GoTrue's own texts for its per-address and email-sending limits.
+  overRequestRateLimit: (retryAfterSeconds: number) =>
+    new TooManyRequestsError('over_request_rate_limit', 'Request rate limit reached', retryAfterSeconds),
+  overEmailSendRateLimit: (retryAfterSeconds: number) =>
+    new TooManyRequestsError('over_email_send_rate_limit', 'email rate limit exceeded', retryAfterSeconds),
+  /** This idp's own per-account limit, under GoTrue's rate-limit code so clients handle it alike. */
+  tooManyFailedSignIns: (retryAfterSeconds: number) =>
+    new TooManyRequestsError('over_request_rate_limit', 'Too many failed sign-in attempts for this account, try again later', retryAfterSeconds),
   unexpected: (message = 'Unexpected failure') => new AuthError(500, 'unexpected_failure', message),
 };

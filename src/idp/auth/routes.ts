@@ -4,6 +4,7 @@ import type { App } from '../../kit/http.js';
 import { isDatabaseUnavailable } from '../../kit/db.js';
 import { InvalidJsonBody, acceptOptionalJsonBodies } from '../json-body.js';
 import { AuthError, OAuthError, authErrors, sendAuthError } from './errors.js';
+import type { AuthRateLimits } from './rate-limits.js';
 import { AuthErrorSchema, TokenResponseSchema, UserSchema, authErrorResponses } from './schemas.js';
 import type { AuthService } from './service.js';
 
@@ -16,6 +17,8 @@ import type { AuthService } from './service.js';
 //   POST   /admin/users                      create a user (service_role)
 //   DELETE /admin/users/:id                  delete a user (service_role)
 // (GET /.well-known/jwks.json is public and lives outside the gateway, in app.ts.)
+// /signup and /token are rate limited per client address as in GoTrue, and password sign-ins per
+// account as well (see rate-limits.ts); the limit is taken before any work for the request.
 
 const JsonObject = Type.Object({}, { additionalProperties: true });
 
@@ -42,8 +45,8 @@ const AdminCreateBody = Type.Object({
   app_metadata: Type.Optional(JsonObject),
 });
 
-export async function authRoutes(scope: App, opts: { auth: AuthService }): Promise<void> {
-  const { auth } = opts;
+export async function authRoutes(scope: App, opts: { auth: AuthService; limits: AuthRateLimits }): Promise<void> {
+  const { auth, limits } = opts;
   acceptOptionalJsonBodies(scope, {});
   // Every auth body is optional (GoTrue reads an absent body as an empty one), but Fastify validates
   // an absent body against the schema as `undefined`: a DELETE /admin/users/:id sent without a body
@@ -79,10 +82,13 @@ export async function authRoutes(scope: App, opts: { auth: AuthService }): Promi
         tags: ['auth'],
         summary: 'Sign up with email and password',
         body: Type.Optional(SignupBody),
-        response: { 200: Type.Union([TokenResponseSchema, UserSchema]), ...authErrorResponses },
+        response: { 200: Type.Union([TokenResponseSchema, UserSchema]), ...authErrorResponses, 429: AuthErrorSchema },
       },
     },
-    async (request) => auth.signUp(request.body ?? {}),
+    async (request) => {
+      await limits.signup(request.ip);
+      return auth.signUp(request.body ?? {});
+    },
   );
 
   scope.post(
@@ -93,15 +99,21 @@ export async function authRoutes(scope: App, opts: { auth: AuthService }): Promi
         summary: 'Sign in (grant_type=password) or refresh (grant_type=refresh_token)',
         querystring: Type.Object({ grant_type: Type.Optional(Type.String()) }),
         body: Type.Optional(TokenBody),
-        response: { 200: TokenResponseSchema, ...authErrorResponses },
+        response: { 200: TokenResponseSchema, ...authErrorResponses, 429: AuthErrorSchema },
       },
     },
     async (request) => {
       const body = request.body ?? {};
       switch (request.query.grant_type) {
-        case 'password':
-          return auth.signInWithPassword(body);
+        case 'password': {
+          await limits.tokenRequest(request.ip);
+          const attempt = await limits.reserveSignIn(body.email);
+          const session = await auth.signInWithPassword(body);
+          await attempt.succeeded();
+          return session;
+        }
         case 'refresh_token':
+          await limits.tokenRequest(request.ip);
           return auth.refresh(body.refresh_token);
         default:
           throw authErrors.unsupportedGrantType();

@@ -28,6 +28,8 @@ export interface AuthSettings {
   refreshTokenKey: Buffer;
   /** How long after a rotation the replaced token still gets the current one back (see refresh). */
   refreshTokenReuseIntervalSeconds: number;
+  /** Runs before a confirmation email goes out and throws when none may (GoTrue's email rate limit). */
+  beforeConfirmationEmail?: () => Promise<void>;
 }
 
 export interface Logger {
@@ -115,6 +117,7 @@ export class AuthService {
     if (existing) return this.signUpExisting(existing, email, data, now);
 
     const confirmed = this.settings.autoconfirm;
+    if (!confirmed) await this.settings.beforeConfirmationEmail?.();
     const created = await this.repo.createUser({
       email,
       passwordHash,
@@ -141,6 +144,7 @@ export class AuthService {
     if (this.settings.autoconfirm) throw authErrors.userAlreadyExists();
     if (existing.email_confirmed_at === null) {
       // Still unconfirmed: send the confirmation again; the stored password is left alone.
+      await this.settings.beforeConfirmationEmail?.();
       const user = await this.repo.markConfirmationSent(existing.id, now);
       if (user) {
         this.sendConfirmation(user);

@@ -3,7 +3,9 @@ import type { App } from '../../kit/http.js';
 import type { Identity } from '../identity.js';
 import { Credentials, ErrorMessage, LoginSession, RegisteredUser } from '../schemas.js';
 
-// Public routes: sign-up and login, forwarded to the identity provider.
+// Public routes: sign-up and login, forwarded to the identity provider with the caller's address
+// (request.ip, which believes X-Forwarded-For only from TRUST_PROXY), so that the provider's
+// per-address limits count each end user rather than this service.
 
 // The spec fixes one message for a missing email or password; the schema decides
 // what "missing" is (absent, empty or not a string) and this turns its verdict into that text.
@@ -18,12 +20,12 @@ export async function authRoutes(app: App, identity: Identity): Promise<void> {
         tags: ['auth'],
         summary: 'Create a user at the identity provider',
         body: Credentials,
-        response: { 201: RegisteredUser, 400: ErrorMessage, 503: ErrorMessage },
+        response: { 201: RegisteredUser, 400: ErrorMessage, 429: ErrorMessage, 503: ErrorMessage },
       },
     },
     async (request, reply) => {
       if (request.validationError) throw credentialsRequired();
-      return reply.code(201).send(await identity.register(request.body));
+      return reply.code(201).send(await identity.register(request.body, request.ip));
     },
   );
 
@@ -35,12 +37,12 @@ export async function authRoutes(app: App, identity: Identity): Promise<void> {
         tags: ['auth'],
         summary: 'Exchange email and password for a session',
         body: Credentials,
-        response: { 200: LoginSession, 400: ErrorMessage, 401: ErrorMessage, 503: ErrorMessage },
+        response: { 200: LoginSession, 400: ErrorMessage, 401: ErrorMessage, 429: ErrorMessage, 503: ErrorMessage },
       },
     },
     async (request) => {
       if (request.validationError) throw credentialsRequired();
-      return identity.login(request.body);
+      return identity.login(request.body, request.ip);
     },
   );
 }

@@ -15,6 +15,7 @@ import { notesConfig } from '../../../src/notes/config.js';
 import { buildApp as buildShortener } from '../../../src/shortener/app.js';
 import { shortenerConfig } from '../../../src/shortener/config.js';
 import type { TestDatabase } from '../../helpers/database.js';
+import { RELAXED_RATE_LIMITS } from '../../helpers/idp.js';
 import { idpDatabase, serviceDatabase } from '../helpers/services.js';
 
 /** Every log line an app writes, kept as text. */
@@ -112,6 +113,7 @@ export async function startIdpInProcess(logLevel = 'silent'): Promise<RunningIdp
     IDP_SECRET_KEY: HOSTILE_IDP_KEYS.secret,
     IDP_AUTOCONFIRM: 'true',
     IDP_SIGNING_KEY: signingKeyPem,
+    ...RELAXED_RATE_LIMITS,
   });
   const logs = new LogCapture();
   let idp: Awaited<ReturnType<typeof openIdp>>;

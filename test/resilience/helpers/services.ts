@@ -5,7 +5,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createPool, migrate, readMigrations } from '../../../src/kit/db.js';
 import { freshDatabase, type TestDatabase } from '../../helpers/database.js';
-import { dropIdpDatabase } from '../../helpers/idp.js';
+import { dropIdpDatabase, RELAXED_RATE_LIMITS } from '../../helpers/idp.js';
 import { type ServiceProcess, startServiceProcess } from '../../helpers/process.js';
 
 // The services as users run them (their own process, configured by environment
@@ -74,6 +74,7 @@ export async function startIdpProcess(databaseUrl: string, opts: ProcessOptions 
         IDP_SECRET_KEY: IDP_KEYS.secret,
         IDP_SIGNING_KEY,
         IDP_AUTOCONFIRM: 'true',
+        ...RELAXED_RATE_LIMITS,
         ...opts.env,
       },
       { port: opts.port },

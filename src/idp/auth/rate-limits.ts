@@ -1,0 +1,85 @@
+import { createHash } from 'node:crypto';
+import type { Clock } from '../../kit/clock.js';
+import { type CounterStore, FixedWindowLimiter } from '../../kit/rate-limit.js';
+import { authErrors } from './errors.js';
+
+// Supabase Auth's per-address limits on its auth endpoints, its limit on confirmation emails, and
+// a per-account limit on failed password sign-ins that GoTrue does not have. Every request is
+// counted before any work is done for it, so concurrent requests cannot slip past a limit.
+
+export interface AuthRateLimitSettings {
+  /** POST /token (password and refresh_token grants) per address per 5 minutes. */
+  tokenRequests: number;
+  /** POST /signup per address per 5 minutes. */
+  signups: number;
+  /** Confirmation emails per hour, all addresses together. */
+  emailsSent: number;
+  /** Failed password sign-ins per account per 15 minutes. */
+  loginFailures: number;
+}
+
+const FIVE_MINUTES = 5 * 60_000;
+const HOUR = 60 * 60_000;
+const FIFTEEN_MINUTES = 15 * 60_000;
+
+/** A counter key for an email address that never holds it in clear (keys land in Redis). */
+const accountKey = (email: string) => createHash('sha256').update(email).digest('hex');
+
+/** A reserved sign-in attempt: counted as a failure unless released by a success. */
+export interface SignInAttempt {
+  succeeded(): Promise<void>;
+}
+
+const NOTHING_RESERVED: SignInAttempt = { succeeded: async () => {} };
+
+export class AuthRateLimits {
+  private readonly tokenRequests: FixedWindowLimiter;
+  private readonly signups: FixedWindowLimiter;
+  private readonly emailsSent: FixedWindowLimiter;
+  private readonly loginFailures: FixedWindowLimiter;
+
+  /**
+   * `storeFor` gives each limit its own counter store: the in-process store sweeps expired windows
+   * assuming they all have one length.
+   */
+  constructor(storeFor: (limit: string) => CounterStore, clock: Clock, settings: AuthRateLimitSettings) {
+    this.tokenRequests = new FixedWindowLimiter(settings.tokenRequests, FIVE_MINUTES, storeFor('token'), clock);
+    this.signups = new FixedWindowLimiter(settings.signups, FIVE_MINUTES, storeFor('signup'), clock);
+    this.emailsSent = new FixedWindowLimiter(settings.emailsSent, HOUR, storeFor('email-sent'), clock);
+    this.loginFailures = new FixedWindowLimiter(settings.loginFailures, FIFTEEN_MINUTES, storeFor('login-failures'), clock);
+  }
+
+  /** One request to POST /token from `ip`; throws 429 over_request_rate_limit past the limit. */
+  async tokenRequest(ip: string): Promise<void> {
+    const decision = await this.tokenRequests.consume(ip);
+    if (decision.limited) throw authErrors.overRequestRateLimit(Math.max(decision.retryAfterSeconds, 1));
+  }
+
+  /** One request to POST /signup from `ip`. */
+  async signup(ip: string): Promise<void> {
+    const decision = await this.signups.consume(ip);
+    if (decision.limited) throw authErrors.overRequestRateLimit(Math.max(decision.retryAfterSeconds, 1));
+  }
+
+  /** One confirmation email about to be sent; throws 429 over_email_send_rate_limit when the hour's are spent. */
+  async emailSent(): Promise<void> {
+    const decision = await this.emailsSent.consume('email-sent');
+    if (decision.limited) throw authErrors.overEmailSendRateLimit(Math.max(decision.retryAfterSeconds, 1));
+  }
+
+  /**
+   * Reserves a password sign-in for the account before the password is checked: the reservation
+   * is one atomic increment, so N concurrent guesses take N places and only `loginFailures` of
+   * them reach the password check. A success clears the account's count (as the accounts service
+   * does); anything else stays counted. Keyed by the address as the sign-in looks it up, whether
+   * or not such an account exists, so a 429 says nothing about which addresses are registered.
+   */
+  async reserveSignIn(rawEmail: string | undefined): Promise<SignInAttempt> {
+    // Without an email the sign-in is refused before any password is checked.
+    if (!rawEmail) return NOTHING_RESERVED;
+    const key = accountKey(rawEmail.trim().toLowerCase());
+    const decision = await this.loginFailures.consume(key);
+    if (decision.limited) throw authErrors.tooManyFailedSignIns(Math.max(decision.retryAfterSeconds, 1));
+    return { succeeded: () => this.loginFailures.reset(key) };
+  }
+}
