@@ -111,6 +111,8 @@ export const commonVars = (defaultPort: number) => ({
   DATA_DIR: str({ default: './data' }),
   LOG_LEVEL: oneOf(LOG_LEVELS, { default: 'info' }),
   TRUST_PROXY: str(),
+  /** When set, GET /metrics needs `Authorization: Bearer <token>`; unset, it answers loopback clients only. */
+  METRICS_TOKEN: str({ minBytes: 16 }),
 });
 
 /**
