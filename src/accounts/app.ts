@@ -8,6 +8,7 @@ import { type CounterStore, MemoryCounterStore, RedisCounterStore } from '../kit
 import { authenticated } from './auth.js';
 import type { AccountsConfig } from './config.js';
 import { LoginThrottle } from './login-throttle.js';
+import { installAccountsMetrics } from './metrics.js';
 import { PasswordHasher, dummyPasswordHash } from './passwords.js';
 import { UsersRepository } from './repository.js';
 import { adminUsersRoute } from './routes/admin-users.js';
@@ -27,7 +28,7 @@ export interface AccountsDeps {
   logStream?: Writable;
 }
 
-export type AccountsAppConfig = Pick<AccountsConfig, 'JWT_SECRET' | 'JWT_EXPIRES_IN' | 'LOG_LEVEL' | 'TRUST_PROXY'>;
+export type AccountsAppConfig = Pick<AccountsConfig, 'JWT_SECRET' | 'JWT_EXPIRES_IN' | 'LOG_LEVEL' | 'TRUST_PROXY' | 'METRICS_TOKEN'>;
 
 export async function buildApp(config: AccountsAppConfig, deps: AccountsDeps): Promise<App> {
   const clock = deps.clock ?? systemClock;
@@ -41,9 +42,11 @@ export async function buildApp(config: AccountsAppConfig, deps: AccountsDeps): P
     readiness: async () => {
       await deps.pool.query('SELECT 1');
     },
+    metrics: { token: config.METRICS_TOKEN, pools: { main: deps.pool } },
   });
 
   const passwords = new PasswordHasher(availableParallelism());
+  installAccountsMetrics(app, passwords);
   app.addHook('onClose', () => passwords.close());
   // Made before the first request, so the first unknown-email login is not
   // slower than a wrong password (the hash is made once per process).

@@ -126,9 +126,21 @@ export class PasswordHasher {
   private readonly idle: BcryptWorker[] = [];
   private readonly all = new Set<BcryptWorker>();
   private readonly gate: SlotGate;
+  /** Told how long each job waited for a worker, in seconds. */
+  observeWait: (seconds: number) => void = () => {};
 
   constructor(readonly concurrency: number) {
     this.gate = new SlotGate(() => this.concurrency);
+  }
+
+  /** Jobs waiting for a worker. */
+  get queued(): number {
+    return this.gate.queued;
+  }
+
+  /** Jobs on a worker now. */
+  get running(): number {
+    return this.gate.running;
   }
 
   async hash(password: string): Promise<string> {
@@ -146,7 +158,9 @@ export class PasswordHasher {
   }
 
   private run(job: BcryptJob): Promise<string | boolean> {
+    const queuedAt = performance.now();
     return this.gate.run(async () => {
+      this.observeWait((performance.now() - queuedAt) / 1000);
       let worker = this.idle.pop();
       while (worker?.dead) {
         this.all.delete(worker);

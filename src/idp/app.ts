@@ -46,6 +46,7 @@ export async function buildApp(config: IdpConfig, deps: IdpDeps): Promise<App> {
       await deps.restPool.query('SELECT 1');
     },
     bodyLimit: 1024 * 1024,
+    metrics: { token: config.METRICS_TOKEN, pools: { auth: deps.pool, rest: deps.restPool } },
   });
 
   const counterStores: MemoryCounterStore[] = [];

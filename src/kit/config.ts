@@ -121,6 +121,8 @@ export const commonVars = (defaultPort: number) => ({
   TRUST_PROXY: str(),
   /** IPv6 clients are rate limited per network of this many leading bits (a customer's /64). */
   RATE_LIMIT_IPV6_PREFIX: int({ default: DEFAULT_IPV6_PREFIX, min: 1, max: 128 }),
+  /** When set, GET /metrics needs `Authorization: Bearer <token>`; unset, it answers loopback clients only. */
+  METRICS_TOKEN: str({ minBytes: 16 }),
 });
 
 /**

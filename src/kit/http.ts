@@ -12,6 +12,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { LogLevel } from './config.js';
 import { isDatabaseUnavailable } from './db.js';
 import { HttpError, badRequest } from './errors.js';
+import { installMetrics, type MetricsOptions } from './metrics.js';
 
 export type App = FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger, TypeBoxTypeProvider>;
 
@@ -40,6 +41,8 @@ export interface ServerOptions {
   /** What /readyz says when readiness throws. */
   notReadyMessage?: string;
   bodyLimit?: number;
+  /** GET /metrics: its protection and what it reports beyond requests (see metrics.ts). */
+  metrics?: MetricsOptions;
 }
 
 // Anything that can carry a credential is removed from log lines wherever it appears.
@@ -201,6 +204,8 @@ export async function createServer(opts: ServerOptions): Promise<App> {
     request.log.error({ err }, 'unhandled error');
     void reply.code(500).send(opts.errorBody(500, 'Internal Server Error'));
   });
+
+  installMetrics(app, opts.errorBody, opts.metrics);
 
   await app.register(swagger, {
     openapi: {

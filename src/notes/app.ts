@@ -2,11 +2,13 @@ import type { Writable } from 'node:stream';
 import { type Clock, systemClock } from '../kit/clock.js';
 import { HttpError } from '../kit/errors.js';
 import { type App, createServer } from '../kit/http.js';
+import { createMetricsRegistry } from '../kit/metrics.js';
 import { installBearerAuth } from './bearer-auth.js';
 import type { NotesConfig } from './config.js';
 import { createIdentity } from './identity.js';
 import { boundedFetch, createIdpClients, type IdpFetch, jwksUrl } from './idp-clients.js';
 import { IdpUnavailableError, NoteStoreError } from './idp-errors.js';
+import { measuredIdpFetch } from './idp-metrics.js';
 import { createNotesStore } from './notes-store.js';
 import { authRoutes } from './routes/auth.js';
 import { notesRoutes } from './routes/notes.js';
@@ -25,16 +27,19 @@ const READINESS_TIMEOUT_MS = 2000;
 
 /** The notes app: identity and storage both live at the provider, reached only through supabase-js. */
 export async function buildApp(config: NotesConfig, deps: NotesDeps = {}): Promise<App> {
-  const clients = createIdpClients(config, deps.fetch);
+  // Made before the server: every request to the provider is counted on its way out.
+  const metrics = createMetricsRegistry();
+  const idpFetch = measuredIdpFetch(metrics, deps.fetch);
+  const clients = createIdpClients(config, idpFetch);
   const verifyToken = createTokenVerifier(config.IDP_VERIFY, {
     clients,
     idpUrl: config.IDP_URL,
     publishableKey: config.IDP_PUBLISHABLE_KEY,
     timeoutMs: config.IDP_TIMEOUT_MS,
     clock: deps.clock ?? systemClock,
-    ...(deps.fetch ? { fetch: deps.fetch } : {}),
+    fetch: idpFetch,
   });
-  const pingIdp = boundedFetch(Math.min(READINESS_TIMEOUT_MS, config.IDP_TIMEOUT_MS), deps.fetch);
+  const pingIdp = boundedFetch(Math.min(READINESS_TIMEOUT_MS, config.IDP_TIMEOUT_MS), idpFetch);
 
   const app = await createServer({
     title: 'notes',
@@ -51,6 +56,7 @@ export async function buildApp(config: NotesConfig, deps: NotesDeps = {}): Promi
       if (!res.ok) throw new Error(`identity provider answered ${res.status}`);
     },
     notReadyMessage: 'Service not ready: identity provider unreachable',
+    metrics: { token: config.METRICS_TOKEN, registry: metrics },
   });
 
   // The error handler answers these without logging; the reason behind a 5xx belongs in the log.

@@ -3,7 +3,7 @@ import { commonVars, type ConfigOf, httpUrl, int, oneOf, str } from '../kit/conf
 // Notes keeps no database of its own: every row lives behind the identity
 // provider's REST API. So only the listening and logging parts of the common
 // variables apply; DATABASE_URL and DATA_DIR are deliberately not part of it.
-const { PORT, HOST, LOG_LEVEL, TRUST_PROXY } = commonVars(9999);
+const { PORT, HOST, LOG_LEVEL, TRUST_PROXY, METRICS_TOKEN } = commonVars(9999);
 
 export const TOKEN_VERIFICATION_MODES = ['remote', 'local'] as const;
 export type TokenVerificationMode = (typeof TOKEN_VERIFICATION_MODES)[number];
@@ -13,6 +13,7 @@ export const notesConfig = {
   HOST,
   LOG_LEVEL,
   TRUST_PROXY,
+  METRICS_TOKEN,
   /** Base URL of the Supabase-compatible provider, e.g. https://<ref>.supabase.co or http://127.0.0.1:54321. */
   IDP_URL: httpUrl({ required: true }),
   /** Used only to check access tokens (GET /auth/v1/user); never for notes. */

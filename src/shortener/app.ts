@@ -7,6 +7,7 @@ import { type CounterStore, FixedWindowLimiter, MemoryCounterStore, RedisCounter
 import { type CodeGenerator, randomCode } from './codes.js';
 import type { ShortenerConfig } from './config.js';
 import { LinkService } from './links.js';
+import { installShortenerMetrics } from './metrics.js';
 import { LinkRepository } from './repository.js';
 import { createLinkRoute } from './routes/create-link.js';
 import { linkStatsRoute } from './routes/link-stats.js';
@@ -24,7 +25,7 @@ export interface ShortenerDeps {
 }
 
 export async function buildApp(
-  config: Pick<ShortenerConfig, 'BASE_URL' | 'LOG_LEVEL' | 'TRUST_PROXY' | 'RATE_LIMIT_IPV6_PREFIX'>,
+  config: Pick<ShortenerConfig, 'BASE_URL' | 'LOG_LEVEL' | 'TRUST_PROXY' | 'RATE_LIMIT_IPV6_PREFIX' | 'METRICS_TOKEN'>,
   deps: ShortenerDeps,
 ): Promise<App> {
   const clock = deps.clock ?? systemClock;
@@ -38,6 +39,7 @@ export async function buildApp(
     readiness: async () => {
       await deps.pool.query('SELECT 1');
     },
+    metrics: { token: config.METRICS_TOKEN, pools: { main: deps.pool } },
   });
 
   const memory = new MemoryCounterStore(clock);
@@ -47,8 +49,13 @@ export async function buildApp(
   const createLimiter = new FixedWindowLimiter(CREATE_LIMIT.max, CREATE_LIMIT.windowMs, store, clock);
   app.addHook('onClose', async () => memory.close());
 
-  const links = new LinkService(new LinkRepository(deps.pool), deps.generateCode ?? randomCode, (code) =>
-    app.hasRoute({ method: 'GET', url: `/${code}` }),
+  const { observeClickBatch } = installShortenerMetrics(app);
+  // Every GET route of the service (healthz, metrics) is a code never issued.
+  const links = new LinkService(
+    new LinkRepository(deps.pool),
+    deps.generateCode ?? randomCode,
+    (code) => app.hasRoute({ method: 'GET', url: `/${code}` }),
+    observeClickBatch,
   );
 
   // Rule 7: the API routes first, the catch-all redirect last.

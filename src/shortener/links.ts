@@ -85,8 +85,13 @@ export class LinkService {
     private readonly generateCode: CodeGenerator,
     /** Codes that are paths of the service itself (e.g. healthz) and must never be issued. */
     private readonly isReservedCode: (code: string) => boolean,
+    /** Told how many clicks each batch writes. */
+    observeClickBatch: (clicks: number) => void = () => {},
   ) {
-    this.clicks = new ClickCounter((codes, counts) => repo.addClicks(codes, counts));
+    this.clicks = new ClickCounter((codes, counts) => {
+      observeClickBatch(counts.reduce((sum, n) => sum + n, 0));
+      return repo.addClicks(codes, counts);
+    });
   }
 
   /** Inserts with a fresh code, retrying only on a duplicate code (rule 2). */

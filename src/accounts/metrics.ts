@@ -1,0 +1,55 @@
+import { Counter, Gauge, Histogram } from 'prom-client';
+import type { App } from '../kit/http.js';
+
+// The accounts service's own figures. Login outcomes are read from the answer
+// of the login route (401: a failure, 429: refused by the throttle), so the
+// route carries no metrics code; the email and address of an attempt are never
+// labels.
+
+const LOGIN_ROUTE = '/auth/login';
+
+/** What the gauges read from the password hasher when scraped. */
+export interface HasherState {
+  readonly queued: number;
+  readonly running: number;
+  observeWait: (seconds: number) => void;
+}
+
+export function installAccountsMetrics(app: App, hasher: HasherState): void {
+  const loginFailures = new Counter({
+    name: 'accounts_login_failures_total',
+    help: 'Logins refused for a wrong password or an unknown email (401).',
+    registers: [app.metrics],
+  });
+  const rateLimited = new Counter({
+    name: 'rate_limited_requests_total',
+    help: 'Requests refused with 429, by limiter (login_throttle: too many failed logins for the account or the address).',
+    labelNames: ['limiter'] as const,
+    registers: [app.metrics],
+  });
+  rateLimited.inc({ limiter: 'login_throttle' }, 0);
+
+  new Gauge({
+    name: 'accounts_bcrypt_jobs',
+    help: 'Password hashing jobs, by state: queued (waiting for a worker) or running.',
+    labelNames: ['state'] as const,
+    registers: [app.metrics],
+    collect() {
+      this.set({ state: 'queued' }, hasher.queued);
+      this.set({ state: 'running' }, hasher.running);
+    },
+  });
+  const wait = new Histogram({
+    name: 'accounts_bcrypt_wait_seconds',
+    help: 'Time a password hashing job waited for a worker before it started.',
+    buckets: [0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [app.metrics],
+  });
+  hasher.observeWait = (seconds) => wait.observe(seconds);
+
+  app.addHook('onResponse', async (request, reply) => {
+    if (request.routeOptions.url !== LOGIN_ROUTE) return;
+    if (reply.statusCode === 401) loginFailures.inc();
+    else if (reply.statusCode === 429) rateLimited.inc({ limiter: 'login_throttle' });
+  });
+}
