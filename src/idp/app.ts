@@ -61,6 +61,7 @@ export async function buildApp(config: IdpConfig, deps: IdpDeps): Promise<App> {
     signups: config.IDP_RATE_LIMIT_OTP,
     emailsSent: config.IDP_RATE_LIMIT_EMAIL_SENT,
     loginFailures: config.IDP_RATE_LIMIT_LOGIN_FAILURES,
+    ipv6Prefix: config.RATE_LIMIT_IPV6_PREFIX,
   });
 
   const auth = new AuthService(

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { rateLimitKey } from '../../kit/client-ip.js';
 import type { Clock } from '../../kit/clock.js';
 import { type CounterStore, FixedWindowLimiter } from '../../kit/rate-limit.js';
 import { authErrors } from './errors.js';
@@ -16,6 +17,8 @@ export interface AuthRateLimitSettings {
   emailsSent: number;
   /** Failed password sign-ins per account per 15 minutes. */
   loginFailures: number;
+  /** IPv6 clients are counted per network of this many leading bits. */
+  ipv6Prefix: number;
 }
 
 const FIVE_MINUTES = 5 * 60_000;
@@ -37,6 +40,7 @@ export class AuthRateLimits {
   private readonly signups: FixedWindowLimiter;
   private readonly emailsSent: FixedWindowLimiter;
   private readonly loginFailures: FixedWindowLimiter;
+  private readonly ipv6Prefix: number;
 
   /**
    * `storeFor` gives each limit its own counter store: the in-process store sweeps expired windows
@@ -47,17 +51,18 @@ export class AuthRateLimits {
     this.signups = new FixedWindowLimiter(settings.signups, FIVE_MINUTES, storeFor('signup'), clock);
     this.emailsSent = new FixedWindowLimiter(settings.emailsSent, HOUR, storeFor('email-sent'), clock);
     this.loginFailures = new FixedWindowLimiter(settings.loginFailures, FIFTEEN_MINUTES, storeFor('login-failures'), clock);
+    this.ipv6Prefix = settings.ipv6Prefix;
   }
 
   /** One request to POST /token from `ip`; throws 429 over_request_rate_limit past the limit. */
   async tokenRequest(ip: string): Promise<void> {
-    const decision = await this.tokenRequests.consume(ip);
+    const decision = await this.tokenRequests.consume(rateLimitKey(ip, this.ipv6Prefix));
     if (decision.limited) throw authErrors.overRequestRateLimit(Math.max(decision.retryAfterSeconds, 1));
   }
 
   /** One request to POST /signup from `ip`. */
   async signup(ip: string): Promise<void> {
-    const decision = await this.signups.consume(ip);
+    const decision = await this.signups.consume(rateLimitKey(ip, this.ipv6Prefix));
     if (decision.limited) throw authErrors.overRequestRateLimit(Math.max(decision.retryAfterSeconds, 1));
   }
 
