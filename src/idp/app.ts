@@ -4,6 +4,7 @@ import { Type } from '@sinclair/typebox';
 import { type Clock, systemClock } from '../kit/clock.js';
 import type { Pool } from '../kit/db.js';
 import { type App, createServer } from '../kit/http.js';
+import { httpSettings } from '../kit/http-limits.js';
 import { AuthRepository } from './auth/repository.js';
 import { authRoutes } from './auth/routes.js';
 import { AuthService } from './auth/service.js';
@@ -41,6 +42,7 @@ export async function buildApp(config: IdpConfig, deps: IdpDeps): Promise<App> {
       await deps.restPool.query('SELECT 1');
     },
     bodyLimit: 1024 * 1024,
+    http: httpSettings(config),
   });
 
   const auth = new AuthService(

@@ -2,6 +2,7 @@ import type { Writable } from 'node:stream';
 import { type Clock, systemClock } from '../kit/clock.js';
 import { HttpError } from '../kit/errors.js';
 import { type App, createServer } from '../kit/http.js';
+import { httpSettings } from '../kit/http-limits.js';
 import { installBearerAuth } from './bearer-auth.js';
 import type { NotesConfig } from './config.js';
 import { createIdentity } from './identity.js';
@@ -51,6 +52,7 @@ export async function buildApp(config: NotesConfig, deps: NotesDeps = {}): Promi
       if (!res.ok) throw new Error(`identity provider answered ${res.status}`);
     },
     notReadyMessage: 'Service not ready: identity provider unreachable',
+    http: httpSettings(config),
   });
 
   // The error handler answers these without logging; the reason behind a 5xx belongs in the log.
