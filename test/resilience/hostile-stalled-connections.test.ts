@@ -223,3 +223,90 @@ test('1,100 stalled connections under ulimit -n 1024: each answered and closed b
   assert.ok(readyAfter.ok && readyAfter.status === 200, 'ready again after the attack');
   assert.ok(descriptorsAfter !== null && descriptorsAfter < descriptorsAtRest + 50, `descriptors after: ${descriptorsAfter}, at rest: ${descriptorsAtRest}`);
 });
+
+test('descriptors run out for real (a cap set above ulimit -n): creates answer 503, never 500; /readyz says so; recovery without restart', async (t) => {
+  if (openFileLimitOfThisProcess() < STALLED + 400) {
+    t.skip(`the test process needs an open-file limit above ${STALLED + 400} (ulimit -n) to open ${STALLED} connections`);
+    return;
+  }
+  await ensureStopped(shortener);
+  // A misconfiguration the cap cannot save: the process takes connections until EMFILE.
+  shortener = await startShortener(db.url, {
+    trustProxy: '127.0.0.1',
+    openFileLimit: OPEN_FILE_LIMIT,
+    env: {
+      HTTP_HEADERS_TIMEOUT_MS: String(HEADERS_TIMEOUT_MS),
+      HTTP_REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS),
+      HTTP_MAX_CONNECTIONS: String(2 * OPEN_FILE_LIMIT),
+    },
+  });
+  const pid = shortener.child.pid!;
+  const ip = clientIps();
+  // Connections open before the attack: their requests reach the handlers, which need new
+  // database connections (the pool holds one), hence descriptors.
+  const pooled = { url: shortener.url, agent: keepAliveAgent(8) };
+  await Promise.all(Array.from({ length: 8 }, () => send(pooled, { path: '/healthz' })));
+  const code = await createLink(pooled, ip(1));
+
+  const attackStarted = performance.now();
+  const stalled = Array.from({ length: STALLED }, (_, i) => stall(shortener!.port, i % 2 === 0 ? 'body' : 'headers', ip(20_000 + i)));
+  const allClosed = () => stalled.every((s) => s.closedAt !== undefined);
+  // The requests go out once the stalled connections hold every descriptor.
+  await waitUntil(() => descriptorsOf(pid) >= OPEN_FILE_LIMIT - 2, 10_000, 'the open-file limit reached');
+  let peakDescriptors = 0;
+  const during: Record<string, number> = {};
+  const readyReasons: Record<string, number> = {};
+  let n = 0;
+  while (!allClosed() && performance.now() - attackStarted < REQUEST_TIMEOUT_MS + CLOSE_SLACK_MS) {
+    peakDescriptors = Math.max(peakDescriptors, descriptorsOf(pid));
+    const burst = await Promise.all([
+      ...Array.from({ length: 6 }, () =>
+        send(pooled, { method: 'POST', path: '/api/links', json: { url: `https://example.com/emfile/${n}` }, headers: { 'x-forwarded-for': ip(60_000 + n++) } }, 20_000),
+      ),
+      send(pooled, { path: `/${code}` }, 20_000),
+    ]);
+    burst.forEach((o, i) => {
+      const key = `${i < 6 ? 'create' : 'redirect'} ${o.ok ? o.status : o.error}`;
+      during[key] = (during[key] ?? 0) + 1;
+    });
+    const ready = await send(pooled, { path: '/readyz' }, 20_000);
+    const reason = ready.ok ? `${ready.status} ${(jsonOf(ready) as { message?: string; status?: string } | undefined)?.message ?? 'ready'}` : ready.error;
+    readyReasons[reason] = (readyReasons[reason] ?? 0) + 1;
+    await sleep(50);
+  }
+  for (const s of stalled) s.socket.destroy();
+
+  // Recovery: once descriptors are free again, the same process serves and becomes ready.
+  let readyAfterMs: number | null = null;
+  const recoveryStarted = performance.now();
+  await waitUntil(async () => {
+    const ready = await send({ url: shortener!.url, agent: false }, { path: '/readyz' });
+    return ready.ok && ready.status === 200;
+  }, 30_000, 'ready again')
+    .then(() => (readyAfterMs = performance.now() - recoveryStarted))
+    .catch(() => {});
+  const afterwards: Record<string, number> = {};
+  for (let i = 0; i < 5; i++) {
+    const create = await send({ url: shortener.url, agent: false }, { method: 'POST', path: '/api/links', json: { url: `https://example.com/recovered/${i}` }, headers: { 'x-forwarded-for': ip(90_000 + i) } });
+    const key = `create ${create.ok ? create.status : create.error}`;
+    afterwards[key] = (afterwards[key] ?? 0) + 1;
+  }
+  (pooled.agent as { destroy(): void }).destroy();
+
+  reportFigures(t, `${STALLED} stalled connections, cap above ulimit -n ${OPEN_FILE_LIMIT} (real EMFILE)`, {
+    traffic_during: during,
+    readyz_during: readyReasons,
+    descriptors_peak: peakDescriptors,
+    ready_again_after_ms: readyAfterMs === null ? null : round(readyAfterMs, 0),
+    traffic_after: afterwards,
+  });
+
+  const statuses = Object.keys(during);
+  assert.ok(!statuses.some((k) => / 500$/.test(k)), `500s during the attack: ${JSON.stringify(during)}`);
+  assert.ok(statuses.every((k) => /^(create (201|503)|redirect (302|503))$/.test(k)), `answers during the attack: ${JSON.stringify(during)}`);
+  assert.ok(statuses.includes('create 503'), `the process never ran out of descriptors: ${JSON.stringify(during)}`);
+  assert.ok(Object.keys(readyReasons).includes('503 Service not ready: out of file descriptors'), `readyz: ${JSON.stringify(readyReasons)}`);
+  assert.ok(shortener.child.exitCode === null && shortener.child.signalCode === null, 'the process survived');
+  assert.notEqual(readyAfterMs, null, 'ready again after the attack');
+  assert.deepEqual(afterwards, { 'create 201': 5 });
+});
