@@ -14,6 +14,7 @@ import { buildApp as buildShortener } from '../src/shortener/app.js';
 import { testConfig as accountsTestConfig } from './accounts-harness.js';
 import { freshDatabase, type TestDatabase } from './helpers/database.js';
 import { type RunningIdp, startIdp } from './helpers/idp.js';
+import { testLogLevel } from './helpers/log-audit.js';
 import { captureLogs, createCode, shortenerMigrations, shortenerTestConfig } from './helpers/shortener.js';
 
 type Headers = Record<string, string | string[] | number | undefined>;
@@ -84,7 +85,7 @@ describe('security headers on every service', () => {
   });
 
   it('notes: on health and a 401', async () => {
-    const config = loadConfig(notesConfig, { IDP_URL: idp.url, IDP_SECRET_KEY: idp.secretKey, IDP_PUBLISHABLE_KEY: idp.publishableKey, LOG_LEVEL: 'silent' });
+    const config = loadConfig(notesConfig, { IDP_URL: idp.url, IDP_SECRET_KEY: idp.secretKey, IDP_PUBLISHABLE_KEY: idp.publishableKey, LOG_LEVEL: testLogLevel('silent') });
     const app = await buildNotes(config);
     try {
       assertSecurityHeaders((await app.inject({ method: 'GET', url: '/healthz' })).headers, 'notes 200');
@@ -126,7 +127,7 @@ describe('security headers on every service', () => {
 
 describe('/docs under its own policy, HSTS only when configured', () => {
   async function kitApp(http: { hstsMaxAge?: number } = {}): Promise<App> {
-    return createServer({ title: 'headers', logLevel: 'silent', errorBody: statusEnvelope, readiness: async () => {}, http });
+    return createServer({ title: 'headers', logLevel: testLogLevel('silent'), errorBody: statusEnvelope, readiness: async () => {}, http });
   }
 
   it('the Swagger UI page loads: its policy allows its own scripts and styles, and every asset it names is served', async () => {
@@ -201,7 +202,7 @@ describe('credentials in query strings never reach the logs', () => {
 
   it('every logged URL has their values replaced by [redacted]; other parameters stay', async () => {
     const logs = captureLogs();
-    const app = await createServer({ title: 'redact', logLevel: 'info', logStream: logs.stream, errorBody: statusEnvelope, readiness: async () => {} });
+    const app = await createServer({ title: 'redact', logLevel: testLogLevel('info'), logStream: logs.stream, errorBody: statusEnvelope, readiness: async () => {} });
     try {
       await app.inject({ method: 'GET', url: `/healthz${query}` });
       await app.inject({ method: 'GET', url: `/nowhere${query}` });
@@ -224,7 +225,7 @@ describe('credentials in query strings never reach the logs', () => {
 
   it('a service (the shortener) logs its requests the same way', async () => {
     const logs = captureLogs();
-    const app = await buildShortener(shortenerTestConfig({ LOG_LEVEL: 'info' }), { pool: shortenerPool, logStream: logs.stream });
+    const app = await buildShortener(shortenerTestConfig({ LOG_LEVEL: testLogLevel('info') }), { pool: shortenerPool, logStream: logs.stream });
     try {
       await app.inject({ method: 'GET', url: `/api/links/nope${query}` });
       const text = logs.text();
