@@ -4,6 +4,7 @@ import type { Redis } from 'ioredis';
 import { type Clock, systemClock } from '../kit/clock.js';
 import type { Pool } from '../kit/db.js';
 import { type App, createServer, statusEnvelope } from '../kit/http.js';
+import { type HttpVariable, httpSettings } from '../kit/http-limits.js';
 import { type CounterStore, MemoryCounterStore, RedisCounterStore } from '../kit/rate-limit.js';
 import { authenticated } from './auth.js';
 import type { AccountsConfig } from './config.js';
@@ -28,7 +29,7 @@ export interface AccountsDeps {
   logStream?: Writable;
 }
 
-export type AccountsAppConfig = Pick<AccountsConfig, 'JWT_SECRET' | 'JWT_EXPIRES_IN' | 'LOG_LEVEL' | 'TRUST_PROXY' | 'METRICS_TOKEN'>;
+export type AccountsAppConfig = Pick<AccountsConfig, 'JWT_SECRET' | 'JWT_EXPIRES_IN' | 'LOG_LEVEL' | 'TRUST_PROXY' | 'METRICS_TOKEN' | HttpVariable>;
 
 export async function buildApp(config: AccountsAppConfig, deps: AccountsDeps): Promise<App> {
   const clock = deps.clock ?? systemClock;
@@ -39,6 +40,7 @@ export async function buildApp(config: AccountsAppConfig, deps: AccountsDeps): P
     logStream: deps.logStream,
     trustProxy: config.TRUST_PROXY,
     errorBody: statusEnvelope,
+    http: httpSettings(config),
     readiness: async () => {
       await deps.pool.query('SELECT 1');
     },

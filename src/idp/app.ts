@@ -7,6 +7,7 @@ import type { Pool } from '../kit/db.js';
 import { type App, createServer } from '../kit/http.js';
 import { type CounterStore, MemoryCounterStore, RedisCounterStore } from '../kit/rate-limit.js';
 import { AuthRateLimits } from './auth/rate-limits.js';
+import { httpSettings } from '../kit/http-limits.js';
 import { AuthRepository } from './auth/repository.js';
 import { authRoutes } from './auth/routes.js';
 import { AuthService } from './auth/service.js';
@@ -47,6 +48,7 @@ export async function buildApp(config: IdpConfig, deps: IdpDeps): Promise<App> {
     },
     bodyLimit: 1024 * 1024,
     metrics: { token: config.METRICS_TOKEN, pools: { auth: deps.pool, rest: deps.restPool } },
+    http: httpSettings(config),
   });
 
   const counterStores: MemoryCounterStore[] = [];

@@ -2,6 +2,7 @@
 // parsed and validated in one place, and nothing else reads process.env.
 
 import { DEFAULT_IPV6_PREFIX } from './client-ip.js';
+import { DEFAULT_HTTP_LIMITS, defaultMaxConnections } from './http-limits.js';
 
 export class ConfigError extends Error {
   constructor(
@@ -105,6 +106,23 @@ export const connectionUrl = <O extends Opts<string>>(protocols: string[], opts:
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
+/**
+ * How long and how many connections a service's HTTP server holds, and whether
+ * it sends HSTS. Every service reads these (createServer applies them).
+ */
+export const httpVars = () => ({
+  /** Deadline for a request's header section, from its first byte; a slower client gets 408 and is closed. */
+  HTTP_HEADERS_TIMEOUT_MS: int({ default: DEFAULT_HTTP_LIMITS.headersTimeoutMs, min: 1000, max: 600_000 }),
+  /** Deadline for a whole request, headers and body; a stalled body gets 408 and the connection is closed. */
+  HTTP_REQUEST_TIMEOUT_MS: int({ default: DEFAULT_HTTP_LIMITS.requestTimeoutMs, min: 1000, max: 3_600_000 }),
+  /** How long an idle keep-alive connection stays open; above common load balancers' 60 s, so they close first. */
+  HTTP_KEEP_ALIVE_TIMEOUT_MS: int({ default: DEFAULT_HTTP_LIMITS.keepAliveTimeoutMs, min: 1000, max: 600_000 }),
+  /** Open connections per process; beyond them a new connection is answered 503 and closed. */
+  HTTP_MAX_CONNECTIONS: int({ default: () => defaultMaxConnections(), min: 1, max: 1_000_000 }),
+  /** Strict-Transport-Security max-age in seconds; 0 (the default) sends no HSTS header. */
+  HSTS_MAX_AGE: int({ default: 0, min: 0, max: 63_072_000 }),
+});
+
 /** Variables every service has. */
 export const commonVars = (defaultPort: number) => ({
   PORT: int({ default: defaultPort, min: 0, max: 65535 }),
@@ -123,6 +141,7 @@ export const commonVars = (defaultPort: number) => ({
   RATE_LIMIT_IPV6_PREFIX: int({ default: DEFAULT_IPV6_PREFIX, min: 1, max: 128 }),
   /** When set, GET /metrics needs `Authorization: Bearer <token>`; unset, it answers loopback clients only. */
   METRICS_TOKEN: str({ minBytes: 16 }),
+  ...httpVars(),
 });
 
 /**

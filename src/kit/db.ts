@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import pg from 'pg';
+import { cameFromRequestStream } from './request-stream.js';
 
 // bigint (int8) and numeric come back as strings by default; every count in
 // this project fits a JS number, so parse int8 once, here.
@@ -87,6 +88,9 @@ export function isUniqueViolation(err: unknown, constraint?: string): boolean {
 export function isDatabaseUnavailable(err: unknown): boolean {
   const e = err as { code?: string; message?: string } | null;
   if (!e) return false;
+  // A client that closes its connection mid-body makes its request stream fail with
+  // ECONNRESET too; that error never came from a database connection.
+  if (cameFromRequestStream(err)) return false;
   if (typeof e.code === 'string') {
     // 57P01..57P03: admin shutdown, crash shutdown, cannot connect now; 08xxx: connection exceptions;
     // 53300: too many connections; 57014: statement timeout (a stuck server looks the same to a client).

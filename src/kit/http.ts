@@ -9,10 +9,22 @@ import { Ajv, type Options as AjvOptions } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type RawServerDefault } from 'fastify';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { classifyError, descriptorsExhaustedRecently, isDescriptorExhaustion, noteDescriptorExhaustion } from './classify-error.js';
 import type { LogLevel } from './config.js';
-import { isDatabaseUnavailable } from './db.js';
 import { HttpError, badRequest } from './errors.js';
 import { installMetrics, type MetricsOptions } from './metrics.js';
+import {
+  capConnections,
+  DEADLINE_CHECK_INTERVAL_MS,
+  DEFAULT_HTTP_LIMITS,
+  defaultMaxConnections,
+  type HttpLimits,
+  type HttpSettings,
+  rawHttpResponse,
+} from './http-limits.js';
+import { serializeRequest } from './log-redaction.js';
+import { watchRequestStream } from './request-stream.js';
+import { docsContentSecurityPolicy, registerSecurityHeaders } from './security-headers.js';
 
 export type App = FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger, TypeBoxTypeProvider>;
 
@@ -43,6 +55,8 @@ export interface ServerOptions {
   bodyLimit?: number;
   /** GET /metrics: its protection and what it reports beyond requests (see metrics.ts). */
   metrics?: MetricsOptions;
+  /** Timeouts, connection cap, HSTS: the common HTTP variables (httpSettings(config)); defaults otherwise. */
+  http?: HttpSettings;
 }
 
 // Anything that can carry a credential is removed from log lines wherever it appears.
@@ -91,12 +105,32 @@ function parseTrustProxy(value: string | undefined): string[] | false {
  * It never listens: server.ts does, so tests drive the same app with inject.
  */
 export async function createServer(opts: ServerOptions): Promise<App> {
+  const limits: HttpLimits = {
+    ...DEFAULT_HTTP_LIMITS,
+    maxConnections: defaultMaxConnections(),
+    ...definedOnly(opts.http ?? {}),
+  };
   const app = Fastify({
     logger: {
       level: opts.logLevel ?? 'info',
       redact: { paths: REDACT, censor: '[redacted]' },
+      // Query strings may carry credentials (?apikey=…): logged URLs are redacted.
+      serializers: { req: serializeRequest },
       ...(opts.logStream ? { stream: opts.logStream } : {}),
     },
+    // Node's deadlines, absolute from a request's first byte, so a client that
+    // trickles bytes cannot extend them. A header deadline above the request
+    // deadline would mean nothing: Node would swap them.
+    http: {
+      headersTimeout: Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs),
+      requestTimeout: limits.requestTimeoutMs,
+      connectionsCheckingInterval: DEADLINE_CHECK_INTERVAL_MS,
+    },
+    requestTimeout: limits.requestTimeoutMs,
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
+    // No connectionTimeout (an inactivity timeout on the socket): it would also
+    // cut a request whose handler is still working (waiting on the database up
+    // to its query timeout) without an answer; the deadlines above cover clients.
     bodyLimit: opts.bodyLimit ?? 64 * 1024,
     trustProxy: parseTrustProxy(opts.trustProxy),
     // No requestIdHeader: with one, Fastify takes the header as is and never calls
@@ -119,16 +153,16 @@ export async function createServer(opts: ServerOptions): Promise<App> {
     // Requests the HTTP parser refuses (bad Content-Length, broken request
     // line, oversized headers): an enveloped answer, and the connection is
     // closed, as the client must be told since the socket is destroyed after.
+    // A request past its header or request deadline arrives here too (408).
     clientErrorHandler: (err, socket) => {
       const code = (err as NodeJS.ErrnoException).code;
       if (code === 'ECONNRESET' || socket.destroyed) return;
       const status = code === 'HPE_HEADER_OVERFLOW' ? 431 : code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
-      const body = JSON.stringify(opts.errorBody(status, STATUS_CODES[status] ?? 'Bad Request'));
-      if (socket.writable) {
-        socket.write(
-          `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-            `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-        );
+      if (status === 408) app.log.info({ remoteAddress: socket.remoteAddress }, 'request not complete by its deadline: 408, connection closed');
+      // Once a response has begun on this socket, another one would corrupt it.
+      const answering = (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent === true;
+      if (socket.writable && !answering) {
+        socket.write(rawHttpResponse(status, opts.errorBody(status, STATUS_CODES[status] ?? 'Bad Request')));
       }
       socket.destroy();
     },
@@ -136,6 +170,18 @@ export async function createServer(opts: ServerOptions): Promise<App> {
     // told to close the connection) rather than refused with a bare 503.
     return503OnClosing: false,
   }).withTypeProvider<TypeBoxTypeProvider>();
+
+  const connections = capConnections(app.server, limits.maxConnections, () =>
+    rawHttpResponse(503, opts.errorBody(503, 'Too many connections, try again shortly'), { 'Retry-After': '1' }),
+  );
+  // Accepting a connection fails with EMFILE when descriptors run out (libuv
+  // usually absorbs it; when it does not, an unhandled server error would end
+  // the process). /readyz reports it for a while.
+  app.server.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.syscall !== 'accept') return;
+    if (isDescriptorExhaustion(err)) noteDescriptorExhaustion();
+    app.log.warn({ err: { message: err.message, code: err.code } }, 'could not accept a connection');
+  });
 
   // Bodies are validated strictly (a number is not a string); query strings and
   // path params arrive as text, so those are coerced to the declared types.
@@ -171,6 +217,12 @@ export async function createServer(opts: ServerOptions): Promise<App> {
     closing = true;
   });
 
+  // Before anything reads the body: an error of the request stream is then known to be the client's.
+  app.addHook('onRequest', (request, _reply, done) => {
+    watchRequestStream(request.raw);
+    done();
+  });
+
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-request-id', request.id);
     if (closing) reply.header('connection', 'close');
@@ -190,29 +242,41 @@ export async function createServer(opts: ServerOptions): Promise<App> {
       void reply.code(400).send(opts.errorBody(400, fe.message));
       return;
     }
-    if (isDatabaseUnavailable(err)) {
-      request.log.warn({ err: { message: err.message, code: (err as { code?: string }).code } }, 'database unavailable');
-      void reply.code(503).header('retry-after', '1').send(opts.errorBody(503, 'Service temporarily unavailable, try again shortly'));
-      return;
+    const kind = classifyError(err);
+    switch (kind.kind) {
+      case 'client-gone': {
+        // Nobody reads this answer; the status only closes the request's log line.
+        request.log.info('client closed the connection before the request was complete');
+        const status = fe.statusCode && fe.statusCode >= 400 && fe.statusCode < 500 ? fe.statusCode : 400;
+        void reply.code(status).send(opts.errorBody(status, 'Request not complete'));
+        return;
+      }
+      case 'client-error':
+        // Fastify's own client errors (bad JSON, 413, 415) have safe messages.
+        void reply.code(kind.status).send(opts.errorBody(kind.status, fe.message));
+        return;
+      case 'unavailable':
+        request.log.warn(
+          { err: { message: err.message, code: (err as { code?: string }).code } },
+          kind.cause === 'database' ? 'database unavailable' : 'out of file descriptors',
+        );
+        void reply.code(503).header('retry-after', '1').send(opts.errorBody(503, 'Service temporarily unavailable, try again shortly'));
+        return;
+      case 'internal':
+        request.log.error({ err }, 'unhandled error');
+        void reply.code(500).send(opts.errorBody(500, 'Internal Server Error'));
     }
-    const status = fe.statusCode && fe.statusCode >= 400 && fe.statusCode < 500 ? fe.statusCode : 500;
-    if (status < 500) {
-      // Fastify's own client errors (bad JSON, 413, 415) have safe messages.
-      void reply.code(status).send(opts.errorBody(status, fe.message));
-      return;
-    }
-    request.log.error({ err }, 'unhandled error');
-    void reply.code(500).send(opts.errorBody(500, 'Internal Server Error'));
   });
 
   installMetrics(app, opts.errorBody, opts.metrics);
+  await registerSecurityHeaders(app, { hstsMaxAge: opts.http?.hstsMaxAge });
 
   await app.register(swagger, {
     openapi: {
       info: { title: opts.title, description: opts.description, version: opts.version ?? '1.0.0' },
     },
   });
-  await app.register(swaggerUi, { routePrefix: '/docs' });
+  await app.register(swaggerUi, { routePrefix: '/docs', staticCSP: true, transformStaticCSP: docsContentSecurityPolicy });
 
   const Health = Type.Object({ status: Type.String() });
   app.get('/healthz', { schema: { tags: ['health'], response: { 200: Health } } }, async () => ({ status: 'ok' }));
@@ -220,6 +284,17 @@ export async function createServer(opts: ServerOptions): Promise<App> {
     '/readyz',
     { schema: { tags: ['health'], response: { 200: Health, 503: Type.Object({}, { additionalProperties: true }) } } },
     async (request, reply) => {
+      // Saturation first: a readiness check of the database would itself need a descriptor.
+      const saturated =
+        connections.open() >= connections.max
+          ? 'Service not ready: at its connection limit'
+          : descriptorsExhaustedRecently()
+            ? 'Service not ready: out of file descriptors'
+            : undefined;
+      if (saturated) {
+        request.log.warn({ connections: connections.open(), max: connections.max }, saturated);
+        return reply.code(503).header('retry-after', '1').send(opts.errorBody(503, saturated));
+      }
       try {
         await opts.readiness();
         return { status: 'ready' };
@@ -231,4 +306,10 @@ export async function createServer(opts: ServerOptions): Promise<App> {
   );
 
   return app;
+}
+
+/** The settings given, without the ones left undefined (which keep their defaults). */
+function definedOnly(settings: HttpSettings): Partial<HttpLimits> {
+  const { hstsMaxAge: _hsts, ...limits } = settings;
+  return Object.fromEntries(Object.entries(limits).filter(([, value]) => value !== undefined)) as Partial<HttpLimits>;
 }

@@ -3,6 +3,7 @@ import { type Clock, systemClock } from '../kit/clock.js';
 import { HttpError } from '../kit/errors.js';
 import { type App, createServer } from '../kit/http.js';
 import { createMetricsRegistry } from '../kit/metrics.js';
+import { httpSettings } from '../kit/http-limits.js';
 import { installBearerAuth } from './bearer-auth.js';
 import type { NotesConfig } from './config.js';
 import { createIdentity } from './identity.js';
@@ -57,6 +58,7 @@ export async function buildApp(config: NotesConfig, deps: NotesDeps = {}): Promi
     },
     notReadyMessage: 'Service not ready: identity provider unreachable',
     metrics: { token: config.METRICS_TOKEN, registry: metrics },
+    http: httpSettings(config),
   });
 
   // The error handler answers these without logging; the reason behind a 5xx belongs in the log.

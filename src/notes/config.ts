@@ -1,8 +1,8 @@
-import { commonVars, type ConfigOf, httpUrl, int, oneOf, str } from '../kit/config.js';
+import { commonVars, type ConfigOf, httpUrl, httpVars, int, oneOf, str } from '../kit/config.js';
 
 // Notes keeps no database of its own: every row lives behind the identity
-// provider's REST API. So only the listening and logging parts of the common
-// variables apply; DATABASE_URL and DATA_DIR are deliberately not part of it.
+// provider's REST API. So only the listening, logging and HTTP parts of the
+// common variables apply; DATABASE_URL and DATA_DIR are deliberately not part of it.
 const { PORT, HOST, LOG_LEVEL, TRUST_PROXY, METRICS_TOKEN } = commonVars(9999);
 
 export const TOKEN_VERIFICATION_MODES = ['remote', 'local'] as const;
@@ -14,6 +14,7 @@ export const notesConfig = {
   LOG_LEVEL,
   TRUST_PROXY,
   METRICS_TOKEN,
+  ...httpVars(),
   /** Base URL of the Supabase-compatible provider, e.g. https://<ref>.supabase.co or http://127.0.0.1:54321. */
   IDP_URL: httpUrl({ required: true }),
   /** Used only to check access tokens (GET /auth/v1/user); never for notes. */

@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis';
 import { type Clock, systemClock } from '../kit/clock.js';
 import type { Pool } from '../kit/db.js';
 import { type App, createServer, statusEnvelope } from '../kit/http.js';
+import { type HttpVariable, httpSettings } from '../kit/http-limits.js';
 import { type CounterStore, FixedWindowLimiter, MemoryCounterStore, RedisCounterStore } from '../kit/rate-limit.js';
 import { type CodeGenerator, randomCode } from './codes.js';
 import type { ShortenerConfig } from './config.js';
@@ -25,7 +26,7 @@ export interface ShortenerDeps {
 }
 
 export async function buildApp(
-  config: Pick<ShortenerConfig, 'BASE_URL' | 'LOG_LEVEL' | 'TRUST_PROXY' | 'RATE_LIMIT_IPV6_PREFIX' | 'METRICS_TOKEN'>,
+  config: Pick<ShortenerConfig, 'BASE_URL' | 'LOG_LEVEL' | 'TRUST_PROXY' | 'RATE_LIMIT_IPV6_PREFIX' | 'METRICS_TOKEN' | HttpVariable>,
   deps: ShortenerDeps,
 ): Promise<App> {
   const clock = deps.clock ?? systemClock;
@@ -36,6 +37,7 @@ export async function buildApp(
     logStream: deps.logStream,
     trustProxy: config.TRUST_PROXY,
     errorBody: statusEnvelope,
+    http: httpSettings(config),
     readiness: async () => {
       await deps.pool.query('SELECT 1');
     },

@@ -1,6 +1,7 @@
 // A real idp for tests: its own freshly migrated database, real HTTP on a free port, fixed keys.
 // Used by the idp's own tests and by the notes service's tests.
 import { generateKeyPairSync } from 'node:crypto';
+import type { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { type Clock, systemClock } from '../../src/kit/clock.js';
@@ -45,7 +46,7 @@ const idpMigrationsDir = fileURLToPath(new URL('../../src/idp/migrations', impor
 const appMigrationsDir = fileURLToPath(new URL('../../supabase/migrations', import.meta.url));
 
 export async function startIdp(
-  opts: { autoconfirm?: boolean; jwtExpirySeconds?: number; clock?: Clock; env?: Record<string, string> } = {},
+  opts: { autoconfirm?: boolean; jwtExpirySeconds?: number; clock?: Clock; env?: Record<string, string>; logStream?: Writable } = {},
 ): Promise<RunningIdp> {
   const idpMigrations = await readMigrations(idpMigrationsDir);
   const appMigrations = await readMigrations(appMigrationsDir);
@@ -75,7 +76,7 @@ export async function startIdp(
   });
   let idp: Awaited<ReturnType<typeof openIdp>>;
   try {
-    idp = await openIdp(config, { databaseUrl: db.url, clock: opts.clock ?? systemClock });
+    idp = await openIdp(config, { databaseUrl: db.url, clock: opts.clock ?? systemClock, logStream: opts.logStream });
   } catch (err) {
     await db.drop().catch(() => {});
     throw err;

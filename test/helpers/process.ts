@@ -35,10 +35,15 @@ export interface ServiceProcess {
 export async function startServiceProcess(
   entry: string,
   env: Record<string, string>,
-  opts: { port?: number; keepOutput?: number } = {},
+  opts: { port?: number; keepOutput?: number; openFileLimit?: number } = {},
 ): Promise<ServiceProcess> {
   const port = opts.port ?? (await freePort());
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, entry)], {
+  const argv = [process.execPath, '--import', 'tsx', path.join(root, entry)];
+  // A lower open-file limit (ulimit -n) for tests of descriptor exhaustion; exec keeps
+  // the pid, so signals still reach node itself.
+  const [command, ...args] =
+    opts.openFileLimit === undefined ? argv : ['bash', '-c', `ulimit -n ${Math.trunc(opts.openFileLimit)} && exec "$@"`, 'bash', ...argv];
+  const child = spawn(command!, args, {
     cwd: root,
     env: { ...process.env, LOG_LEVEL: testLogLevel('warn'), ...env, PORT: String(port), HOST: '127.0.0.1' },
     stdio: ['ignore', 'pipe', 'pipe'],

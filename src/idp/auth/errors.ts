@@ -1,4 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { classifyError } from '../../kit/classify-error.js';
 
 // GoTrue's error catalog: stable snake_case codes, each with its HTTP status. supabase-js surfaces
 // `error.code` only when the response echoes `X-Supabase-Api-Version`, so the envelope depends on
@@ -56,11 +57,38 @@ export function sendAuthError(request: FastifyRequest, reply: FastifyReply, err:
   }
   reply.code(err.status).header('x-sb-error-code', err.code);
   if (err instanceof TooManyRequestsError) reply.header('retry-after', String(err.retryAfterSeconds));
+  if (err.status === 503) reply.header('retry-after', '1');
   if (requestedApiVersion(request) !== null) {
     return reply.header('X-Supabase-Api-Version', API_VERSION).send({ code: err.code, message: err.message, ...err.extra });
   }
   // Clients that predate the versioned API read `error_code` and `msg`.
   return reply.send({ code: err.status, error_code: err.code, msg: err.message, ...err.extra });
+}
+
+/**
+ * An error that is not one of the catalog's, in GoTrue's terms. The kit's
+ * classification decides the status, as for every service; the cause of a 5xx
+ * goes to the log, never to the client.
+ */
+export function unexpectedAuthError(request: FastifyRequest, err: Error): AuthError {
+  const kind = classifyError(err);
+  const status = (err as { statusCode?: number }).statusCode;
+  switch (kind.kind) {
+    case 'client-gone':
+      request.log.info('client closed the connection before the request was complete');
+      return new AuthError(status && status < 500 ? status : 400, 'validation_failed', 'Request not complete');
+    case 'client-error':
+      return new AuthError(kind.status, 'validation_failed', err.message);
+    case 'unavailable':
+      request.log.warn(
+        { err: { message: err.message, code: (err as { code?: string }).code } },
+        kind.cause === 'database' ? 'database unavailable' : 'out of file descriptors',
+      );
+      return new AuthError(503, 'unexpected_failure', 'Service temporarily unavailable');
+    case 'internal':
+      request.log.error({ err }, 'unhandled error');
+      return authErrors.unexpected();
+  }
 }
 
 // The catalog, named after GoTrue's codes so the route code reads like the reference.

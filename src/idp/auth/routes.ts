@@ -1,9 +1,8 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyError } from 'fastify';
 import type { App } from '../../kit/http.js';
-import { isDatabaseUnavailable } from '../../kit/db.js';
 import { InvalidJsonBody, acceptOptionalJsonBodies } from '../json-body.js';
-import { AuthError, OAuthError, authErrors, sendAuthError } from './errors.js';
+import { AuthError, OAuthError, authErrors, sendAuthError, unexpectedAuthError } from './errors.js';
 import type { AuthRateLimits } from './rate-limits.js';
 import { AuthErrorSchema, TokenResponseSchema, UserSchema, authErrorResponses } from './schemas.js';
 import type { AuthService } from './service.js';
@@ -64,15 +63,7 @@ export async function authRoutes(scope: App, opts: { auth: AuthService; limits: 
       const problem = fe.validationContext === 'body' ? authErrors.badJson(fe.message) : authErrors.validation(fe.message);
       return sendAuthError(request, reply, problem);
     }
-    if (fe.statusCode && fe.statusCode >= 400 && fe.statusCode < 500) {
-      return sendAuthError(request, reply, new AuthError(fe.statusCode, 'validation_failed', fe.message));
-    }
-    if (isDatabaseUnavailable(err)) {
-      request.log.warn({ err: { message: err.message } }, 'database unavailable');
-      return sendAuthError(request, reply, new AuthError(503, 'unexpected_failure', 'Service temporarily unavailable'));
-    }
-    request.log.error({ err }, 'unhandled error');
-    return sendAuthError(request, reply, authErrors.unexpected());
+    return sendAuthError(request, reply, unexpectedAuthError(request, err));
   });
 
   scope.post(

@@ -1,4 +1,4 @@
-import { isDatabaseUnavailable } from '../../kit/db.js';
+import { classifyError } from '../../kit/classify-error.js';
 import { RestQueryError } from './query.js';
 
 // PostgREST's mapping from SQLSTATE to HTTP status (Error.hs), for errors the client caused.
@@ -38,7 +38,8 @@ export const restErrors = {
 /** The client-facing error for a failure of a REST request's transaction; never leaks a 5xx's cause. */
 export function toRestError(err: unknown, role: string): { error: RestQueryError; expected: boolean } {
   if (err instanceof RestQueryError) return { error: err, expected: true };
-  if (isDatabaseUnavailable(err)) return { error: restErrors.unavailable(), expected: false };
+  // The kit decides what is an outage (database, pool, file descriptors), as for every service.
+  if (classifyError(err).kind === 'unavailable') return { error: restErrors.unavailable(), expected: false };
   const e = err as DbError | null;
   const code = typeof e?.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code) ? e.code : null;
   if (code === null || serverSide(code)) return { error: restErrors.internal(), expected: false };

@@ -4,6 +4,7 @@ import type { Pool } from '../../kit/db.js';
 import type { App } from '../../kit/http.js';
 import { InvalidJsonBody, acceptOptionalJsonBodies } from '../json-body.js';
 import type { SigningKeys } from '../keys.js';
+import { classifyError } from '../../kit/classify-error.js';
 import { restErrors, toRestError } from './errors.js';
 import { RestQueryError, type SqlQuery, type TableInfo, buildDelete, buildInsert, buildSelect, buildUpdate, parseSelect } from './query.js';
 import { OBJECT_MEDIA_TYPE, type Preferences, parsePrefer, requestIdentity, wantsSingleObject } from './request.js';
@@ -41,6 +42,7 @@ type Method = 'GET' | 'HEAD' | 'POST' | 'PATCH' | 'DELETE';
 
 function sendRestError(reply: FastifyReply, error: RestQueryError): FastifyReply {
   reply.code(error.status).header('content-type', JSON_TYPE).header('proxy-status', `PostgREST; error=${error.code}`);
+  if (error.status === 503) reply.header('retry-after', '1');
   if (error.code === 'PGRST301' || error.code === 'PGRST303') {
     reply.header('www-authenticate', `Bearer error="invalid_token", error_description="${error.message}"`);
   }
@@ -84,11 +86,15 @@ export async function restRoutes(scope: App, opts: { pool: Pool; schema: SchemaC
   scope.setErrorHandler((err: FastifyError | Error, request, reply) => {
     if (err instanceof InvalidJsonBody) return sendRestError(reply, restErrors.invalidBody(err.message));
     const fe = err as FastifyError;
-    if (fe.statusCode && fe.statusCode >= 400 && fe.statusCode < 500) {
-      return sendRestError(reply, new RestQueryError(fe.statusCode, 'PGRST102', fe.message));
+    const kind = classifyError(err);
+    if (kind.kind === 'client-gone') {
+      request.log.info('client closed the connection before the request was complete');
+      return sendRestError(reply, new RestQueryError(fe.statusCode && fe.statusCode < 500 ? fe.statusCode : 400, 'PGRST102', 'Request not complete'));
     }
+    if (kind.kind === 'client-error') return sendRestError(reply, new RestQueryError(kind.status, 'PGRST102', fe.message));
     const { error } = toRestError(err, 'anon');
-    request.log.error({ err }, 'unhandled error');
+    if (kind.kind === 'unavailable') request.log.warn({ err: { message: err.message, code: (err as { code?: string }).code } }, 'database unavailable');
+    else request.log.error({ err }, 'unhandled error');
     return sendRestError(reply, error);
   });
 

@@ -19,6 +19,8 @@ export interface ProcessOptions {
   port?: number;
   /** Extra variables, e.g. NODE_OPTIONS for the soak's memory probe. */
   env?: Record<string, string>;
+  /** The process's open-file limit (ulimit -n). */
+  openFileLimit?: number;
 }
 
 export function startShortener(databaseUrl: string, opts: ProcessOptions & { redisUrl?: string; trustProxy?: string } = {}): Promise<ServiceProcess> {
@@ -32,7 +34,7 @@ export function startShortener(databaseUrl: string, opts: ProcessOptions & { red
       BASE_URL: 'https://sho.rt',
       ...opts.env,
     },
-    { port: opts.port },
+    { port: opts.port, openFileLimit: opts.openFileLimit },
   );
 }
 

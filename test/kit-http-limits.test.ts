@@ -1,0 +1,262 @@
+// Deadlines, the connection cap and the classification of failures that are
+// nobody's bug (a client gone mid-body, a database out of reach, a pool with
+// no free connection, a process out of file descriptors), on createServer
+// listening on real sockets, with real PostgreSQL pools.
+import assert from 'node:assert/strict';
+import type { IncomingMessage } from 'node:http';
+import { PassThrough } from 'node:stream';
+import type { AddressInfo } from 'node:net';
+import net from 'node:net';
+import { after, describe, it } from 'node:test';
+import { Type } from '@sinclair/typebox';
+import { classifyError, descriptorsExhaustedRecently } from '../src/kit/classify-error.js';
+import { createPool, isDatabaseUnavailable, type Pool } from '../src/kit/db.js';
+import { watchRequestStream } from '../src/kit/request-stream.js';
+import { type App, createServer, statusEnvelope } from '../src/kit/http.js';
+import type { HttpSettings } from '../src/kit/http-limits.js';
+import { adminUrl } from './helpers/database.js';
+import { testLogLevel } from './helpers/log-audit.js';
+import { freePort } from './helpers/process.js';
+import { captureLogs } from './helpers/shortener.js';
+
+const pools: Pool[] = [];
+after(async () => {
+  await Promise.all(pools.map((p) => p.end().catch(() => {})));
+});
+
+async function listening(http: HttpSettings, routes: (app: App) => void = () => {}) {
+  const logs = captureLogs();
+  const app = await createServer({ title: 'limits', logLevel: testLogLevel('info'), logStream: logs.stream, errorBody: statusEnvelope, readiness: async () => {}, http });
+  app.post('/echo', { schema: { body: Type.Object({ name: Type.String() }) } }, async (request) => request.body);
+  routes(app);
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const { port } = app.server.address() as AddressInfo;
+  return { app, logs, port, url: `http://127.0.0.1:${port}` };
+}
+
+/** Sends `text` on a raw connection and resolves with everything received once the server closes it. */
+function rawExchange(port: number, text: string, timeoutMs = 20_000): Promise<{ answer: string; closedAfterMs: number }> {
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    const socket = net.connect(port, '127.0.0.1', () => socket.write(text));
+    let answer = '';
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`the server did not close the connection within ${timeoutMs} ms; received: ${answer}`));
+    }, timeoutMs);
+    socket.on('data', (d) => (answer += d.toString()));
+    socket.on('error', () => {});
+    socket.on('close', () => {
+      clearTimeout(timer);
+      resolve({ answer, closedAfterMs: performance.now() - started });
+    });
+  });
+}
+
+function parseRaw(answer: string): { status: number; head: string; body: unknown } {
+  const [head, body] = answer.split('\r\n\r\n');
+  return { status: Number(/^HTTP\/1\.1 (\d{3})/.exec(head!)?.[1]), head: head!, body: body ? JSON.parse(body) : undefined };
+}
+
+/** A connection that is open (and counted by the server) once this resolves. */
+function openConnection(port: number): Promise<net.Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(port, '127.0.0.1', () => resolve(socket));
+    socket.on('error', reject);
+  });
+}
+
+const waitFor = async (check: () => boolean, what: string, ms = 10_000) => {
+  const started = Date.now();
+  while (!check()) {
+    if (Date.now() - started > ms) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+};
+
+describe('request deadlines', () => {
+  it('a body that stalls gets a 408 envelope at the request deadline and its connection is closed', async () => {
+    const { app, logs, port } = await listening({ headersTimeoutMs: 1000, requestTimeoutMs: 1000 });
+    try {
+      const { answer } = await rawExchange(
+        port,
+        'POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"name":',
+      );
+      const { status, head, body } = parseRaw(answer);
+      assert.equal(status, 408, answer);
+      assert.match(head, /\r\nConnection: close/i);
+      assert.deepEqual(body, { status: 408, response: 'Request Timeout', message: 'Request Timeout' });
+      // The stream the handler was reading fails as the connection closes: the client's doing, not the database's.
+      await waitFor(() => logs.text().includes('client closed the connection before the request was complete'), 'the aborted request');
+      assert.ok(!logs.text().includes('database unavailable'), logs.text());
+      assert.ok(!logs.lines().some((l) => (l.level as number) >= 50), logs.text());
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('a header section that never ends gets a 408 envelope at the header deadline', async () => {
+    const { app, port } = await listening({ headersTimeoutMs: 1000, requestTimeoutMs: 5000 });
+    try {
+      const { answer } = await rawExchange(port, 'GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ');
+      assert.equal(parseRaw(answer).status, 408, answer);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('a request in time is served; a slow handler is not cut by the request deadline', async () => {
+    const { app, url } = await listening({ headersTimeoutMs: 1000, requestTimeoutMs: 1000 }, (a) =>
+      a.get('/slow', async () => {
+        await new Promise((r) => setTimeout(r, 2500));
+        return { done: true };
+      }),
+    );
+    try {
+      const res = await fetch(`${url}/slow`);
+      assert.equal(res.status, 200);
+      assert.deepEqual(await res.json(), { done: true });
+    } finally {
+      await app.close();
+    }
+  });
+});
+
+describe('connection cap', () => {
+  it('over the cap: a 503 envelope with Retry-After and the connection closed; /readyz 503 at the cap; served again below it', async () => {
+    const { app, logs, port, url } = await listening({ maxConnections: 3 });
+    const held: net.Socket[] = [];
+    try {
+      held.push(await openConnection(port), await openConnection(port));
+      // The probe's own connection is the third: the process is at its cap.
+      const atCap = await rawExchange(port, 'GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+      const ready = parseRaw(atCap.answer);
+      assert.equal(ready.status, 503, atCap.answer);
+      assert.deepEqual(ready.body, { status: 503, response: 'Service Unavailable', message: 'Service not ready: at its connection limit' });
+      assert.ok(logs.text().includes('at its connection limit'));
+
+      held.push(await openConnection(port));
+      const over = await rawExchange(port, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+      const refused = parseRaw(over.answer);
+      assert.equal(refused.status, 503, over.answer);
+      assert.match(refused.head, /\r\nRetry-After: 1\r\n/i);
+      assert.match(refused.head, /\r\nConnection: close/i);
+      assert.deepEqual(refused.body, { status: 503, response: 'Service Unavailable', message: 'Too many connections, try again shortly' });
+
+      // Below the cap once the server has seen the held connections close.
+      for (const socket of held.splice(0)) socket.destroy();
+      let readyAgain: Response | undefined;
+      for (let i = 0; i < 100 && readyAgain?.status !== 200; i++) {
+        readyAgain = await fetch(`${url}/readyz`, { headers: { connection: 'close' } });
+        if (readyAgain.status !== 200) await new Promise((r) => setTimeout(r, 50));
+      }
+      assert.equal(readyAgain?.status, 200);
+      assert.equal((await fetch(`${url}/healthz`, { headers: { connection: 'close' } })).status, 200);
+    } finally {
+      for (const socket of held) socket.destroy();
+      await app.close();
+    }
+  });
+});
+
+describe('failures classified by their origin: 503 for outages, never 500, never an outage for a client', () => {
+  it('a client that aborts mid-body: no "database unavailable", no 5xx', async () => {
+    const { app, logs, port } = await listening({});
+    try {
+      await new Promise<void>((resolve) => {
+        const socket = net.connect(port, '127.0.0.1', () => {
+          socket.write('POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"name":"abc');
+          setTimeout(() => {
+            socket.destroy();
+            resolve();
+          }, 100);
+        });
+        socket.on('error', () => {});
+      });
+      await waitFor(() => logs.text().includes('client closed the connection before the request was complete'), 'the aborted request');
+      await new Promise((r) => setTimeout(r, 100));
+      assert.ok(!logs.text().includes('database unavailable'), logs.text());
+      const statuses = logs.lines().flatMap((l) => ((l.res as { statusCode?: number } | undefined)?.statusCode ? [(l.res as { statusCode: number }).statusCode] : []));
+      assert.ok(statuses.every((s) => s < 500), `statuses logged: ${statuses}`);
+      assert.ok(!logs.lines().some((l) => (l.level as number) >= 50), logs.text());
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('a real PostgreSQL connection error is a 503 with Retry-After', async () => {
+    const closedPort = await freePort();
+    const unreachable = createPool(`postgres://postgres@127.0.0.1:${closedPort}/postgres`, { max: 1, connectionTimeoutMillis: 1000 });
+    pools.push(unreachable);
+    const { app, logs, url } = await listening({}, (a) => a.get('/db', async () => (await unreachable.query('SELECT 1 AS one')).rows));
+    try {
+      const res = await fetch(`${url}/db`);
+      assert.equal(res.status, 503);
+      assert.equal(res.headers.get('retry-after'), '1');
+      assert.deepEqual(await res.json(), { status: 503, response: 'Service Unavailable', message: 'Service temporarily unavailable, try again shortly' });
+      assert.ok(logs.text().includes('database unavailable'));
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('a pool with no free connection (all held, connection timeout reached) is a 503, not a 500', async () => {
+    const pool = createPool(adminUrl(), { max: 1, connectionTimeoutMillis: 300 });
+    pools.push(pool);
+    const { app, url } = await listening({}, (a) => {
+      a.get('/hold', async () => (await pool.query('SELECT pg_sleep(2) AS slept')).rowCount);
+      a.get('/db', async () => (await pool.query('SELECT 1 AS one')).rows);
+    });
+    try {
+      const holding = fetch(`${url}/hold`);
+      await new Promise((r) => setTimeout(r, 300));
+      const res = await fetch(`${url}/db`);
+      assert.equal(res.status, 503);
+      assert.equal(res.headers.get('retry-after'), '1');
+      assert.equal((await holding).status, 200);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('classifyError: EMFILE/ENFILE and pool timeouts are outages; request-stream errors are the client; SQL errors internal', () => {
+    // The error shapes node and node-postgres produce (the real ones are in the resilience suite).
+    const emfile = Object.assign(new Error('connect EMFILE 127.0.0.1:5432 - Local (undefined:undefined)'), { code: 'EMFILE', errno: -24, syscall: 'connect' });
+    const enfile = Object.assign(new Error('open ENFILE'), { code: 'ENFILE', syscall: 'open' });
+    assert.deepEqual(classifyError(emfile), { kind: 'unavailable', cause: 'file-descriptors' });
+    assert.deepEqual(classifyError(enfile), { kind: 'unavailable', cause: 'file-descriptors' });
+    assert.deepEqual(classifyError(new Error('timeout exceeded when trying to connect')), { kind: 'unavailable', cause: 'database' });
+    assert.deepEqual(classifyError(Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET', syscall: 'read' })), { kind: 'unavailable', cause: 'database' });
+    assert.deepEqual(classifyError(Object.assign(new Error('too big'), { statusCode: 413 })), { kind: 'client-error', status: 413 });
+    // The same ECONNRESET, emitted by a request's own stream, is the client's: by origin, not by code.
+    const request = new PassThrough() as unknown as IncomingMessage;
+    watchRequestStream(request);
+    const aborted = Object.assign(new Error('aborted'), { code: 'ECONNRESET' });
+    request.emit('error', aborted);
+    assert.deepEqual(classifyError(aborted), { kind: 'client-gone' });
+    assert.equal(isDatabaseUnavailable(aborted), false);
+    assert.equal(isDatabaseUnavailable(Object.assign(new Error('aborted'), { code: 'ECONNRESET' })), true);
+    assert.deepEqual(classifyError(Object.assign(new Error('relation "x" does not exist'), { code: '42P01' })), { kind: 'internal' });
+  });
+
+  it('EMFILE in a handler: 503 with Retry-After, and /readyz reports it', async () => {
+    const { app, logs, url } = await listening({}, (a) =>
+      a.get('/connect', async () => {
+        throw Object.assign(new Error('connect EMFILE 127.0.0.1:5432 - Local (undefined:undefined)'), { code: 'EMFILE', errno: -24, syscall: 'connect' });
+      }),
+    );
+    try {
+      const res = await fetch(`${url}/connect`);
+      assert.equal(res.status, 503);
+      assert.equal(res.headers.get('retry-after'), '1');
+      assert.ok(!(await res.text()).includes('EMFILE'));
+      assert.ok(logs.text().includes('out of file descriptors'));
+      assert.ok(descriptorsExhaustedRecently());
+      const ready = await fetch(`${url}/readyz`);
+      assert.equal(ready.status, 503);
+      assert.deepEqual(await ready.json(), { status: 503, response: 'Service Unavailable', message: 'Service not ready: out of file descriptors' });
+    } finally {
+      await app.close();
+    }
+  });
+});
