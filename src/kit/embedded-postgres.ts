@@ -5,11 +5,19 @@ import { chmod, chown, mkdir, open, rm } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import pg from 'pg';
+import { ensureDatabase, withDatabase } from './db.js';
 import { loadOrCreateSecret } from './secrets.js';
 
 export interface EmbeddedPostgres {
-  /** Superuser connection string to the `postgres` database of the cluster. */
+  /** Superuser connection string to the `postgres` database of the cluster: for the launcher alone. */
   adminUrl: string;
+  /**
+   * The database of one service, owned by a login role of the same name that is
+   * nothing more (no superuser, no CREATEDB/CREATEROLE); nobody else may connect
+   * to it. Created or brought to that state; returns the role's connection string.
+   */
+  serviceDatabase(name: string): Promise<string>;
   stop(): Promise<void>;
 }
 
@@ -66,6 +74,72 @@ async function reclaimDataDir(dir: string, log: Logger): Promise<void> {
   log.warn(`stopping an orphaned embedded PostgreSQL (pid ${pid}) left by an earlier run`);
   process.kill(pid, 'SIGINT');
   for (let i = 0; i < 100 && processAlive(pid); i++) await new Promise((r) => setTimeout(r, 100));
+}
+
+/**
+ * Objects in the database that the superuser (the connected user) owns go to
+ * the service role: databases created before services had roles of their own
+ * hold tables their migrations made as superuser, which the role must own to
+ * use and migrate them. Sequences owned by a column follow their table.
+ */
+const TAKE_OVER_OBJECTS = `
+DO $$
+DECLARE
+  target text := current_setting('svc.owner');
+  r record;
+BEGIN
+  FOR r IN SELECT nspname FROM pg_namespace
+           WHERE nspowner = current_user::regrole AND nspname NOT LIKE 'pg\\_%' AND nspname <> 'information_schema' LOOP
+    EXECUTE format('ALTER SCHEMA %I OWNER TO %I', r.nspname, target);
+  END LOOP;
+  FOR r IN SELECT c.oid::regclass AS rel, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+           WHERE c.relowner = current_user::regrole AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S')
+             AND n.nspname NOT LIKE 'pg\\_%' AND n.nspname <> 'information_schema'
+             AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype IN ('a', 'i')) LOOP
+    EXECUTE format('ALTER %s %s OWNER TO %I', CASE WHEN r.relkind = 'S' THEN 'SEQUENCE' ELSE 'TABLE' END, r.rel, target);
+  END LOOP;
+  FOR r IN SELECT p.oid::regprocedure AS fn FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+           WHERE p.proowner = current_user::regrole AND n.nspname NOT LIKE 'pg\\_%' AND n.nspname <> 'information_schema' LOOP
+    EXECUTE format('ALTER ROUTINE %s OWNER TO %I', r.fn, target);
+  END LOOP;
+END
+$$`;
+
+/** See EmbeddedPostgres.serviceDatabase. */
+async function provisionServiceDatabase(adminUrl: string, name: string, password: string): Promise<void> {
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  try {
+    const role = admin.escapeIdentifier(name);
+    // Roles are cluster-wide; services starting together each provision their own, but a lock keeps this simple.
+    await admin.query('BEGIN');
+    await admin.query(`SELECT pg_advisory_xact_lock(hashtext('embedded:service-roles'))`);
+    const exists = await admin.query('SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1', [name]);
+    // DDL takes no parameters: the name is quoted and the password is a quoted literal.
+    await admin.query(
+      `${exists.rowCount === 0 ? 'CREATE' : 'ALTER'} ROLE ${role} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS ` +
+        `PASSWORD ${admin.escapeLiteral(password)}`,
+    );
+    await admin.query('COMMIT');
+  } catch (err) {
+    await admin.query('ROLLBACK').catch(() => {});
+    throw err;
+  } finally {
+    await admin.end();
+  }
+  await ensureDatabase(adminUrl, name);
+  const db = new pg.Client({ connectionString: withDatabase(adminUrl, name) });
+  await db.connect();
+  try {
+    const role = db.escapeIdentifier(name);
+    // The owner may connect and create schemas; `public` belongs to pg_database_owner (PostgreSQL 15+), so to it too.
+    await db.query(`ALTER DATABASE ${role} OWNER TO ${role}`);
+    await db.query(`REVOKE ALL ON DATABASE ${role} FROM PUBLIC`);
+    await db.query(`SELECT set_config('svc.owner', $1, false)`, [name]);
+    await db.query(TAKE_OVER_OBJECTS);
+  } finally {
+    await db.end();
+  }
 }
 
 /**
@@ -193,8 +267,14 @@ export async function startEmbeddedPostgres(
     throw new Error(`embedded PostgreSQL failed to start${err instanceof Error ? `: ${err.message}` : ''}`);
   }
   const postmaster = () => (cluster as unknown as { process?: { exitCode: number | null; signalCode: string | null } }).process;
+  const adminUrl = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
   return {
-    adminUrl: `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`,
+    adminUrl,
+    serviceDatabase: async (name) => {
+      const rolePassword = await loadOrCreateSecret(root, `DATABASE_PASSWORD_${name.toUpperCase()}`, () => randomBytes(24).toString('base64url'));
+      await provisionServiceDatabase(adminUrl, name, rolePassword);
+      return `postgres://${encodeURIComponent(name)}:${encodeURIComponent(rolePassword)}@127.0.0.1:${port}/${encodeURIComponent(name)}`;
+    },
     stop: async () => {
       // Ctrl-C in a terminal reaches the postmaster too, and it may be gone
       // already; the package would then wait forever for its exit event.
