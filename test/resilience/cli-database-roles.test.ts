@@ -107,6 +107,16 @@ test('every service connects as its own role: no superuser, owner of its databas
   await endToEnd(urls);
   const c = cluster();
 
+  // Who the running services are connected as (the services keep pooled connections open).
+  const sessions = await withClient(c.superuser('postgres'), async (client) => {
+    const { rows } = await client.query<{ datname: string; usename: string }>(
+      `SELECT DISTINCT datname, usename FROM pg_stat_activity WHERE datname = ANY($1) AND pid <> pg_backend_pid() ORDER BY 1, 2`,
+      [SERVICES_WITH_A_DATABASE],
+    );
+    return rows.map((r) => `${r.datname}:${r.usename}`);
+  });
+  assert.deepEqual(sessions, ['accounts:accounts', 'idp:idp', 'idp:idp_authenticator', 'shortener:shortener']);
+
   const figures: Record<string, number> = {};
   for (const name of SERVICES_WITH_A_DATABASE) {
     const password = c.secrets[`DATABASE_PASSWORD_${name.toUpperCase()}`];
