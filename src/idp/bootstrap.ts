@@ -57,33 +57,31 @@ async function grantConnect(pool: Pool): Promise<void> {
 }
 
 /**
- * The REST login role, made (or reset) here when the idp's role may manage roles; otherwise it
- * must have been prepared (prepareIdpRoles), and is only checked.
+ * The REST login role: made (or reset) here when the idp connects as superuser. A role of its own
+ * uses the one prepared for it (prepareIdpRoles, or by hand), after checking it; only when there is
+ * none does it try to make one (which takes CREATEROLE).
  */
 async function authenticator(pool: Pool, databaseUrl: string, secretKey: string): Promise<string> {
-  const me = await pool.query<{ manages: boolean; db: string }>(
-    'SELECT rolsuper OR rolcreaterole AS manages, current_database() AS db FROM pg_catalog.pg_roles WHERE rolname = current_user',
+  const me = await pool.query<{ superuser: boolean; db: string }>(
+    'SELECT rolsuper AS superuser, current_database() AS db FROM pg_catalog.pg_roles WHERE rolname = current_user',
   );
-  if (me.rows[0]!.manages) return ensureAuthenticator(pool, databaseUrl, secretKey);
+  if (me.rows[0]!.superuser) return ensureAuthenticator(pool, databaseUrl, secretKey);
   const role = authenticatorRoleName(me.rows[0]!.db);
-  const member = await pool.query<{ ok: boolean }>(
+  const prepared = await pool.query<{ ok: boolean | null }>(
     `SELECT bool_and(pg_has_role($1, r, 'MEMBER')) AS ok FROM unnest($2::text[]) AS r WHERE EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)`,
     [role, API_ROLES],
   );
-  if (member.rows[0]?.ok !== true) {
+  if (prepared.rows[0]?.ok === true) return authenticatorUrl(databaseUrl, role, authenticatorPassword(secretKey, role));
+  try {
+    return await ensureAuthenticator(pool, databaseUrl, secretKey);
+  } catch (err) {
     throw new Error(
-      `the login role ${role} is missing or not granted ${API_ROLES.join(', ')}; the DATABASE_URL role cannot create roles: ` +
-        'create them as superuser (see the README) or give the idp a role with CREATEROLE',
+      `the login role ${role} is missing or not granted ${API_ROLES.join(', ')}, and the DATABASE_URL role could not create it ` +
+        `(${(err as Error).message}): create it as superuser (see the README)`,
     );
   }
-  return authenticatorUrl(databaseUrl, role, authenticatorPassword(secretKey, role));
 }
 
-/**
- * Everything the idp does at start, in order: its own schema, then the app's supabase/migrations
- * (as `supabase start` does), then the login role for REST, then the app. Used by server.ts and by
- * the test helper.
- */
 export async function openIdp(
   config: IdpConfig,
   opts: { databaseUrl: string; clock?: Clock; logStream?: Writable },
