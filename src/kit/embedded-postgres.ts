@@ -120,6 +120,8 @@ async function provisionServiceDatabase(adminUrl: string, name: string, password
       `${exists.rowCount === 0 ? 'CREATE' : 'ALTER'} ROLE ${role} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS ` +
         `PASSWORD ${admin.escapeLiteral(password)}`,
     );
+    // Nobody but the superuser has business in the maintenance databases either.
+    await admin.query('REVOKE ALL ON DATABASE postgres, template1 FROM PUBLIC');
     await admin.query('COMMIT');
   } catch (err) {
     await admin.query('ROLLBACK').catch(() => {});

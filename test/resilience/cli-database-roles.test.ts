@@ -1,4 +1,5 @@
-// `npm start` on its embedded PostgreSQL: every service with a database
+// `npm start` on its embedded PostgreSQL (and one service started alone on
+// its own embedded PostgreSQL): every service with a database
 // connects as a login role of its own, which is no superuser, owns its own
 // database and nothing else, and cannot connect to another service's. The
 // superuser stays with the launcher. The services still work end to end
@@ -13,7 +14,7 @@ import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { authenticatorPassword } from '../../src/idp/authenticator.js';
-import { freePort } from '../helpers/process.js';
+import { freePort, startServiceProcess } from '../helpers/process.js';
 import { createLink, createNote, notesUser, registerAccount, uniqueEmail } from './helpers/api.js';
 import { reportFigures } from './helpers/figures.js';
 
@@ -146,7 +147,7 @@ test('every service connects as its own role: no superuser, owner of its databas
     });
     assert.ok(who.tables > 0, `${name} has no tables: its migrations did not run as its role`);
     figures[`${name} tables`] = who.tables;
-    for (const other of SERVICES_WITH_A_DATABASE.filter((o) => o !== name)) {
+    for (const other of [...SERVICES_WITH_A_DATABASE.filter((o) => o !== name), 'postgres', 'template1']) {
       // 42501: "permission denied for database" / no CONNECT privilege.
       assert.equal(await connectOutcome(c.service(name, other)), '42501', `${name} could connect to the ${other} database`);
     }
@@ -158,7 +159,7 @@ test('every service connects as its own role: no superuser, owner of its databas
   assert.equal(await connectOutcome(c.url('idp_authenticator', restPassword, 'shortener')), '42501');
   reportFigures(t, 'npm start: one role per service, no superuser, no cross-database connect', {
     services: SERVICES_WITH_A_DATABASE.join(', '),
-    'cross-database connects refused': SERVICES_WITH_A_DATABASE.length * (SERVICES_WITH_A_DATABASE.length - 1) + 2,
+    'cross-database connects refused': SERVICES_WITH_A_DATABASE.length * (SERVICES_WITH_A_DATABASE.length + 1) + 2,
     ...figures,
   });
   await stopLauncher();
@@ -196,4 +197,35 @@ test('a DATA_DIR from before (database and tables owned by the superuser) is tak
     assert.equal(await connectOutcome(after.service(SERVICES_WITH_A_DATABASE.find((o) => o !== name)!, name)), '42501');
   }
   await stopLauncher();
+});
+
+test('a service started alone on its own embedded PostgreSQL connects as its own role too (the idp, which needs the most)', async () => {
+  const ownDir = path.join(base, 'idp-alone');
+  const idp = await startServiceProcess('src/idp/server.ts', {
+    DATABASE_URL: '',
+    DATA_DIR: ownDir,
+    IDP_PUBLISHABLE_KEY: 'sb_publishable_alone_5mLcH2pQ8vRzN4kW1xYa',
+    IDP_SECRET_KEY: 'sb_secret_alone_Q7nB3vT9cXe2LmP5sK8d',
+    IDP_AUTOCONFIRM: 'true',
+  });
+  try {
+    const secrets = JSON.parse(readFileSync(path.join(ownDir, 'secrets.json'), 'utf8')) as Record<string, string>;
+    const port = Number(readFileSync(path.join(ownDir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[3]);
+    const superuser = `postgres://postgres:${encodeURIComponent(secrets.EMBEDDED_PG_PASSWORD!)}@127.0.0.1:${port}/postgres`;
+    const sessions = await withClient(superuser, async (client) => {
+      const { rows } = await client.query<{ usename: string }>(
+        `SELECT DISTINCT usename FROM pg_stat_activity WHERE datname = 'idp' ORDER BY 1`,
+      );
+      return rows.map((r) => r.usename);
+    });
+    assert.deepEqual(sessions, ['idp', 'idp_authenticator']);
+    const signUp = await fetch(`${idp.url}/auth/v1/signup`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', apikey: 'sb_publishable_alone_5mLcH2pQ8vRzN4kW1xYa' },
+      body: JSON.stringify({ email: uniqueEmail('alone'), password: 'alone-pw-12345' }),
+    });
+    assert.equal(signUp.status, 200, await signUp.text());
+  } finally {
+    assert.equal(await idp.stop(), 0, idp.output());
+  }
 });
