@@ -7,6 +7,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import { ensureDatabase, withDatabase } from './db.js';
+import { scramVerifier } from './scram.js';
 import { loadOrCreateSecret } from './secrets.js';
 
 export interface EmbeddedPostgres {
@@ -115,10 +116,10 @@ async function provisionServiceDatabase(adminUrl: string, name: string, password
     await admin.query('BEGIN');
     await admin.query(`SELECT pg_advisory_xact_lock(hashtext('embedded:service-roles'))`);
     const exists = await admin.query('SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1', [name]);
-    // DDL takes no parameters: the name is quoted and the password is a quoted literal.
+    // DDL takes no parameters: the name is quoted and the password's verifier is a quoted literal.
     await admin.query(
       `${exists.rowCount === 0 ? 'CREATE' : 'ALTER'} ROLE ${role} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS ` +
-        `PASSWORD ${admin.escapeLiteral(password)}`,
+        `PASSWORD ${admin.escapeLiteral(scramVerifier(password))}`,
     );
     // Nobody but the superuser has business in the maintenance databases either.
     await admin.query('REVOKE ALL ON DATABASE postgres, template1 FROM PUBLIC');

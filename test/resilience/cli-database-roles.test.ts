@@ -40,11 +40,14 @@ async function stopLauncher(): Promise<void> {
   launcher = undefined;
 }
 
-async function startLauncher(): Promise<Record<string, string>> {
+let launcherOutput = '';
+
+async function startLauncher(logLevel = 'warn'): Promise<Record<string, string>> {
   const ports = { IDP_PORT: await freePort(), ACCOUNTS_PORT: await freePort(), SHORTENER_PORT: await freePort(), NOTES_PORT: await freePort() };
-  const env: Record<string, string | undefined> = { ...process.env, DATA_DIR: dataDir, LOG_LEVEL: 'warn' };
+  const env: Record<string, string | undefined> = { ...process.env, DATA_DIR: dataDir, LOG_LEVEL: logLevel };
   for (const [name, port] of Object.entries(ports)) env[name] = String(port);
-  for (const name of ['DATABASE_URL', 'JWT_SECRET', 'IDP_SECRET_KEY', 'IDP_PUBLISHABLE_KEY', 'PORT']) delete env[name];
+  // No REDIS_URL: the shortener's rate limit then counts in its own process, not in a Redis other runs share.
+  for (const name of ['DATABASE_URL', 'REDIS_URL', 'JWT_SECRET', 'IDP_SECRET_KEY', 'IDP_PUBLISHABLE_KEY', 'PORT']) delete env[name];
   const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'src', 'cli.ts')], {
     cwd: root,
     env,
@@ -53,6 +56,9 @@ async function startLauncher(): Promise<Record<string, string>> {
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
+  launcherOutput = '';
+  child.stdout!.on('data', (d) => (launcherOutput += d));
+  child.stderr!.on('data', (d) => (launcherOutput += d));
   launcher = { child, exited: new Promise((resolve) => child.once('exit', resolve)) };
   const deadline = Date.now() + START_BOUND_MS;
   while (!out.includes('All services are up')) {
@@ -165,7 +171,7 @@ test('every service connects as its own role: no superuser, owner of its databas
   await stopLauncher();
 });
 
-test('a DATA_DIR from before (database and tables owned by the superuser) is taken over by the service roles', async () => {
+test('a DATA_DIR from before (database and tables owned by the superuser) is taken over by the service roles; no password reaches the log', async () => {
   await stopLauncher();
   // Bring the cluster back to how earlier versions left it: everything owned by the superuser, PUBLIC may connect.
   const { startEmbeddedPostgres } = await import('../../src/kit/embedded-postgres.js');
@@ -179,13 +185,23 @@ test('a DATA_DIR from before (database and tables owned by the superuser) is tak
         await client.query(`REASSIGN OWNED BY ${name} TO postgres`);
       });
     }
+    // Every statement in the server log, which the launcher prints at debug level: role passwords
+    // must not be in any of them.
+    await withClient(embedded.adminUrl, (client) => client.query(`ALTER SYSTEM SET log_statement = 'all'`));
   } finally {
     await embedded.stop();
   }
 
-  const urls = await startLauncher();
+  const urls = await startLauncher('debug');
   await endToEnd(urls);
   const after = cluster();
+  assert.match(launcherOutput, /ALTER ROLE/, 'the server log of role statements did not reach the output');
+  const passwords = [
+    ...Object.entries(after.secrets).filter(([k]) => k.startsWith('DATABASE_PASSWORD_') || k === 'EMBEDDED_PG_PASSWORD').map(([, v]) => v),
+    authenticatorPassword(after.secrets.IDP_SECRET_KEY!, 'idp_authenticator'),
+  ];
+  assert.equal(passwords.length, SERVICES_WITH_A_DATABASE.length + 2);
+  for (const password of passwords) assert.ok(!launcherOutput.includes(password), 'a database password is in the output');
   for (const name of SERVICES_WITH_A_DATABASE) {
     const owners = await withClient(after.superuser(name), async (client) => {
       const { rows } = await client.query<{ owner: string }>(
