@@ -112,7 +112,7 @@ async function provisionServiceDatabase(adminUrl: string, name: string, password
   await admin.connect();
   try {
     const role = admin.escapeIdentifier(name);
-    // Roles are cluster-wide; services starting together each provision their own, but a lock keeps this simple.
+    // Roles are cluster-wide: the lock keeps two provisioning processes from both seeing no role and both creating it.
     await admin.query('BEGIN');
     await admin.query(`SELECT pg_advisory_xact_lock(hashtext('embedded:service-roles'))`);
     const exists = await admin.query('SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1', [name]);
