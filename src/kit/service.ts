@@ -1,6 +1,6 @@
 import { pino, type Logger } from 'pino';
 import type { LogLevel } from './config.js';
-import { ensureDatabase, withDatabase } from './db.js';
+import { withDatabase } from './db.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded-postgres.js';
 import type { App } from './http.js';
 
@@ -22,14 +22,19 @@ export function processLogger(name: string, level: LogLevel): Logger {
   return pino({ level, base: { service: name } });
 }
 
+/** What a service needs done as superuser on its database before it connects as its own role. */
+export type PrepareDatabase = (superuserDatabaseUrl: string) => Promise<void>;
+
 /**
  * Resolves the service's own database: DATABASE_URL when set, otherwise a
- * database named after the service on an embedded PostgreSQL under DATA_DIR.
+ * database named after the service on an embedded PostgreSQL under DATA_DIR,
+ * which the service reaches as its own login role, never as superuser.
  */
 export async function openDatabase(
   name: string,
   config: ServiceProcessConfig,
   log: Logger,
+  prepare?: PrepareDatabase,
 ): Promise<{ databaseUrl: string; embedded?: EmbeddedPostgres }> {
   if (config.DATABASE_URL) return { databaseUrl: config.DATABASE_URL };
   const embedded = await startEmbeddedPostgres(config.DATA_DIR, {
@@ -37,8 +42,14 @@ export async function openDatabase(
     warn: (m) => log.warn(m),
     debug: (m) => log.debug(m),
   });
-  await ensureDatabase(embedded.adminUrl, name);
-  return { databaseUrl: withDatabase(embedded.adminUrl, name), embedded };
+  try {
+    const databaseUrl = await embedded.serviceDatabase(name);
+    await prepare?.(withDatabase(embedded.adminUrl, name));
+    return { databaseUrl, embedded };
+  } catch (err) {
+    await embedded.stop();
+    throw err;
+  }
 }
 
 /**
@@ -50,10 +61,11 @@ export async function runService(
   name: string,
   config: ServiceProcessConfig,
   build: (ctx: { databaseUrl: string; log: Logger }) => Promise<RunningService>,
+  prepareDatabase?: PrepareDatabase,
 ): Promise<void> {
   let embedded: EmbeddedPostgres | undefined;
   await serve(name, config, async (log) => {
-    const db = await openDatabase(name, config, log);
+    const db = await openDatabase(name, config, log, prepareDatabase);
     embedded = db.embedded;
     const service = await build({ databaseUrl: db.databaseUrl, log });
     return {
