@@ -4,10 +4,11 @@ import { Type } from '@sinclair/typebox';
 import { type Clock, systemClock } from '../kit/clock.js';
 import type { Pool } from '../kit/db.js';
 import { type App, createServer } from '../kit/http.js';
+import type { PasswordHasher } from '../kit/password-hasher.js';
 import { AuthRepository } from './auth/repository.js';
 import { authRoutes } from './auth/routes.js';
 import { AuthService } from './auth/service.js';
-import { PasswordVerifier } from './auth/passwords.js';
+import { Passwords, idpPasswordHasher } from './auth/passwords.js';
 import type { IdpConfig } from './config.js';
 import { type Caller, gatewayHook } from './gateway.js';
 import type { SigningKeys } from './keys.js';
@@ -20,6 +21,8 @@ export interface IdpDeps {
   /** Authenticator connection: every REST request, switched into an API role. */
   restPool: Pool;
   keys: SigningKeys;
+  /** Overrides the password hasher (tests count its jobs); the caller then closes it. */
+  passwordHasher?: PasswordHasher;
   clock?: Clock;
   logStream?: Writable;
 }
@@ -43,10 +46,12 @@ export async function buildApp(config: IdpConfig, deps: IdpDeps): Promise<App> {
     bodyLimit: 1024 * 1024,
   });
 
+  const hasher = deps.passwordHasher ?? idpPasswordHasher({ maxQueued: config.BCRYPT_QUEUE_MAX });
+  if (!deps.passwordHasher) app.addHook('onClose', () => hasher.close());
   const auth = new AuthService(
     new AuthRepository(deps.pool),
     deps.keys,
-    await PasswordVerifier.create(),
+    await Passwords.create(hasher),
     clock,
     {
       autoconfirm: config.IDP_AUTOCONFIRM,

@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { type Clock, systemClock } from '../kit/clock.js';
 import { createPool, migrate, readMigrations } from '../kit/db.js';
 import type { App } from '../kit/http.js';
+import type { PasswordHasher } from '../kit/password-hasher.js';
 import { buildApp } from './app.js';
 import { ensureAuthenticator } from './authenticator.js';
 import type { IdpConfig } from './config.js';
@@ -18,7 +19,7 @@ const ownMigrations = fileURLToPath(new URL('./migrations', import.meta.url));
  */
 export async function openIdp(
   config: IdpConfig,
-  opts: { databaseUrl: string; clock?: Clock; logStream?: Writable },
+  opts: { databaseUrl: string; clock?: Clock; logStream?: Writable; passwordHasher?: PasswordHasher },
 ): Promise<{ app: App; close: () => Promise<void> }> {
   const clock = opts.clock ?? systemClock;
   const pool = createPool(opts.databaseUrl, { max: 5, applicationName: 'idp' });
@@ -30,7 +31,7 @@ export async function openIdp(
     const restPool = createPool(restUrl, { max: 10, applicationName: 'idp-rest' });
     try {
       const keys = await SigningKeys.load(config.IDP_SIGNING_KEY, config.DATA_DIR, clock);
-      const app = await buildApp(config, { pool, restPool, keys, clock, logStream: opts.logStream });
+      const app = await buildApp(config, { pool, restPool, keys, clock, logStream: opts.logStream, passwordHasher: opts.passwordHasher });
       app.log.info({ kid: keys.kid, configured: config.IDP_SIGNING_KEY !== undefined }, 'access tokens signed with ES256');
       return {
         app,

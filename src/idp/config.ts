@@ -1,6 +1,7 @@
 import { createPrivateKey } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { ConfigError, type ConfigOf, bool, commonVars, httpUrl, int, str, type VarSpec } from '../kit/config.js';
+import { passwordHasherVars } from '../kit/password-hasher.js';
 
 // An opaque Supabase-style key: a fixed prefix, then URL-safe characters. The prefix tells which role
 // the key stands for, so a secret key pasted where the publishable one belongs fails at start.
@@ -45,6 +46,7 @@ export const idpConfig = {
   IDP_SITE_URL: httpUrl({ default: (env: Record<string, string | undefined>) => `http://127.0.0.1:${env.PORT || 54321}` }),
   /** The app migrations applied after the idp's own, like `supabase start` does. */
   IDP_MIGRATIONS_DIR: str({ default: fileURLToPath(new URL('../../supabase/migrations', import.meta.url)) }),
+  ...passwordHasherVars,
 };
 
 export type IdpConfig = ConfigOf<typeof idpConfig>;
