@@ -82,14 +82,17 @@ test('a full queue refuses the job at once with a 503 PasswordHasherBusy and Ret
   }
 });
 
-test('a job that waits longer than maxWaitMs is refused (no wait is unbounded, not even a starved registration)', async () => {
-  const hasher = new PasswordHasher({ cost: 12, workers: 1, maxWaitMs: 1 });
+test('a login flood cannot starve registrations: one waiting hash is served after every `verifiesPerHash` verifies', async () => {
+  const order: HashJobKind[] = [];
+  const hasher = new PasswordHasher({ cost: 10, workers: 1, verifiesPerHash: 3, onStart: (kind) => order.push(kind) });
   try {
+    const stored = await hasher.hash('the password');
+    order.length = 0;
     const running = hasher.hash('running');
-    await assert.rejects(hasher.hash('starved'), PasswordHasherBusy);
-    await running;
-    assert.deepEqual(hasher.queued, { hash: 0, verify: 0 });
-    assert.equal(hasher.refused.hash, 1);
+    const registrations = [hasher.hash('first'), hasher.hash('second')];
+    const logins = Array.from({ length: 7 }, () => hasher.verify('the password', stored));
+    await Promise.all([running, ...registrations, ...logins]);
+    assert.deepEqual(order, ['hash', 'verify', 'verify', 'verify', 'hash', 'verify', 'verify', 'verify', 'hash', 'verify']);
   } finally {
     await hasher.close();
   }

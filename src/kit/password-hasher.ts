@@ -104,7 +104,6 @@ interface Waiting {
   job: BcryptJob;
   resolve: (value: string | boolean) => void;
   reject: (err: Error) => void;
-  timer: NodeJS.Timeout;
 }
 
 export interface PasswordHasherOptions {
@@ -114,8 +113,8 @@ export interface PasswordHasherOptions {
   workers?: number;
   /** Most jobs of each kind waiting for a worker (BCRYPT_QUEUE_MAX). */
   maxQueued?: number;
-  /** Longest a job waits for a worker before it is refused. */
-  maxWaitMs?: number;
+  /** While both kinds wait, one hash is served after this many verifies, so registrations are never starved. */
+  verifiesPerHash?: number;
   /** Called as each job is handed to a worker, with what is still waiting (metrics, tests). */
   onStart?: (kind: HashJobKind, waiting: Record<HashJobKind, number>) => void;
 }
@@ -125,19 +124,21 @@ export interface PasswordHasherOptions {
  * libuv pool, which stays free for token checks (WebCrypto HMAC), DNS and the
  * database's SCRAM logins.
  *
- * Jobs beyond the workers wait in two bounded queues, one per kind. A free
- * worker always takes a waiting `verify` first: a login of an existing account
- * waits for at most the jobs already running plus the logins ahead of it,
- * however many registrations are queued. When a queue is full, or a job has
- * waited `maxWaitMs` (so registrations cannot starve behind a login flood),
- * the job is refused with PasswordHasherBusy (503 + Retry-After). Workers
- * start on first use and are ended by close().
+ * Jobs beyond the workers wait in two bounded queues, one per kind; when a
+ * queue is full the job is refused at once with PasswordHasherBusy (503 +
+ * Retry-After). A free worker takes a waiting `verify` first, except that
+ * after `verifiesPerHash` verifies in a row it takes a waiting `hash`. So a
+ * login of an existing account waits for at most the jobs already running,
+ * the logins ahead of it and one registration per `verifiesPerHash` of those,
+ * however many registrations are queued; and a registration is never starved
+ * by a login flood. Every wait is thus bounded by the queue lengths, counted
+ * in jobs. Workers start on first use and are ended by close().
  */
 export class PasswordHasher {
   readonly cost: number;
   readonly workers: number;
   readonly maxQueued: number;
-  readonly maxWaitMs: number;
+  readonly verifiesPerHash: number;
   /** Jobs handed to a worker so far, by kind: the bcrypt work actually done. */
   readonly started: Record<HashJobKind, number> = { verify: 0, hash: 0 };
   /** Jobs refused because the queue was full or the wait too long, by kind. */
@@ -148,6 +149,7 @@ export class PasswordHasher {
   private readonly all = new Set<BcryptWorker>();
   private readonly onStart: PasswordHasherOptions['onStart'];
   private running = 0;
+  private verifiesInARow = 0;
   private closed = false;
   /** Moving average of one job's duration, for Retry-After. */
   private jobMs = 250;
@@ -156,7 +158,7 @@ export class PasswordHasher {
     this.cost = opts.cost;
     this.workers = Math.max(1, opts.workers ?? availableParallelism());
     this.maxQueued = opts.maxQueued ?? DEFAULT_BCRYPT_QUEUE_MAX;
-    this.maxWaitMs = opts.maxWaitMs ?? 30_000;
+    this.verifiesPerHash = opts.verifiesPerHash ?? 4;
     this.onStart = opts.onStart;
   }
 
@@ -177,10 +179,7 @@ export class PasswordHasher {
   async close(): Promise<void> {
     this.closed = true;
     for (const queue of Object.values(this.waiting)) {
-      for (const waiting of queue.splice(0)) {
-        clearTimeout(waiting.timer);
-        waiting.reject(new Error('password hasher closed'));
-      }
+      for (const waiting of queue.splice(0)) waiting.reject(new Error('password hasher closed'));
     }
     await Promise.all([...this.all].map((w) => w.terminate()));
     this.all.clear();
@@ -193,21 +192,7 @@ export class PasswordHasher {
     if (this.running < this.workers) return this.start(kind, job);
     const queue = this.waiting[kind];
     if (queue.length >= this.maxQueued) return Promise.reject(this.busy(kind));
-    return new Promise((resolve, reject) => {
-      const waiting: Waiting = {
-        kind,
-        job,
-        resolve,
-        reject,
-        timer: setTimeout(() => {
-          const at = queue.indexOf(waiting);
-          if (at >= 0) queue.splice(at, 1);
-          reject(this.busy(kind));
-        }, this.maxWaitMs),
-      };
-      waiting.timer.unref();
-      queue.push(waiting);
-    });
+    return new Promise((resolve, reject) => queue.push({ kind, job, resolve, reject }));
   }
 
   private busy(kind: HashJobKind): PasswordHasherBusy {
@@ -231,11 +216,12 @@ export class PasswordHasher {
     }
   }
 
-  /** Hands the freed worker to the first waiting login, else to the first waiting registration. */
+  /** Hands the freed worker to the first waiting login, or to the first waiting registration when its turn has come. */
   private next(): void {
-    const waiting = this.waiting.verify.shift() ?? this.waiting.hash.shift();
+    const hashTurn = this.verifiesInARow >= this.verifiesPerHash && this.waiting.hash.length > 0;
+    const waiting = (hashTurn ? undefined : this.waiting.verify.shift()) ?? this.waiting.hash.shift();
     if (!waiting) return;
-    clearTimeout(waiting.timer);
+    this.verifiesInARow = waiting.kind === 'verify' ? this.verifiesInARow + 1 : 0;
     this.start(waiting.kind, waiting.job).then(waiting.resolve, waiting.reject);
   }
 
