@@ -6,8 +6,10 @@ import { after, before, test } from 'node:test';
 import { AuthRetryableFetchError } from '@supabase/supabase-js';
 import pg from 'pg';
 import { BCRYPT_COST, idpPasswordHasher } from '../src/idp/auth/passwords.js';
+import { idpConfig } from '../src/idp/config.js';
+import { loadConfig } from '../src/kit/config.js';
 import type { PasswordHasher } from '../src/kit/password-hasher.js';
-import { http, type RunningIdp, startIdp, supabase } from './helpers/idp.js';
+import { TEST_PUBLISHABLE_KEY, TEST_SECRET_KEY, http, type RunningIdp, startIdp, supabase } from './helpers/idp.js';
 
 let idp: RunningIdp;
 let hasher: PasswordHasher;
@@ -84,4 +86,11 @@ test('an unversioned client gets the older {code, error_code, msg} shape; supaba
   // supabase-js turns a 503 into AuthRetryableFetchError whatever the body; when this one was served, it is a session.
   if (sdk.error) assert.ok(sdk.error instanceof AuthRetryableFetchError, String(sdk.error));
   else assert.ok(sdk.data.session);
+});
+
+test('BCRYPT_QUEUE_MAX bounds each queue: 128 by default (about 5 s of cost-10 work for 2 cores)', () => {
+  const keys = { IDP_PUBLISHABLE_KEY: TEST_PUBLISHABLE_KEY, IDP_SECRET_KEY: TEST_SECRET_KEY };
+  assert.equal(loadConfig(idpConfig, keys).BCRYPT_QUEUE_MAX, 128);
+  assert.equal(loadConfig(idpConfig, { ...keys, BCRYPT_QUEUE_MAX: '8' }).BCRYPT_QUEUE_MAX, 8);
+  assert.throws(() => loadConfig(idpConfig, { ...keys, BCRYPT_QUEUE_MAX: '0' }), /BCRYPT_QUEUE_MAX must be at least 1/);
 });

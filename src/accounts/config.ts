@@ -57,7 +57,8 @@ export const accountsConfig = {
   /** Registrations allowed per client IP per REGISTER_WINDOW (each costs a cost-12 bcrypt hash). */
   REGISTER_MAX_PER_IP: int({ default: 10, min: 1 }),
   REGISTER_WINDOW: duration(3600),
-  ...passwordHasherVars,
+  // 32 cost-12 jobs are about 5 s of work for 2 cores.
+  ...passwordHasherVars(32),
 };
 
 export type AccountsConfig = ConfigOf<typeof accountsConfig>;

@@ -46,7 +46,8 @@ export const idpConfig = {
   IDP_SITE_URL: httpUrl({ default: (env: Record<string, string | undefined>) => `http://127.0.0.1:${env.PORT || 54321}` }),
   /** The app migrations applied after the idp's own, like `supabase start` does. */
   IDP_MIGRATIONS_DIR: str({ default: fileURLToPath(new URL('../../supabase/migrations', import.meta.url)) }),
-  ...passwordHasherVars,
+  // 128 cost-10 jobs are about 5 s of work for 2 cores, as the accounts default is at cost 12.
+  ...passwordHasherVars(128),
 };
 
 export type IdpConfig = ConfigOf<typeof idpConfig>;

@@ -9,10 +9,14 @@ const require = createRequire(import.meta.url);
 /** Most jobs of each kind (hash, verify) waiting for a worker; one more is refused with a 503. */
 export const DEFAULT_BCRYPT_QUEUE_MAX = 32;
 
-/** The variable of every service that hashes passwords. */
-export const passwordHasherVars = {
-  BCRYPT_QUEUE_MAX: int({ default: DEFAULT_BCRYPT_QUEUE_MAX, min: 1, max: 100_000 }),
-};
+/**
+ * The variable of every service that hashes passwords. Each service picks a
+ * default worth a few seconds of its own bcrypt cost: a queue longer than
+ * that only makes clients wait past their patience.
+ */
+export const passwordHasherVars = (defaultQueueMax = DEFAULT_BCRYPT_QUEUE_MAX) => ({
+  BCRYPT_QUEUE_MAX: int({ default: defaultQueueMax, min: 1, max: 100_000 }),
+});
 
 /**
  * The hashing queue is full (or a job waited too long for a worker): the
