@@ -1,7 +1,6 @@
 // Supabase Auth subset, driven by the real supabase-js over real HTTP (and raw HTTP where the wire
 // itself is the point). Asserts error.code / error.status / error.message exactly as the reference.
 import assert from 'node:assert/strict';
-import bcrypt from 'bcrypt';
 import { createHash } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { AuthApiError, AuthSessionMissingError, AuthWeakPasswordError } from '@supabase/supabase-js';
