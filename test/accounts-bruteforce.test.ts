@@ -1,12 +1,14 @@
 import assert from 'node:assert/strict';
 import { randomInt } from 'node:crypto';
 import { before, test } from 'node:test';
+import type { Redis } from 'ioredis';
 import { LOGIN_FAILURE_LIMITS, emailDigest, loginFailureKeys } from '../src/accounts/login-throttle.js';
 import type { PublicUser } from '../src/accounts/repository.js';
 import { INVALID_CREDENTIALS } from '../src/accounts/service.js';
 import { manualClock } from '../src/kit/clock.js';
 import type { App } from '../src/kit/http.js';
 import { MemoryCounterStore, connectRedis } from '../src/kit/rate-limit.js';
+import { accountsPasswordHasher } from '../src/accounts/passwords.js';
 import { LogCapture, accountsSuite, assertError, json, noSecretInAnyResponse, registerUser, uniqueEmail } from './accounts-harness.js';
 
 const suite = accountsSuite();
@@ -154,6 +156,98 @@ test('with REDIS_URL the failure counters live in Redis and are shared by every 
     redis.disconnect();
     other.disconnect();
   }
+});
+
+/** Statuses of a batch of responses, counted: `{ 401: 10, 429: 140 }`. */
+function statusCounts(responses: Array<{ statusCode: number }>): Record<number, number> {
+  const counts: Record<number, number> = {};
+  for (const res of responses) counts[res.statusCode] = (counts[res.statusCode] ?? 0) + 1;
+  return counts;
+}
+
+/** An app whose hasher the test holds, to count the bcrypt comparisons it really ran. */
+async function countedApp(deps: { redis?: Redis } = {}) {
+  const hasher = accountsPasswordHasher();
+  const app = await suite.app({ TRUST_PROXY: '127.0.0.1' }, { passwordHasher: hasher, ...deps });
+  app.addHook('onClose', () => hasher.close());
+  return { app, hasher };
+}
+
+const GUESSES = 150;
+const { max: ACCOUNT_MAX } = LOGIN_FAILURE_LIMITS.perAccount;
+
+test('150 concurrent wrong guesses at one account from one IP: at most 10 bcrypt comparisons, 429 for the rest', async () => {
+  const { app, hasher } = await countedApp();
+  const email = uniqueEmail('parallel');
+  await registerUser(app, { name: 'Parallel', email, password: PASSWORD });
+  const before = hasher.started.verify;
+  const ip = randomIp();
+  const responses = await Promise.all(Array.from({ length: GUESSES }, (_, i) => login(app, email, `wrong guess ${i}`, ip)));
+  assert.deepEqual(statusCounts(responses), { 401: ACCOUNT_MAX, 429: GUESSES - ACCOUNT_MAX });
+  assert.equal(hasher.started.verify - before, ACCOUNT_MAX, 'bcrypt comparisons');
+  for (const res of responses) if (res.statusCode === 429) assertThrottled(res, 900);
+});
+
+test('the right password hidden among 150 concurrent guesses never gets in once the limit is spent', async () => {
+  const { app, hasher } = await countedApp();
+  const email = uniqueEmail('hidden');
+  await registerUser(app, { name: 'Hidden', email, password: PASSWORD });
+  const before = hasher.started.verify;
+  const ip = randomIp();
+  const right = new Set([20, 75, GUESSES - 1]);
+  const responses = await Promise.all(
+    Array.from({ length: GUESSES }, (_, i) => login(app, email, right.has(i) ? PASSWORD : `wrong guess ${i}`, ip)),
+  );
+  assert.equal(statusCounts(responses)[200], undefined, 'a guess got in');
+  for (const i of right) assert.equal(responses[i]!.statusCode, 429, responses[i]!.body);
+  assert.ok(hasher.started.verify - before <= ACCOUNT_MAX, `${hasher.started.verify - before} bcrypt comparisons`);
+  // Spent from another address too: the lock is on the account.
+  assert.equal((await login(app, email, PASSWORD, randomIp())).statusCode, 429);
+});
+
+test('with REDIS_URL, 150 concurrent guesses split over two instances: at most 10 bcrypt comparisons in all', { skip: !process.env.REDIS_URL }, async () => {
+  const redis = connectRedis(process.env.REDIS_URL!, () => {});
+  const other = connectRedis(process.env.REDIS_URL!, () => {});
+  try {
+    await Promise.all([redis, other].map((r) => (r.status === 'ready' ? undefined : new Promise((resolve) => r.once('ready', resolve)))));
+    const first = await countedApp({ redis });
+    const second = await countedApp({ redis: other });
+    const email = uniqueEmail('shared');
+    await registerUser(first.app, { name: 'Shared', email, password: PASSWORD });
+    const before = first.hasher.started.verify + second.hasher.started.verify;
+    const ip = randomIp();
+    const right = new Set([30, 31, 100, GUESSES - 1]);
+    const responses = await Promise.all(
+      Array.from({ length: GUESSES }, (_, i) => login(i % 2 ? first.app : second.app, email, right.has(i) ? PASSWORD : `wrong guess ${i}`, ip)),
+    );
+    assert.deepEqual(statusCounts(responses), { 401: ACCOUNT_MAX, 429: GUESSES - ACCOUNT_MAX });
+    for (const i of right) assert.equal(responses[i]!.statusCode, 429);
+    assert.equal(first.hasher.started.verify + second.hasher.started.verify - before, ACCOUNT_MAX, 'bcrypt comparisons, both instances');
+    const keys = loginFailureKeys(email, ip);
+    assert.equal(await redis.get(`accounts:login-failures:${keys.account}`), String(ACCOUNT_MAX), 'refused guesses are not counted');
+    assert.equal(await redis.get(`accounts:login-failures:${keys.ip}`), String(ACCOUNT_MAX));
+    await redis.del(`accounts:login-failures:${keys.account}`, `accounts:login-failures:${keys.ip}`);
+  } finally {
+    redis.disconnect();
+    other.disconnect();
+  }
+});
+
+test('one IP spraying many accounts at once: no more comparisons than the IP has left (90 spent, 30 at once: 10)', async () => {
+  const store = new MemoryCounterStore();
+  const hasher = accountsPasswordHasher();
+  const app = await suite.app({ TRUST_PROXY: '127.0.0.1' }, { passwordHasher: hasher, loginCounterStore: store });
+  app.addHook('onClose', async () => {
+    store.close();
+    await hasher.close();
+  });
+  const ip = randomIp();
+  for (let i = 0; i < 90; i++) await store.hit(loginFailureKeys('', ip).ip, WINDOW_MS);
+  const before = hasher.started.verify;
+  const responses = await Promise.all(Array.from({ length: 30 }, (_, i) => login(app, uniqueEmail(`spray${i}`), 'spray password', ip)));
+  assert.deepEqual(statusCounts(responses), { 401: 10, 429: 20 });
+  assert.equal(hasher.started.verify - before, 10);
+  assert.equal((await store.peek(loginFailureKeys('', ip).ip))?.count, LOGIN_FAILURE_LIMITS.perIp.max);
 });
 
 noSecretInAnyResponse();

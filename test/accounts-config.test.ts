@@ -46,6 +46,9 @@ test('defaults: PORT 3000, JWT_EXPIRES_IN one hour, no admin, no Redis, LOG_LEVE
   assert.equal(config.DATABASE_URL, undefined);
   assert.equal(config.TRUST_PROXY, undefined);
   assert.equal(config.LOG_LEVEL, 'info');
+  assert.equal(config.REGISTER_MAX_PER_IP, 10);
+  assert.equal(config.REGISTER_WINDOW, 3600);
+  assert.equal(config.BCRYPT_QUEUE_MAX, 32);
 });
 
 test('every variable is read', () => {
@@ -59,7 +62,13 @@ test('every variable is read', () => {
     REDIS_URL: 'redis://cache:6379',
     TRUST_PROXY: '10.0.0.1',
     LOG_LEVEL: 'debug',
+    REGISTER_MAX_PER_IP: '50',
+    REGISTER_WINDOW: '15m',
+    BCRYPT_QUEUE_MAX: '8',
   });
+  assert.equal(config.REGISTER_MAX_PER_IP, 50);
+  assert.equal(config.REGISTER_WINDOW, 900);
+  assert.equal(config.BCRYPT_QUEUE_MAX, 8);
   assert.equal(config.PORT, 4000);
   assert.equal(config.JWT_EXPIRES_IN, 900);
   assert.equal(config.ADMIN_EMAIL, 'boss@example.com');

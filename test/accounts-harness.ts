@@ -19,8 +19,12 @@ import { copyForAudit, testLogLevel } from './helpers/log-audit.js';
 export const MIGRATIONS_DIR = fileURLToPath(new URL('../src/accounts/migrations', import.meta.url));
 export const TEST_SECRET = 'test-secret-0123456789-abcdefghijklmnopqrstuvwxyz';
 
+/**
+ * Every test registers from 127.0.0.1, so the per-IP registration limit is
+ * lifted unless a test sets REGISTER_MAX_PER_IP itself.
+ */
 export function testConfig(env: Record<string, string> = {}): AccountsConfig {
-  return loadConfig(accountsConfig, { JWT_SECRET: TEST_SECRET, LOG_LEVEL: testLogLevel('silent'), ...env });
+  return loadConfig(accountsConfig, { JWT_SECRET: TEST_SECRET, LOG_LEVEL: testLogLevel('silent'), REGISTER_MAX_PER_IP: '1000000', ...env });
 }
 
 /** An address no other test (nor an earlier run sharing Redis) uses. */

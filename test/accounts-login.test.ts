@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { before, test } from 'node:test';
 import bcrypt from 'bcrypt';
 import { decodeJwt, decodeProtectedHeader } from 'jose';
-import { PasswordHasher, dummyPasswordHash } from '../src/accounts/passwords.js';
+import { accountsPasswordHasher, dummyPasswordHash } from '../src/accounts/passwords.js';
 import type { PublicUser } from '../src/accounts/repository.js';
 import { INVALID_CREDENTIALS } from '../src/accounts/service.js';
 import type { App } from '../src/kit/http.js';
@@ -70,7 +70,7 @@ test('rule 3: an unknown email and a wrong password give the identical 401', asy
 });
 
 test('rule 3: an unknown email costs a cost-12 bcrypt comparison too (the dummy hash)', async () => {
-  const hash = await dummyPasswordHash(new PasswordHasher(1));
+  const hash = await dummyPasswordHash(accountsPasswordHasher({ workers: 1 }));
   assert.match(hash, /^\$2b\$12\$/);
   // CPU time, not wall time: a busy machine stretches the wall clock of a
   // request by any factor, but the CPU one comparison burns stays put. This

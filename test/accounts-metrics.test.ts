@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { installAccountsMetrics } from '../src/accounts/metrics.js';
 import { LOGIN_FAILURE_LIMITS, loginFailureKeys } from '../src/accounts/login-throttle.js';
-import { PasswordHasher } from '../src/accounts/passwords.js';
+import { PasswordHasher } from '../src/kit/password-hasher.js';
 import { createServer, statusEnvelope } from '../src/kit/http.js';
 import { MemoryCounterStore } from '../src/kit/rate-limit.js';
 import { accountsSuite, json, noSecretInAnyResponse, registerUser, uniqueEmail } from './accounts-harness.js';
@@ -51,7 +51,7 @@ test('login failures and throttles are counted; no email, address or user id app
 test('the bcrypt gauges read the queue of the hasher when scraped, and each job reports its wait', async () => {
   const app = await createServer({ title: 'test', logLevel: 'silent', errorBody: statusEnvelope, readiness: async () => {} });
   // One worker, so jobs beyond the first queue.
-  const hasher = new PasswordHasher(1);
+  const hasher = new PasswordHasher({ cost: 12, workers: 1 });
   try {
     installAccountsMetrics(app, hasher);
     const jobs = [hasher.hash('one password'), hasher.hash('two password'), hasher.hash('three password')];

@@ -1,11 +1,11 @@
 // Supabase Auth subset, driven by the real supabase-js over real HTTP (and raw HTTP where the wire
 // itself is the point). Asserts error.code / error.status / error.message exactly as the reference.
 import assert from 'node:assert/strict';
-import bcrypt from 'bcrypt';
 import { createHash } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { AuthApiError, AuthSessionMissingError, AuthWeakPasswordError } from '@supabase/supabase-js';
 import pg from 'pg';
+import { PasswordHasher } from '../src/kit/password-hasher.js';
 import { createUser, decodeJwtPart, http, type RunningIdp, signIn, startIdp, supabase } from './helpers/idp.js';
 
 let idp: RunningIdp; // autoconfirm on (the local CLI default)
@@ -182,13 +182,13 @@ describe('signInWithPassword', () => {
   test('an unknown address costs a bcrypt comparison like a wrong password does', async () => {
     const user = await createUser(idp, email('timing'));
     // Work, not wall time, is compared (timings are noise on a shared machine): each attempt must
-    // run exactly one bcrypt comparison against a hash of the same cost.
-    const original = bcrypt.compare;
+    // run exactly one bcrypt comparison against a hash of the same cost, on the kit's hasher.
+    const original = PasswordHasher.prototype.verify;
     const calls: string[] = [];
     const costOf = (hash: string) => hash.split('$')[2];
-    (bcrypt as { compare: unknown }).compare = async (data: string, hash: string) => {
+    PasswordHasher.prototype.verify = function (this: PasswordHasher, password: string, hash: string) {
       calls.push(costOf(hash)!);
-      return (original as (d: string, h: string) => Promise<boolean>).call(bcrypt, data, hash);
+      return original.call(this, password, hash);
     };
     try {
       await http(idp, '/auth/v1/token?grant_type=password', { method: 'POST', body: { email: user.email, password: 'wrong-password' } });
@@ -198,7 +198,7 @@ describe('signInWithPassword', () => {
       assert.deepEqual(wrong, ['10']);
       assert.deepEqual(unknown, wrong);
     } finally {
-      (bcrypt as { compare: unknown }).compare = original;
+      PasswordHasher.prototype.verify = original;
     }
   });
 

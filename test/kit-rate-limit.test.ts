@@ -257,3 +257,65 @@ describe('RedisCounterStore', { skip: !process.env.REDIS_URL }, () => {
     }
   });
 });
+
+describe('reserve and release', () => {
+  const limits = (account: number, ip: number) => [
+    { key: 'account', max: account, windowMs: 60_000 },
+    { key: 'ip', max: ip, windowMs: 60_000 },
+  ];
+
+  it('memory: counts on every key only when all are below their max; a refusal counts nothing', async () => {
+    const clock = manualClock();
+    const store = new MemoryCounterStore(clock);
+    try {
+      const results = await Promise.all(Array.from({ length: 8 }, () => store.reserve(limits(3, 5))));
+      assert.deepEqual(results.map((r) => r.admitted), [true, true, true, false, false, false, false, false]);
+      assert.equal((await store.peek('account'))?.count, 3);
+      assert.equal((await store.peek('ip'))?.count, 3, 'refused reservations left the other key alone');
+      assert.deepEqual(results[3]!.windows.map((w) => w.count), [3, 3]);
+      // A release gives one back in the same window only.
+      await store.release('account', results[0]!.windowIds[0]!);
+      assert.equal((await store.peek('account'))?.count, 2);
+      const stale = results[1]!.windowIds[0]!;
+      clock.advance(60_000);
+      const fresh = await store.reserve(limits(3, 5));
+      assert.equal(fresh.admitted, true);
+      await store.release('account', stale);
+      assert.equal((await store.peek('account'))?.count, 1, 'a release from an ended window leaves the new one alone');
+    } finally {
+      store.close();
+    }
+  });
+
+  it('redis: two stores reserving at once never pass a max together; release is per window', { skip: !process.env.REDIS_URL }, async () => {
+    const one = connectRedis(process.env.REDIS_URL!, () => {});
+    const two = connectRedis(process.env.REDIS_URL!, () => {});
+    const p = `test:kit-rate-limit:${randomBytes(6).toString('hex')}:`;
+    const mem = new MemoryCounterStore();
+    try {
+      await waitReady(one);
+      await waitReady(two);
+      const a = new RedisCounterStore(one, p, mem);
+      const b = new RedisCounterStore(two, p, mem);
+      const results = await Promise.all(Array.from({ length: 40 }, (_, i) => (i % 2 ? a : b).reserve(limits(10, 100))));
+      assert.equal(results.filter((r) => r.admitted).length, 10);
+      assert.equal(await one.get(`${p}account`), '10');
+      assert.equal(await one.get(`${p}ip`), '10');
+      const ttl = await one.pttl(`${p}ip`);
+      assert.ok(ttl > 55_000 && ttl <= 60_000, `ttl ${ttl}`);
+      const admitted = results.find((r) => r.admitted)!;
+      await a.release('ip', admitted.windowIds[1]!, 60_000);
+      assert.equal(await one.get(`${p}ip`), '9');
+      // The same key in a later window (here: set afresh) is left alone.
+      await one.set(`${p}ip`, '4', 'PX', 60_000 + 40_000);
+      await a.release('ip', admitted.windowIds[1]!, 60_000);
+      assert.equal(await one.get(`${p}ip`), '4');
+      assert.equal(mem.size, 0, 'nothing went to the fallback');
+    } finally {
+      await one.del(`${p}account`, `${p}ip`).catch(() => {});
+      mem.close();
+      one.disconnect();
+      two.disconnect();
+    }
+  });
+});

@@ -1,5 +1,6 @@
 import type { AccountsConfig } from './config.js';
-import { PasswordHasher } from './passwords.js';
+import type { PasswordHasher } from '../kit/password-hasher.js';
+import { accountsPasswordHasher } from './passwords.js';
 import type { UsersRepository } from './repository.js';
 import { emailProblem, normalizeEmail, passwordProblem } from './validation.js';
 
@@ -41,7 +42,7 @@ export async function seedAdmin(
 
   const existing = await users.findUserByEmail(email);
   if (!existing) {
-    const hasher = passwords ?? new PasswordHasher(1);
+    const hasher = passwords ?? accountsPasswordHasher({ workers: 1 });
     let passwordHash: string;
     try {
       passwordHash = await hasher.hash(config.ADMIN_PASSWORD);

@@ -1,16 +1,16 @@
-import { availableParallelism } from 'node:os';
 import type { Writable } from 'node:stream';
 import type { Redis } from 'ioredis';
 import { type Clock, systemClock } from '../kit/clock.js';
 import type { Pool } from '../kit/db.js';
 import { type App, createServer, statusEnvelope } from '../kit/http.js';
 import { type HttpVariable, httpSettings } from '../kit/http-limits.js';
-import { type CounterStore, MemoryCounterStore, RedisCounterStore } from '../kit/rate-limit.js';
+import type { PasswordHasher } from '../kit/password-hasher.js';
+import { type CounterStore, FixedWindowLimiter, MemoryCounterStore, RedisCounterStore } from '../kit/rate-limit.js';
 import { authenticated } from './auth.js';
 import type { AccountsConfig } from './config.js';
 import { LoginThrottle } from './login-throttle.js';
 import { installAccountsMetrics } from './metrics.js';
-import { PasswordHasher, dummyPasswordHash } from './passwords.js';
+import { accountsPasswordHasher, dummyPasswordHash } from './passwords.js';
 import { UsersRepository } from './repository.js';
 import { adminUsersRoute } from './routes/admin-users.js';
 import { loginRoute } from './routes/login.js';
@@ -25,11 +25,25 @@ export interface AccountsDeps {
   redis?: Redis;
   /** Overrides where login-failure counters live (tests pre-fill one). */
   loginCounterStore?: CounterStore;
+  /** Overrides the password hasher (tests count its jobs); the caller then closes it. */
+  passwordHasher?: PasswordHasher;
   clock?: Clock;
   logStream?: Writable;
 }
 
-export type AccountsAppConfig = Pick<AccountsConfig, 'JWT_SECRET' | 'JWT_EXPIRES_IN' | 'LOG_LEVEL' | 'TRUST_PROXY' | 'METRICS_TOKEN' | HttpVariable>;
+export type AccountsAppConfig = Pick<
+  AccountsConfig,
+  | 'JWT_SECRET'
+  | 'JWT_EXPIRES_IN'
+  | 'LOG_LEVEL'
+  | 'TRUST_PROXY'
+  | 'METRICS_TOKEN'
+  | 'RATE_LIMIT_IPV6_PREFIX'
+  | 'REGISTER_MAX_PER_IP'
+  | 'REGISTER_WINDOW'
+  | 'BCRYPT_QUEUE_MAX'
+  | HttpVariable
+>;
 
 export async function buildApp(config: AccountsAppConfig, deps: AccountsDeps): Promise<App> {
   const clock = deps.clock ?? systemClock;
@@ -47,9 +61,9 @@ export async function buildApp(config: AccountsAppConfig, deps: AccountsDeps): P
     metrics: { token: config.METRICS_TOKEN, pools: { main: deps.pool } },
   });
 
-  const passwords = new PasswordHasher(availableParallelism());
+  const passwords = deps.passwordHasher ?? accountsPasswordHasher({ maxQueued: config.BCRYPT_QUEUE_MAX });
+  if (!deps.passwordHasher) app.addHook('onClose', () => passwords.close());
   installAccountsMetrics(app, passwords);
-  app.addHook('onClose', () => passwords.close());
   // Made before the first request, so the first unknown-email login is not
   // slower than a wrong password (the hash is made once per process).
   await dummyPasswordHash(passwords);
@@ -59,9 +73,22 @@ export async function buildApp(config: AccountsAppConfig, deps: AccountsDeps): P
   const counters =
     deps.loginCounterStore ??
     (deps.redis ? new RedisCounterStore(deps.redis, 'accounts:login-failures:', memory, clock, (m) => app.log.warn(m)) : memory);
+  const registrationMemory = new MemoryCounterStore(clock);
+  app.addHook('onClose', async () => registrationMemory.close());
+  const registrationCounters = deps.redis
+    ? new RedisCounterStore(deps.redis, 'accounts:registrations:', registrationMemory, clock, (m) => app.log.warn(m))
+    : registrationMemory;
+  const registrations = new FixedWindowLimiter(config.REGISTER_MAX_PER_IP, config.REGISTER_WINDOW * 1000, registrationCounters, clock);
 
   const tokens = new AccessTokens(config.JWT_SECRET, config.JWT_EXPIRES_IN, clock);
-  const accounts = new AccountsService(new UsersRepository(deps.pool), tokens, new LoginThrottle(counters, clock), passwords);
+  const accounts = new AccountsService(
+    new UsersRepository(deps.pool),
+    tokens,
+    new LoginThrottle(counters, clock),
+    passwords,
+    registrations,
+    config.RATE_LIMIT_IPV6_PREFIX,
+  );
 
   // The route map. Public:
   registerRoute(app, accounts);

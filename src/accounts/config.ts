@@ -1,4 +1,5 @@
-import { type ConfigOf, ConfigError, type VarSpec, commonVars, connectionUrl, str } from '../kit/config.js';
+import { type ConfigOf, ConfigError, type VarSpec, commonVars, connectionUrl, int, str } from '../kit/config.js';
+import { passwordHasherVars } from '../kit/password-hasher.js';
 import { emailProblem, normalizeEmail, passwordProblem } from './validation.js';
 
 const DURATION = /^(\d+)([smhd]?)$/;
@@ -51,8 +52,13 @@ export const accountsConfig = {
   /** The admin account created at start when both are set; never a default password. */
   ADMIN_EMAIL: checked(emailProblem, normalizeEmail),
   ADMIN_PASSWORD: checked(passwordProblem),
-  /** When set, login-failure counters live in Redis and are shared by every instance. */
+  /** When set, login-failure and registration counters live in Redis and are shared by every instance. */
   REDIS_URL: connectionUrl(['redis:', 'rediss:']),
+  /** Registrations allowed per client IP per REGISTER_WINDOW (each costs a cost-12 bcrypt hash). */
+  REGISTER_MAX_PER_IP: int({ default: 10, min: 1 }),
+  REGISTER_WINDOW: duration(3600),
+  // 32 cost-12 jobs are about 5 s of work for 2 cores.
+  ...passwordHasherVars(32),
 };
 
 export type AccountsConfig = ConfigOf<typeof accountsConfig>;

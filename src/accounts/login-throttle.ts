@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Clock } from '../kit/clock.js';
 import { HttpError } from '../kit/errors.js';
-import { type CounterStore, FixedWindowLimiter } from '../kit/rate-limit.js';
+import type { CounterStore, WindowLimit } from '../kit/rate-limit.js';
 
 /** Failed logins allowed per window; successes are never counted. */
 export const LOGIN_FAILURE_LIMITS = {
@@ -27,35 +27,55 @@ export function tooManyFailures(seconds: number): HttpError {
 }
 
 /**
- * Brute-force guard: failures are counted per account (guessing one password)
- * and per client IP (spraying many accounts). Checked before the password is
- * verified, so a locked-out guess costs no bcrypt work.
+ * A login attempt that holds one count on its account's and its IP's
+ * counters while its password is checked. Left as it is, the count is the
+ * failure; it is given back when the password matched or when no answer
+ * came out of the check.
  */
-export class LoginThrottle {
-  private readonly perAccount: FixedWindowLimiter;
-  private readonly perIp: FixedWindowLimiter;
-
-  constructor(store: CounterStore, clock: Clock) {
-    const { perAccount, perIp } = LOGIN_FAILURE_LIMITS;
-    this.perAccount = new FixedWindowLimiter(perAccount.max, perAccount.windowMs, store, clock);
-    this.perIp = new FixedWindowLimiter(perIp.max, perIp.windowMs, store, clock);
-  }
-
-  /** Seconds until an attempt is allowed when either counter is at its maximum, else undefined. */
-  async blockedFor(email: string, ip: string): Promise<number | undefined> {
-    const keys = loginFailureKeys(email, ip);
-    const [account, address] = await Promise.all([this.perAccount.check(keys.account), this.perIp.check(keys.ip)]);
-    const blocking = [account, address].filter((d) => d.limited);
-    return blocking.length > 0 ? Math.max(1, ...blocking.map((d) => d.retryAfterSeconds)) : undefined;
-  }
-
-  async recordFailure(email: string, ip: string): Promise<void> {
-    const keys = loginFailureKeys(email, ip);
-    await Promise.all([this.perAccount.consume(keys.account), this.perIp.consume(keys.ip)]);
-  }
+export class LoginAttempt {
+  constructor(
+    private readonly store: CounterStore,
+    private readonly limits: [WindowLimit, WindowLimit],
+    private readonly windowIds: string[],
+  ) {}
 
   /** A success clears the account's failures; the IP's stay, so one good account cannot launder a spray. */
-  async recordSuccess(email: string): Promise<void> {
-    await this.perAccount.reset(loginFailureKeys(email, '').account);
+  async succeeded(): Promise<void> {
+    const [account, ip] = this.limits;
+    await Promise.all([this.store.reset(account.key), this.store.release(ip.key, this.windowIds[1]!, ip.windowMs)]);
+  }
+
+  /** The check never answered (hashing queue full, database down): the guess was not spent. */
+  async abandoned(): Promise<void> {
+    await Promise.all(this.limits.map((limit, i) => this.store.release(limit.key, this.windowIds[i]!, limit.windowMs)));
+  }
+}
+
+/**
+ * Brute-force guard: failures are counted per account (guessing one password)
+ * and per client IP (spraying many accounts). Every attempt takes its count
+ * BEFORE its password is verified, atomically on both counters (one Lua
+ * script with Redis), so however many guesses arrive at once, at most the
+ * limit's worth reach bcrypt per window; the rest are refused without any
+ * bcrypt work.
+ */
+export class LoginThrottle {
+  constructor(
+    private readonly store: CounterStore,
+    private readonly clock: Clock,
+  ) {}
+
+  /** The attempt, holding its counts, or the seconds until one is allowed. */
+  async reserve(email: string, ip: string): Promise<LoginAttempt | { retryAfterSeconds: number }> {
+    const keys = loginFailureKeys(email, ip);
+    const limits: [WindowLimit, WindowLimit] = [
+      { key: keys.account, ...LOGIN_FAILURE_LIMITS.perAccount },
+      { key: keys.ip, ...LOGIN_FAILURE_LIMITS.perIp },
+    ];
+    const reservation = await this.store.reserve(limits);
+    if (reservation.admitted) return new LoginAttempt(this.store, limits, reservation.windowIds);
+    const now = this.clock();
+    const blocking = reservation.windows.filter((w, i) => w.count >= limits[i]!.max);
+    return { retryAfterSeconds: Math.max(1, ...blocking.map((w) => Math.ceil((w.resetAt - now) / 1000))) };
   }
 }

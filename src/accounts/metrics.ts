@@ -10,8 +10,9 @@ const LOGIN_ROUTE = '/auth/login';
 
 /** What the gauges read from the password hasher when scraped. */
 export interface HasherState {
-  readonly queued: number;
+  readonly queued: Readonly<Record<'verify' | 'hash', number>>;
   readonly running: number;
+  readonly refused: Readonly<Record<'verify' | 'hash', number>>;
   observeWait: (seconds: number) => void;
 }
 
@@ -31,12 +32,24 @@ export function installAccountsMetrics(app: App, hasher: HasherState): void {
 
   new Gauge({
     name: 'accounts_bcrypt_jobs',
-    help: 'Password hashing jobs, by state: queued (waiting for a worker) or running.',
+    help: 'Password hashing jobs, by state: queued (waiting for a worker; logins and registrations together) or running.',
     labelNames: ['state'] as const,
     registers: [app.metrics],
     collect() {
-      this.set({ state: 'queued' }, hasher.queued);
+      const { verify, hash } = hasher.queued;
+      this.set({ state: 'queued' }, verify + hash);
       this.set({ state: 'running' }, hasher.running);
+    },
+  });
+  new Counter({
+    name: 'accounts_bcrypt_refused_total',
+    help: 'Password hashing jobs refused with 503 because their queue was full, by kind (verify: login, hash: registration).',
+    labelNames: ['kind'] as const,
+    registers: [app.metrics],
+    collect() {
+      this.reset();
+      this.inc({ kind: 'verify' }, hasher.refused.verify);
+      this.inc({ kind: 'hash' }, hasher.refused.hash);
     },
   });
   const wait = new Histogram({

@@ -8,10 +8,11 @@ import { type App, createServer } from '../kit/http.js';
 import { type CounterStore, MemoryCounterStore, RedisCounterStore } from '../kit/rate-limit.js';
 import { AuthRateLimits } from './auth/rate-limits.js';
 import { httpSettings } from '../kit/http-limits.js';
+import type { PasswordHasher } from '../kit/password-hasher.js';
 import { AuthRepository } from './auth/repository.js';
 import { authRoutes } from './auth/routes.js';
 import { AuthService } from './auth/service.js';
-import { PasswordVerifier } from './auth/passwords.js';
+import { Passwords, idpPasswordHasher } from './auth/passwords.js';
 import type { IdpConfig } from './config.js';
 import { type Caller, gatewayHook } from './gateway.js';
 import type { SigningKeys } from './keys.js';
@@ -24,6 +25,8 @@ export interface IdpDeps {
   /** Authenticator connection: every REST request, switched into an API role. */
   restPool: Pool;
   keys: SigningKeys;
+  /** Overrides the password hasher (tests count its jobs); the caller then closes it. */
+  passwordHasher?: PasswordHasher;
   clock?: Clock;
   logStream?: Writable;
   /** Shares the rate-limit counters between instances; absent: counted in this process. */
@@ -66,10 +69,12 @@ export async function buildApp(config: IdpConfig, deps: IdpDeps): Promise<App> {
     ipv6Prefix: config.RATE_LIMIT_IPV6_PREFIX,
   });
 
+  const hasher = deps.passwordHasher ?? idpPasswordHasher({ maxQueued: config.BCRYPT_QUEUE_MAX });
+  if (!deps.passwordHasher) app.addHook('onClose', () => hasher.close());
   const auth = new AuthService(
     new AuthRepository(deps.pool),
     deps.keys,
-    await PasswordVerifier.create(),
+    await Passwords.create(hasher),
     clock,
     {
       autoconfirm: config.IDP_AUTOCONFIRM,

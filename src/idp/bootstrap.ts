@@ -5,6 +5,7 @@ import { type Clock, systemClock } from '../kit/clock.js';
 import { createPool, migrate, type Pool, readMigrations } from '../kit/db.js';
 import type { App } from '../kit/http.js';
 import { connectRedis } from '../kit/rate-limit.js';
+import type { PasswordHasher } from '../kit/password-hasher.js';
 import { buildApp } from './app.js';
 import { authenticatorPassword, authenticatorRoleName, authenticatorUrl, ensureAuthenticator } from './authenticator.js';
 import type { IdpConfig } from './config.js';
@@ -85,7 +86,7 @@ async function authenticator(pool: Pool, databaseUrl: string, secretKey: string)
 
 export async function openIdp(
   config: IdpConfig,
-  opts: { databaseUrl: string; clock?: Clock; logStream?: Writable },
+  opts: { databaseUrl: string; clock?: Clock; logStream?: Writable; passwordHasher?: PasswordHasher },
 ): Promise<{ app: App; close: () => Promise<void> }> {
   const clock = opts.clock ?? systemClock;
   const pool = createPool(opts.databaseUrl, { max: 5, applicationName: 'idp' });
@@ -107,7 +108,7 @@ export async function openIdp(
       const redis = config.REDIS_URL ? connectRedis(config.REDIS_URL, (err) => log?.warn(`redis: ${err.message}`)) : undefined;
       try {
         const keys = await SigningKeys.load(config.IDP_SIGNING_KEY, config.DATA_DIR, clock);
-        const app = await buildApp(config, { pool, restPool, keys, clock, logStream: opts.logStream, redis });
+        const app = await buildApp(config, { pool, restPool, keys, clock, logStream: opts.logStream, redis, passwordHasher: opts.passwordHasher });
         log = app.log;
         app.log.info({ kid: keys.kid, configured: config.IDP_SIGNING_KEY !== undefined }, 'access tokens signed with ES256');
         return {

@@ -1,6 +1,7 @@
 import { createPrivateKey } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { ConfigError, type ConfigOf, bool, commonVars, connectionUrl, httpUrl, int, str, type VarSpec } from '../kit/config.js';
+import { passwordHasherVars } from '../kit/password-hasher.js';
 
 // An opaque Supabase-style key: a fixed prefix, then URL-safe characters. The prefix tells which role
 // the key stands for, so a secret key pasted where the publishable one belongs fails at start.
@@ -64,6 +65,8 @@ export const idpConfig = {
   IDP_RATE_LIMIT_EMAIL_SENT: int({ default: 30, min: 0, max: 1_000_000 }),
   /** Not in GoTrue: failed password sign-ins per account (email address) per 15 minutes. */
   IDP_RATE_LIMIT_LOGIN_FAILURES: int({ default: 10, min: 1, max: 1_000_000 }),
+  // 128 cost-10 jobs are about 5 s of work for 2 cores, as the accounts default is at cost 12.
+  ...passwordHasherVars(128),
 };
 
 export type IdpConfig = ConfigOf<typeof idpConfig>;

@@ -11,6 +11,22 @@ export interface WindowState {
   resetAt: number;
 }
 
+/** One key of a reserve(): its limit and its window length. */
+export interface WindowLimit {
+  key: string;
+  max: number;
+  windowMs: number;
+}
+
+export interface Reservation {
+  /** True when every key was below its max: each was counted. False: none was. */
+  admitted: boolean;
+  /** Each key's window after the call, in the order given. */
+  windows: WindowState[];
+  /** Tells each counted window from a later window of the same key, for release(). */
+  windowIds: string[];
+}
+
 export interface CounterStore {
   /** Adds one to the key's window (starting a new window when none is open) and returns it. */
   hit(key: string, windowMs: number): Promise<WindowState>;
@@ -18,6 +34,13 @@ export interface CounterStore {
   peek(key: string): Promise<WindowState | undefined>;
   /** Ends the key's window early (e.g. a successful login clears its failures). */
   reset(key: string): Promise<void>;
+  /**
+   * Counts one on every key if and only if each is below its max, atomically
+   * (across instances too): concurrent callers can never together pass a max.
+   */
+  reserve(limits: WindowLimit[]): Promise<Reservation>;
+  /** Gives back one count of reserve(), unless that window has ended since (a new window is left alone). */
+  release(key: string, windowId: string, windowMs: number): Promise<void>;
 }
 
 export class MemoryCounterStore implements CounterStore {
@@ -41,6 +64,11 @@ export class MemoryCounterStore implements CounterStore {
   }
 
   async hit(key: string, windowMs: number): Promise<WindowState> {
+    return this.hitNow(key, windowMs);
+  }
+
+  // Synchronous, so reserve() checks and counts several keys with nothing in between.
+  private hitNow(key: string, windowMs: number): WindowState {
     const now = this.clock();
     const open = this.windows.get(key);
     if (open && open.resetAt > now) {
@@ -67,6 +95,23 @@ export class MemoryCounterStore implements CounterStore {
 
   async reset(key: string): Promise<void> {
     this.windows.delete(key);
+  }
+
+  async reserve(limits: WindowLimit[]): Promise<Reservation> {
+    const now = this.clock();
+    const open = limits.map(({ key }) => {
+      const state = this.windows.get(key);
+      return state && state.resetAt > now ? { ...state } : { count: 0, resetAt: now };
+    });
+    if (limits.some((limit, i) => open[i]!.count >= limit.max)) return { admitted: false, windows: open, windowIds: [] };
+    const windows = limits.map(({ key, windowMs }) => this.hitNow(key, windowMs));
+    // A key's next window ends at least windowMs after this one: the end time names the window.
+    return { admitted: true, windows, windowIds: windows.map((w) => `m${w.resetAt}`) };
+  }
+
+  async release(key: string, windowId: string): Promise<void> {
+    const open = this.windows.get(key);
+    if (open && open.resetAt > this.clock() && `m${open.resetAt}` === windowId && open.count > 0) open.count -= 1;
   }
 
   /** Drops expired windows. */
@@ -101,9 +146,53 @@ local count = redis.call('GET', KEYS[1])
 if not count then return nil end
 return {tonumber(count), redis.call('PTTL', KEYS[1])}`;
 
+// Checks every key against its max (ARGV: max, windowMs per key) and counts
+// on all of them only when all are below: one script, so no other client's
+// INCR falls in between. Returns admitted, then per key the count, the time
+// left and the window's end on Redis's clock (which names the window).
+const RESERVE_SCRIPT = `
+local admitted = 1
+for i, key in ipairs(KEYS) do
+  if tonumber(redis.call('GET', key) or '0') >= tonumber(ARGV[2 * i - 1]) then admitted = 0 end
+end
+local now = redis.call('TIME')
+now = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+local out = {admitted}
+for i, key in ipairs(KEYS) do
+  local count = tonumber(redis.call('GET', key) or '0')
+  local ttl = redis.call('PTTL', key)
+  if admitted == 1 then
+    count = redis.call('INCR', key)
+    if ttl < 0 then
+      ttl = tonumber(ARGV[2 * i])
+      redis.call('PEXPIRE', key, ttl)
+    end
+  end
+  if ttl < 0 then ttl = 0 end
+  table.insert(out, count)
+  table.insert(out, ttl)
+  table.insert(out, now + ttl)
+end
+return out`;
+
+// Takes one back only while the key is in the window that reserve() counted
+// in: its end, on Redis's clock, within half a window of the one recorded
+// (a later window ends at least a whole window later).
+const RELEASE_SCRIPT = `
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl < 0 then return 0 end
+local now = redis.call('TIME')
+local ends = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + ttl
+if math.abs(ends - tonumber(ARGV[1])) * 2 >= tonumber(ARGV[2]) then return 0 end
+if tonumber(redis.call('GET', KEYS[1]) or '0') <= 0 then return 0 end
+redis.call('DECR', KEYS[1])
+return 1`;
+
 type ScriptedRedis = Redis & {
   rateLimitHit(key: string, windowMs: number): Promise<[number, number]>;
   rateLimitPeek(key: string): Promise<[number, number] | null>;
+  rateLimitReserve(numberOfKeys: number, ...keysAndArgs: Array<string | number>): Promise<number[]>;
+  rateLimitRelease(key: string, windowEnd: number, windowMs: number): Promise<number>;
 };
 
 export function connectRedis(url: string, onError: (err: Error) => void): Redis {
@@ -137,6 +226,8 @@ export class RedisCounterStore implements CounterStore {
   ) {
     redis.defineCommand('rateLimitHit', { numberOfKeys: 1, lua: HIT_SCRIPT });
     redis.defineCommand('rateLimitPeek', { numberOfKeys: 1, lua: PEEK_SCRIPT });
+    redis.defineCommand('rateLimitReserve', { lua: RESERVE_SCRIPT });
+    redis.defineCommand('rateLimitRelease', { numberOfKeys: 1, lua: RELEASE_SCRIPT });
     this.redis = redis as ScriptedRedis;
   }
 
@@ -172,6 +263,29 @@ export class RedisCounterStore implements CounterStore {
     await this.fallback.reset(key);
     try {
       await this.redis.del(this.prefix + key);
+    } catch (err) {
+      this.degraded(err);
+    }
+  }
+
+  async reserve(limits: WindowLimit[]): Promise<Reservation> {
+    try {
+      const args = limits.flatMap((l) => [l.max, l.windowMs]);
+      const [admitted, ...rest] = await this.redis.rateLimitReserve(limits.length, ...limits.map((l) => this.prefix + l.key), ...args);
+      const now = this.clock();
+      const windows = limits.map((_, i) => ({ count: rest[3 * i]!, resetAt: now + rest[3 * i + 1]! }));
+      return { admitted: admitted === 1, windows, windowIds: admitted === 1 ? limits.map((_, i) => `r${rest[3 * i + 2]}`) : [] };
+    } catch (err) {
+      this.degraded(err);
+      return this.fallback.reserve(limits);
+    }
+  }
+
+  async release(key: string, windowId: string, windowMs: number): Promise<void> {
+    // Counted in this process while Redis was away: given back here.
+    if (!windowId.startsWith('r')) return this.fallback.release(key, windowId);
+    try {
+      await this.redis.rateLimitRelease(this.prefix + key, Number(windowId.slice(1)), windowMs);
     } catch (err) {
       this.degraded(err);
     }

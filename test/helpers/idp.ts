@@ -7,6 +7,7 @@ import pg from 'pg';
 import { type Clock, systemClock } from '../../src/kit/clock.js';
 import { loadConfig } from '../../src/kit/config.js';
 import { createPool, migrate, readMigrations } from '../../src/kit/db.js';
+import type { PasswordHasher } from '../../src/kit/password-hasher.js';
 import { authenticatorRoleName } from '../../src/idp/authenticator.js';
 import { openIdp } from '../../src/idp/bootstrap.js';
 import { idpConfig } from '../../src/idp/config.js';
@@ -46,7 +47,7 @@ const idpMigrationsDir = fileURLToPath(new URL('../../src/idp/migrations', impor
 const appMigrationsDir = fileURLToPath(new URL('../../supabase/migrations', import.meta.url));
 
 export async function startIdp(
-  opts: { autoconfirm?: boolean; jwtExpirySeconds?: number; clock?: Clock; env?: Record<string, string>; logStream?: Writable } = {},
+  opts: { autoconfirm?: boolean; jwtExpirySeconds?: number; clock?: Clock; env?: Record<string, string>; logStream?: Writable; passwordHasher?: PasswordHasher } = {},
 ): Promise<RunningIdp> {
   const idpMigrations = await readMigrations(idpMigrationsDir);
   const appMigrations = await readMigrations(appMigrationsDir);
@@ -76,7 +77,7 @@ export async function startIdp(
   });
   let idp: Awaited<ReturnType<typeof openIdp>>;
   try {
-    idp = await openIdp(config, { databaseUrl: db.url, clock: opts.clock ?? systemClock, logStream: opts.logStream });
+    idp = await openIdp(config, { databaseUrl: db.url, clock: opts.clock ?? systemClock, logStream: opts.logStream, passwordHasher: opts.passwordHasher });
   } catch (err) {
     await db.drop().catch(() => {});
     throw err;

@@ -19,13 +19,15 @@ export function loginRoute(app: App, accounts: AccountsService): void {
         tags: ['auth'],
         summary: 'Exchange email and password for an access token',
         description:
-          'Failed logins are limited to 10 per account and 100 per client IP per 15 minutes (429 with Retry-After).',
+          'Failed logins are limited to 10 per account and 100 per client IP per 15 minutes (429 with Retry-After). ' +
+          '503 with Retry-After when the password-checking queue is full.',
         body: LoginBody,
         response: {
           200: envelope(Type.Object({ token: Type.String(), user: PublicUser })),
           400: ErrorEnvelope,
           401: ErrorEnvelope,
           429: ErrorEnvelope,
+          503: ErrorEnvelope,
         },
       },
     },

@@ -22,8 +22,11 @@ export function registerRoute(app: App, accounts: AccountsService): void {
       schema: {
         tags: ['auth'],
         summary: 'Create an account with role user',
+        description:
+          'Limited per client IP (REGISTER_MAX_PER_IP per REGISTER_WINDOW, 10 per hour by default; 429 with Retry-After). ' +
+          '503 with Retry-After when the password-hashing queue is full.',
         body: RegisterBody,
-        response: { 201: envelope(PublicUser), 400: ErrorEnvelope },
+        response: { 201: envelope(PublicUser), 400: ErrorEnvelope, 429: ErrorEnvelope, 503: ErrorEnvelope },
       },
     },
     async (request, reply) => {

@@ -30,6 +30,14 @@ export class TooManyRequestsError extends AuthError {
   }
 }
 
+/** A 503 while the server is saturated; Retry-After tells the client when to come back. */
+export class OverloadedError extends AuthError {
+  constructor(readonly retryAfterSeconds: number) {
+    super(503, 'request_timeout', 'Processing this request timed out, please retry after a moment');
+    this.name = 'OverloadedError';
+  }
+}
+
 /** OAuth-style errors (`{error, error_description}`), used by the token endpoint for a missing refresh token. */
 export class OAuthError extends Error {
   constructor(
@@ -56,8 +64,8 @@ export function sendAuthError(request: FastifyRequest, reply: FastifyReply, err:
     return reply.code(400).send({ error: err.error, error_description: err.description });
   }
   reply.code(err.status).header('x-sb-error-code', err.code);
-  if (err instanceof TooManyRequestsError) reply.header('retry-after', String(err.retryAfterSeconds));
-  if (err.status === 503) reply.header('retry-after', '1');
+  if (err instanceof TooManyRequestsError || err instanceof OverloadedError) reply.header('retry-after', String(err.retryAfterSeconds));
+  else if (err.status === 503) reply.header('retry-after', '1');
   if (requestedApiVersion(request) !== null) {
     return reply.header('X-Supabase-Api-Version', API_VERSION).send({ code: err.code, message: err.message, ...err.extra });
   }
@@ -122,4 +130,6 @@ export const authErrors = {
   tooManyFailedSignIns: (retryAfterSeconds: number) =>
     new TooManyRequestsError('over_request_rate_limit', 'Too many failed sign-in attempts for this account, try again later', retryAfterSeconds),
   unexpected: (message = 'Unexpected failure') => new AuthError(500, 'unexpected_failure', message),
+  /** GoTrue has no code for a full queue; request_timeout is its code for "retry after a moment". */
+  overloaded: (retryAfterSeconds: number) => new OverloadedError(retryAfterSeconds),
 };

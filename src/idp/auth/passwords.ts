@@ -1,29 +1,52 @@
 import { randomBytes } from 'node:crypto';
-import bcrypt from 'bcrypt';
+import { PasswordHasher, PasswordHasherBusy, type PasswordHasherOptions } from '../../kit/password-hasher.js';
 import { authErrors } from './errors.js';
 
 // GoTrue's defaults: bcrypt cost 10, minimum length 6, and bcrypt's own 72-byte input limit turned
 // into an explicit error rather than a silent truncation.
-const BCRYPT_COST = 10;
+export const BCRYPT_COST = 10;
 export const MIN_PASSWORD_LENGTH = 6;
 const MAX_PASSWORD_BYTES = 72;
 
-export const hashPassword = (password: string): Promise<string> => bcrypt.hash(password, BCRYPT_COST);
+/**
+ * The idp's hasher: the kit's low-priority worker threads, so bcrypt stays off the libuv pool that
+ * the database's SCRAM logins need (a sign-in storm there made new connections time out).
+ */
+export function idpPasswordHasher(opts: Omit<PasswordHasherOptions, 'cost'> = {}): PasswordHasher {
+  return new PasswordHasher({ cost: BCRYPT_COST, ...opts });
+}
+
+/** A full hashing queue is a 503 in GoTrue's error shape, with Retry-After. */
+async function orOverloaded<T>(job: () => Promise<T>): Promise<T> {
+  try {
+    return await job();
+  } catch (err) {
+    if (err instanceof PasswordHasherBusy) throw authErrors.overloaded(err.retryAfterSeconds);
+    throw err;
+  }
+}
 
 /**
- * Compares against the stored hash, or against a hash of a random password when there is none,
- * so an unknown email costs the same time as a wrong password.
+ * Hashes new passwords, and compares against the stored hash, or against a hash of a random
+ * password when there is none, so an unknown email costs the same time as a wrong password.
  */
-export class PasswordVerifier {
-  private constructor(private readonly dummyHash: string) {}
+export class Passwords {
+  private constructor(
+    private readonly hasher: PasswordHasher,
+    private readonly dummyHash: string,
+  ) {}
 
-  static async create(): Promise<PasswordVerifier> {
-    return new PasswordVerifier(await hashPassword(randomBytes(18).toString('base64url')));
+  static async create(hasher: PasswordHasher): Promise<Passwords> {
+    return new Passwords(hasher, await hasher.hash(randomBytes(18).toString('base64url')));
+  }
+
+  hash(password: string): Promise<string> {
+    return orOverloaded(() => this.hasher.hash(password));
   }
 
   async verify(password: string, hash: string | null | undefined): Promise<boolean> {
     const tooLong = Buffer.byteLength(password) > MAX_PASSWORD_BYTES;
-    const matches = await bcrypt.compare(password, hash ?? this.dummyHash);
+    const matches = await orOverloaded(() => this.hasher.verify(password, hash ?? this.dummyHash));
     return matches && !tooLong && hash !== null && hash !== undefined;
   }
 }

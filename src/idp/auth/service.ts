@@ -5,7 +5,7 @@ import { ACCESS_TOKEN_AUDIENCE, type SigningKeys, type VerifiedClaims, type Toke
 import { normalizeEmail } from './email.js';
 import { AuthError, authErrors, OAuthError } from './errors.js';
 import { checkMetadataLimits } from './metadata.js';
-import { checkPasswordTooLong, hashPassword, type PasswordVerifier, passwordWeakness, randomPassword } from './passwords.js';
+import { checkPasswordTooLong, type Passwords, passwordWeakness, randomPassword } from './passwords.js';
 import type { AuthRepository, SessionRow } from './repository.js';
 import { goTime, toUser, type User, type UserRow } from './user.js';
 
@@ -83,7 +83,7 @@ export class AuthService {
   constructor(
     private readonly repo: AuthRepository,
     private readonly keys: SigningKeys,
-    private readonly passwords: PasswordVerifier,
+    private readonly passwords: Passwords,
     private readonly clock: Clock,
     private readonly settings: AuthSettings,
     private readonly log: Logger,
@@ -111,7 +111,7 @@ export class AuthService {
     checkMetadataLimits('data', data);
 
     // Hashing first means every branch below costs one bcrypt, whether or not the address is taken.
-    const passwordHash = await hashPassword(password);
+    const passwordHash = await this.passwords.hash(password);
     const now = this.now();
     const existing = await this.repo.findUserByEmail(email);
     if (existing) return this.signUpExisting(existing, email, data, now);
@@ -321,7 +321,7 @@ export class AuthService {
     const confirmed = attrs.email_confirm === true;
     const created = await this.repo.createUser({
       email,
-      passwordHash: await hashPassword(password),
+      passwordHash: await this.passwords.hash(password),
       emailConfirmedAt: confirmed ? now : null,
       confirmationSentAt: null,
       userMetadata: confirmed ? { ...attrs.user_metadata, email_verified: true } : { ...attrs.user_metadata },

@@ -49,6 +49,8 @@ export function startAccounts(databaseUrl: string, opts: ProcessOptions = {}): P
       JWT_SECRET: randomBytes(32).toString('hex'),
       ADMIN_EMAIL: ACCOUNTS_ADMIN.email,
       ADMIN_PASSWORD: ACCOUNTS_ADMIN.password,
+      // Every test client registers from 127.0.0.1; a test of the limit sets its own.
+      REGISTER_MAX_PER_IP: '1000000',
       ...opts.env,
     },
     { port: opts.port },
