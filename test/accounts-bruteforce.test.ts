@@ -10,6 +10,7 @@ import type { App } from '../src/kit/http.js';
 import { MemoryCounterStore, connectRedis } from '../src/kit/rate-limit.js';
 import { accountsPasswordHasher } from '../src/accounts/passwords.js';
 import { LogCapture, accountsSuite, assertError, json, noSecretInAnyResponse, registerUser, uniqueEmail } from './accounts-harness.js';
+import { withoutRedis } from './helpers/redis.js';
 
 const suite = accountsSuite();
 const PASSWORD = 'the right password';
@@ -121,7 +122,7 @@ test('throttling is logged with the email hash and the IP, never the email or pa
   store.close();
 });
 
-test('with REDIS_URL the failure counters live in Redis and are shared by every instance', { skip: !process.env.REDIS_URL }, async () => {
+test('with REDIS_URL the failure counters live in Redis and are shared by every instance', { skip: withoutRedis }, async () => {
   const redis = connectRedis(process.env.REDIS_URL!, () => {});
   const other = connectRedis(process.env.REDIS_URL!, () => {});
   try {
@@ -205,7 +206,7 @@ test('the right password hidden among 150 concurrent guesses never gets in once 
   assert.equal((await login(app, email, PASSWORD, randomIp())).statusCode, 429);
 });
 
-test('with REDIS_URL, 150 concurrent guesses split over two instances: at most 10 bcrypt comparisons in all', { skip: !process.env.REDIS_URL }, async () => {
+test('with REDIS_URL, 150 concurrent guesses split over two instances: at most 10 bcrypt comparisons in all', { skip: withoutRedis }, async () => {
   const redis = connectRedis(process.env.REDIS_URL!, () => {});
   const other = connectRedis(process.env.REDIS_URL!, () => {});
   try {

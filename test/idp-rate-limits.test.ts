@@ -10,6 +10,7 @@ import WebSocket from 'ws';
 import { loadConfig } from '../src/kit/config.js';
 import { idpConfig } from '../src/idp/config.js';
 import { http, type RunningIdp, startIdp, supabase, TEST_PUBLISHABLE_KEY, TEST_SECRET_KEY } from './helpers/idp.js';
+import { withoutRedis } from './helpers/redis.js';
 
 const TOKEN_LIMIT = 5;
 const SIGNUP_LIMIT = 3;
@@ -203,7 +204,7 @@ describe('failed password sign-ins per account', () => {
     assert.deepEqual(codes, [...Array(LOGIN_FAILURES).fill('invalid_credentials'), 'over_request_rate_limit']);
   });
 
-  test('two instances sharing Redis share the per-account count', { skip: process.env.REDIS_URL ? false : 'REDIS_URL not set' }, async () => {
+  test('two instances sharing Redis share the per-account count', { skip: withoutRedis }, async () => {
     const env = { ...lowLimits, IDP_RATE_LIMIT_TOKEN_REFRESH: '1000000', REDIS_URL: process.env.REDIS_URL! };
     const [first, second] = await Promise.all([startIdp({ env }), startIdp({ env })]);
     try {

@@ -4,6 +4,7 @@ import { describe, it } from 'node:test';
 import type { Redis } from 'ioredis';
 import { manualClock, systemClock } from '../src/kit/clock.js';
 import { connectRedis, FixedWindowLimiter, MemoryCounterStore, RedisCounterStore } from '../src/kit/rate-limit.js';
+import { withoutRedis } from './helpers/redis.js';
 
 describe('clock', () => {
   it('systemClock is the wall clock in ms', () => {
@@ -169,7 +170,7 @@ async function waitReady(redis: Redis): Promise<void> {
   }
 }
 
-describe('RedisCounterStore', { skip: !process.env.REDIS_URL }, () => {
+describe('RedisCounterStore', { skip: withoutRedis }, () => {
   const redisUrl = process.env.REDIS_URL ?? '';
   const prefix = () => `test:kit-rate-limit:${randomBytes(6).toString('hex')}:`;
 
@@ -287,7 +288,7 @@ describe('reserve and release', () => {
     }
   });
 
-  it('redis: two stores reserving at once never pass a max together; release is per window', { skip: !process.env.REDIS_URL }, async () => {
+  it('redis: two stores reserving at once never pass a max together; release is per window', { skip: withoutRedis }, async () => {
     const one = connectRedis(process.env.REDIS_URL!, () => {});
     const two = connectRedis(process.env.REDIS_URL!, () => {});
     const p = `test:kit-rate-limit:${randomBytes(6).toString('hex')}:`;

@@ -8,6 +8,7 @@ import { connectRedis } from '../src/kit/rate-limit.js';
 import { buildApp, CREATE_LIMIT } from '../src/shortener/app.js';
 import { freshDatabase, type TestDatabase } from './helpers/database.js';
 import { assertEnvelope, countLinks, shortenerMigrations, shortenerTestConfig } from './helpers/shortener.js';
+import { withoutRedis } from './helpers/redis.js';
 
 let db: TestDatabase;
 let pool: Pool;
@@ -342,7 +343,7 @@ describe('one window per client, however its address is spelled (behind a truste
   });
 });
 
-describe('create rate limit with Redis', { skip: !process.env.REDIS_URL }, () => {
+describe('create rate limit with Redis', { skip: withoutRedis }, () => {
   const redisUrl = process.env.REDIS_URL ?? '';
   // A documentation-range IPv6 /64 unique to this run: its key cannot meet anyone else's.
   // Groups in 0x1000-0xffff have no leading zero to drop, so the key is written as it is stored.
