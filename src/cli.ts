@@ -16,6 +16,10 @@ import { processLogger } from './kit/service.js';
 const { PORT: _port, HOST: _host, ...shared } = commonVars(0);
 const launcherConfig = {
   ...shared,
+  /** npm start is local development: the services listen on the loopback interface unless HOST says otherwise. */
+  HOST: str({ default: '127.0.0.1' }),
+  /** Only shown in the banner; the accounts service reads it (and ADMIN_PASSWORD) itself. */
+  ADMIN_EMAIL: str(),
   ACCOUNTS_PORT: int({ default: 3000, min: 1, max: 65535 }),
   SHORTENER_PORT: int({ default: 3001, min: 1, max: 65535 }),
   NOTES_PORT: int({ default: 9999, min: 1, max: 65535 }),
@@ -34,6 +38,8 @@ const srcDir = path.dirname(fileURLToPath(import.meta.url));
 const ext = path.extname(fileURLToPath(import.meta.url));
 const nodeArgs = ext === '.ts' ? ['--import', 'tsx'] : [];
 const dataDir = path.resolve(config.DATA_DIR);
+const host = config.HOST;
+const urlHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
 
 interface ServiceSpec {
   name: string;
@@ -55,7 +61,7 @@ async function secrets(cfg: LauncherConfig) {
 }
 
 function servicesToRun(cfg: LauncherConfig, keys: Awaited<ReturnType<typeof secrets>>): ServiceSpec[] {
-  const idpUrl = `http://127.0.0.1:${cfg.IDP_PORT}`;
+  const idpUrl = `http://${urlHost}:${cfg.IDP_PORT}`;
   const all: ServiceSpec[] = [
     {
       name: 'idp',
@@ -82,7 +88,7 @@ function servicesToRun(cfg: LauncherConfig, keys: Awaited<ReturnType<typeof secr
 async function waitHealthy(port: number, child: ChildProcess): Promise<boolean> {
   for (let i = 0; i < 600 && child.exitCode === null; i++) {
     try {
-      if ((await fetch(`http://127.0.0.1:${port}/healthz`)).ok) return true;
+      if ((await fetch(`http://${urlHost}:${port}/healthz`)).ok) return true;
     } catch {
       // not listening yet
     }
@@ -126,12 +132,13 @@ function databaseUrlOf(s: ServiceSpec): { DATABASE_URL?: string } {
 const children = new Map<string, ChildProcess>();
 let stopping = false;
 
-async function stopAll(code: number): Promise<never> {
+/** Stops every service with the signal the launcher got (Ctrl-C: SIGINT), so their logs name it, then the database. */
+async function stopAll(code: number, signal: NodeJS.Signals = 'SIGTERM'): Promise<never> {
   stopping = true;
   const exits = [...children.values()]
     .filter((c) => c.exitCode === null && c.signalCode === null)
     .map((c) => new Promise((resolve) => c.once('exit', resolve)));
-  for (const child of children.values()) child.kill('SIGTERM');
+  for (const child of children.values()) child.kill(signal);
   await Promise.all(exits);
   await stopDatabase();
   process.exit(code);
@@ -139,9 +146,9 @@ async function stopAll(code: number): Promise<never> {
 
 for (const s of services) {
   // Own process group: a terminal's Ctrl-C reaches only the launcher, which
-  // then stops each service once, in order, with SIGTERM.
+  // then stops each service once, in order, with the same signal.
   const child = spawn(process.execPath, [...nodeArgs, path.join(srcDir, s.name, `server${ext}`)], {
-    env: { ...inheritedEnv, ...s.env, PORT: String(s.port), ...databaseUrlOf(s), DATA_DIR: dataDir },
+    env: { ...inheritedEnv, ...s.env, HOST: host, PORT: String(s.port), ...databaseUrlOf(s), DATA_DIR: dataDir },
     stdio: 'inherit',
     detached: true,
   });
@@ -154,17 +161,21 @@ for (const s of services) {
   });
 }
 
-process.on('SIGINT', () => void stopAll(0));
+process.on('SIGINT', () => void stopAll(0, 'SIGINT'));
 process.on('SIGTERM', () => void stopAll(0));
 
 const healthy = await Promise.all(services.map((s) => waitHealthy(s.port, children.get(s.name)!)));
 if (healthy.every(Boolean) && !stopping) {
-  const lines = services.map((s) => `  ${s.name.padEnd(10)} http://localhost:${s.port}  (docs: /docs)`);
+  const secretsFile = path.join(dataDir, 'secrets.json');
+  const lines = services.map((s) => `  ${s.name.padEnd(10)} http://${urlHost}:${s.port}   API documents: http://${urlHost}:${s.port}/docs`);
   process.stdout.write(
-    `\nAll services are up:\n${lines.join('\n')}\n` +
+    `\nAll services are up (listening on ${host}; set HOST to change it):\n${lines.join('\n')}\n` +
       `Database: ${config.DATABASE_URL ? 'DATABASE_URL' : `embedded PostgreSQL in ${path.join(dataDir, 'pg')}`}\n` +
-      `Secrets (generated once, kept in ${path.join(dataDir, 'secrets.json')} unless set): ` +
-      `JWT_SECRET ${redactSecret(keys.jwtSecret)}, IDP_PUBLISHABLE_KEY ${redactSecret(keys.publishableKey)}, IDP_SECRET_KEY ${redactSecret(keys.secretKey)}\n` +
+      `idp publishable key (public by design): ${keys.publishableKey}\n` +
+      `Secret keys${config.JWT_SECRET && config.IDP_SECRET_KEY ? ' (from the environment)' : `, generated once: ${secretsFile} (mode 0600)`}: ` +
+      `IDP_SECRET_KEY ${redactSecret(keys.secretKey)}, JWT_SECRET ${redactSecret(keys.jwtSecret)}` +
+      `${config.DATABASE_URL ? '' : ', DATABASE_PASSWORD_<SERVICE>'}\n` +
+      `Admin account: ${config.ADMIN_EMAIL ? `${config.ADMIN_EMAIL} (ADMIN_EMAIL)` : 'none (set ADMIN_EMAIL and ADMIN_PASSWORD)'}\n` +
       'Press Ctrl-C to stop.\n\n',
   );
 }
