@@ -23,6 +23,7 @@ const launcherConfig = {
   JWT_SECRET: str({ minBytes: 32 }),
   IDP_SECRET_KEY: str(),
   IDP_PUBLISHABLE_KEY: str(),
+  SHORTENER_ADMIN_KEY: str({ minBytes: 32 }),
   REDIS_URL: connectionUrl(['redis:', 'rediss:']),
 };
 type LauncherConfig = ConfigOf<typeof launcherConfig>;
@@ -47,7 +48,9 @@ async function secrets(cfg: LauncherConfig) {
   const publishableKey =
     cfg.IDP_PUBLISHABLE_KEY ??
     (await loadOrCreateSecret(dataDir, 'IDP_PUBLISHABLE_KEY', () => `sb_publishable_${randomBytes(24).toString('base64url')}`));
-  return { jwtSecret, secretKey, publishableKey };
+  const shortenerAdminKey =
+    cfg.SHORTENER_ADMIN_KEY ?? (await loadOrCreateSecret(dataDir, 'SHORTENER_ADMIN_KEY', () => randomBytes(32).toString('base64url')));
+  return { jwtSecret, secretKey, publishableKey, shortenerAdminKey };
 }
 
 function servicesToRun(cfg: LauncherConfig, keys: Awaited<ReturnType<typeof secrets>>): ServiceSpec[] {
@@ -61,7 +64,11 @@ function servicesToRun(cfg: LauncherConfig, keys: Awaited<ReturnType<typeof secr
       env: { IDP_SECRET_KEY: keys.secretKey, IDP_PUBLISHABLE_KEY: keys.publishableKey, TRUST_PROXY: [cfg.TRUST_PROXY, '127.0.0.1'].filter(Boolean).join(',') },
     },
     { name: 'accounts', port: cfg.ACCOUNTS_PORT, env: { JWT_SECRET: keys.jwtSecret } },
-    { name: 'shortener', port: cfg.SHORTENER_PORT, env: cfg.REDIS_URL ? { REDIS_URL: cfg.REDIS_URL } : {} },
+    {
+      name: 'shortener',
+      port: cfg.SHORTENER_PORT,
+      env: { SHORTENER_ADMIN_KEY: keys.shortenerAdminKey, ...(cfg.REDIS_URL ? { REDIS_URL: cfg.REDIS_URL } : {}) },
+    },
     {
       name: 'notes',
       port: cfg.NOTES_PORT,
@@ -135,7 +142,8 @@ if (healthy.every(Boolean) && !stopping) {
     `\nAll services are up:\n${lines.join('\n')}\n` +
       `Database: ${config.DATABASE_URL ? 'DATABASE_URL' : `embedded PostgreSQL in ${path.join(dataDir, 'pg')}`}\n` +
       `Secrets (generated once, kept in ${path.join(dataDir, 'secrets.json')} unless set): ` +
-      `JWT_SECRET ${redactSecret(keys.jwtSecret)}, IDP_PUBLISHABLE_KEY ${redactSecret(keys.publishableKey)}, IDP_SECRET_KEY ${redactSecret(keys.secretKey)}\n` +
+      `JWT_SECRET ${redactSecret(keys.jwtSecret)}, IDP_PUBLISHABLE_KEY ${redactSecret(keys.publishableKey)}, IDP_SECRET_KEY ${redactSecret(keys.secretKey)}, ` +
+      `SHORTENER_ADMIN_KEY ${redactSecret(keys.shortenerAdminKey)}\n` +
       'Press Ctrl-C to stop.\n\n',
   );
 }

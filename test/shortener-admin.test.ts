@@ -77,6 +77,11 @@ describe('admin auth', () => {
     );
   });
 
+  it('SHORTENER_ADMIN_KEY shorter than 32 bytes stops the start', () => {
+    assert.throws(() => shortenerTestConfig({ SHORTENER_ADMIN_KEY: 'x'.repeat(31) }), /SHORTENER_ADMIN_KEY must be at least 32 bytes long/);
+    assert.equal(shortenerTestConfig({ SHORTENER_ADMIN_KEY: 'x'.repeat(32) }).SHORTENER_ADMIN_KEY, 'x'.repeat(32));
+  });
+
   it('a missing or wrong key is a 401 envelope with WWW-Authenticate; the right key passes', async () => {
     const wrong: Array<Record<string, string>> = [
       {},
