@@ -23,7 +23,8 @@ export const QR_CACHE_CONTROL = 'public, max-age=3600';
 
 const QrQuery = Type.Object(
   {
-    format: Type.Union([Type.Literal('svg'), Type.Literal('png')], { default: 'svg' }),
+    // An enum rather than a union of literals: one error, "must be equal to one of the allowed values".
+    format: Type.Unsafe<'svg' | 'png'>({ type: 'string', enum: ['svg', 'png'], default: 'svg' }),
     size: Type.Integer({ minimum: QR_SIZE.min, maximum: QR_SIZE.max, default: QR_SIZE.default }),
   },
   { additionalProperties: false },
