@@ -105,6 +105,11 @@ describe('admin auth', () => {
     }
     const res = await app.inject({ method: 'GET', url: '/api/links', headers: AUTH });
     assert.equal(res.statusCode, 200);
+    // HEAD, which Fastify derives from GET, carries the same check.
+    assert.equal((await app.inject({ method: 'HEAD', url: '/api/links' })).statusCode, 401);
+    assert.equal((await app.inject({ method: 'HEAD', url: '/api/links', headers: AUTH })).statusCode, 200);
+    // The scheme is case-insensitive (RFC 7235).
+    assert.equal((await app.inject({ method: 'GET', url: '/api/links', headers: { authorization: `bearer ${ADMIN_KEY}` } })).statusCode, 200);
   });
 
   it('compares digests of equal length with crypto.timingSafeEqual, whatever length was sent', async () => {
