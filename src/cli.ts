@@ -27,6 +27,7 @@ const launcherConfig = {
   JWT_SECRET: str({ minBytes: 32 }),
   IDP_SECRET_KEY: str(),
   IDP_PUBLISHABLE_KEY: str(),
+  SHORTENER_ADMIN_KEY: str({ minBytes: 32 }),
   REDIS_URL: connectionUrl(['redis:', 'rediss:']),
 };
 type LauncherConfig = ConfigOf<typeof launcherConfig>;
@@ -57,7 +58,9 @@ async function secrets(cfg: LauncherConfig) {
   const publishableKey =
     cfg.IDP_PUBLISHABLE_KEY ??
     (await loadOrCreateSecret(dataDir, 'IDP_PUBLISHABLE_KEY', () => `sb_publishable_${randomBytes(24).toString('base64url')}`));
-  return { jwtSecret, secretKey, publishableKey };
+  const shortenerAdminKey =
+    cfg.SHORTENER_ADMIN_KEY ?? (await loadOrCreateSecret(dataDir, 'SHORTENER_ADMIN_KEY', () => randomBytes(32).toString('base64url')));
+  return { jwtSecret, secretKey, publishableKey, shortenerAdminKey };
 }
 
 function servicesToRun(cfg: LauncherConfig, keys: Awaited<ReturnType<typeof secrets>>): ServiceSpec[] {
@@ -74,7 +77,12 @@ function servicesToRun(cfg: LauncherConfig, keys: Awaited<ReturnType<typeof secr
       prepareDatabase: async (url) => (await import('./idp/bootstrap.js')).prepareIdpRoles(url, keys.secretKey),
     },
     { name: 'accounts', port: cfg.ACCOUNTS_PORT, env: { JWT_SECRET: keys.jwtSecret }, database: true },
-    { name: 'shortener', port: cfg.SHORTENER_PORT, env: cfg.REDIS_URL ? { REDIS_URL: cfg.REDIS_URL } : {}, database: true },
+    {
+      name: 'shortener',
+      port: cfg.SHORTENER_PORT,
+      env: { SHORTENER_ADMIN_KEY: keys.shortenerAdminKey, ...(cfg.REDIS_URL ? { REDIS_URL: cfg.REDIS_URL } : {}) },
+      database: true,
+    },
     {
       name: 'notes',
       port: cfg.NOTES_PORT,
@@ -172,8 +180,8 @@ if (healthy.every(Boolean) && !stopping) {
     `\nAll services are up (listening on ${host}; set HOST to change it):\n${lines.join('\n')}\n` +
       `Database: ${config.DATABASE_URL ? 'DATABASE_URL' : `embedded PostgreSQL in ${path.join(dataDir, 'pg')}`}\n` +
       `idp publishable key (public by design): ${keys.publishableKey}\n` +
-      `Secret keys${config.JWT_SECRET && config.IDP_SECRET_KEY ? ' (from the environment)' : `, generated once: ${secretsFile} (mode 0600)`}: ` +
-      `IDP_SECRET_KEY ${redactSecret(keys.secretKey)}, JWT_SECRET ${redactSecret(keys.jwtSecret)}` +
+      `Secret keys (generated once into ${secretsFile}, mode 0600, unless set in the environment): ` +
+      `IDP_SECRET_KEY ${redactSecret(keys.secretKey)}, JWT_SECRET ${redactSecret(keys.jwtSecret)}, SHORTENER_ADMIN_KEY ${redactSecret(keys.shortenerAdminKey)}` +
       `${config.DATABASE_URL ? '' : ', DATABASE_PASSWORD_<SERVICE>'}\n` +
       `Admin account: ${config.ADMIN_EMAIL ? `${config.ADMIN_EMAIL} (ADMIN_EMAIL)` : 'none (set ADMIN_EMAIL and ADMIN_PASSWORD)'}\n` +
       'Press Ctrl-C to stop.\n\n',

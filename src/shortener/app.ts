@@ -13,6 +13,9 @@ import { LinkRepository } from './repository.js';
 import { createLinkRoute } from './routes/create-link.js';
 import { linkStatsRoute } from './routes/link-stats.js';
 import { redirectRoute } from './routes/redirect.js';
+import { isReservedCode } from './reserved-codes.js';
+import { adminLinksRoutes } from './routes/admin-links.js';
+import { linkQrRoute } from './routes/link-qr.js';
 
 export const CREATE_LIMIT = { max: 10, windowMs: 60_000 };
 
@@ -26,7 +29,7 @@ export interface ShortenerDeps {
 }
 
 export async function buildApp(
-  config: Pick<ShortenerConfig, 'BASE_URL' | 'LOG_LEVEL' | 'TRUST_PROXY' | 'RATE_LIMIT_IPV6_PREFIX' | 'METRICS_TOKEN' | HttpVariable>,
+  config: Pick<ShortenerConfig, 'BASE_URL' | 'LOG_LEVEL' | 'TRUST_PROXY' | 'RATE_LIMIT_IPV6_PREFIX' | 'METRICS_TOKEN' | 'SHORTENER_ADMIN_KEY' | HttpVariable>,
   deps: ShortenerDeps,
 ): Promise<App> {
   const clock = deps.clock ?? systemClock;
@@ -52,17 +55,21 @@ export async function buildApp(
   app.addHook('onClose', async () => memory.close());
 
   const { observeClickBatch } = installShortenerMetrics(app);
-  // Every GET route of the service (healthz, metrics) is a code never issued.
+  // Every GET route of the service (healthz, metrics) is a code never issued,
+  // nor one that starts like a page the service serves (reserved-codes.ts).
+  const repo = new LinkRepository(deps.pool);
   const links = new LinkService(
-    new LinkRepository(deps.pool),
+    repo,
     deps.generateCode ?? randomCode,
-    (code) => app.hasRoute({ method: 'GET', url: `/${code}` }),
+    (code) => isReservedCode(code) || app.hasRoute({ method: 'GET', url: `/${code}` }),
     observeClickBatch,
   );
 
   // Rule 7: the API routes first, the catch-all redirect last.
   createLinkRoute(app, links, createLimiter, config.BASE_URL, config.RATE_LIMIT_IPV6_PREFIX);
   linkStatsRoute(app, links);
+  adminLinksRoutes(app, repo, config.BASE_URL, config.SHORTENER_ADMIN_KEY);
+  linkQrRoute(app, links, config.BASE_URL);
   redirectRoute(app, links);
   return app;
 }

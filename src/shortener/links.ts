@@ -3,7 +3,7 @@ import { isUniqueViolation } from '../kit/db.js';
 import { HttpError, badRequest } from '../kit/errors.js';
 import { ClickCounter } from './click-counter.js';
 import { CODE_PATTERN, type CodeGenerator } from './codes.js';
-import { type Link, type LinkRepository, UNIQUE_CODE_CONSTRAINT } from './repository.js';
+import { DELETED_CODE_CONSTRAINT, type Link, type LinkRepository, UNIQUE_CODE_CONSTRAINT } from './repository.js';
 
 export const MAX_CODE_ATTEMPTS = 5;
 export const MAX_URL_LENGTH = 2048;
@@ -103,7 +103,8 @@ export class LinkService {
       try {
         return await this.repo.insert(code, originalUrl);
       } catch (err) {
-        if (isUniqueViolation(err, UNIQUE_CODE_CONSTRAINT)) continue;
+        // Taken by a live link, or once held by a deleted one: either way, another code.
+        if (isUniqueViolation(err, UNIQUE_CODE_CONSTRAINT) || isUniqueViolation(err, DELETED_CODE_CONSTRAINT)) continue;
         throw err;
       }
     }

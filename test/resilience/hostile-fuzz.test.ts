@@ -34,6 +34,7 @@ const RAW_SHARE = 0.08;
 const REDIS_URL = process.env.REDIS_URL;
 
 const dbs: TestDatabase[] = [];
+const FUZZ_SHORTENER_ADMIN_KEY = `fuzz-admin-${'k'.repeat(32)}`;
 const procs: Record<ServiceName, ServiceProcess | undefined> = { shortener: undefined, accounts: undefined, idp: undefined, notes: undefined };
 
 before(async () => {
@@ -43,7 +44,7 @@ before(async () => {
   // rate limiters' keys), and Redis holds the counters when CI provides it, as in production.
   const redis: Record<string, string> = REDIS_URL ? { REDIS_URL } : {};
   [procs.shortener, procs.accounts, procs.idp] = await Promise.all([
-    startShortener(shortenerDb.url, { trustProxy: '127.0.0.1', redisUrl: REDIS_URL }),
+    startShortener(shortenerDb.url, { trustProxy: '127.0.0.1', redisUrl: REDIS_URL, env: { SHORTENER_ADMIN_KEY: FUZZ_SHORTENER_ADMIN_KEY } }),
     startAccounts(accountsDb.url, { env: { TRUST_PROXY: '127.0.0.1', ...redis } }),
     startIdpProcess(idpDb.url),
   ]);
@@ -204,7 +205,7 @@ test(`shortener survives ${REQUESTS} hostile requests: no 5xx, envelope bodies, 
     const created = await json(`${url}/api/links`, 'POST', { url: `https://example.com/seed-${i}` }, { 'x-forwarded-for': `10.99.0.${i + 1}` });
     codes.push(created.data.code);
   }
-  await runAndReport(t, 'shortener', { codes });
+  await runAndReport(t, 'shortener', { codes, shortenerAdminKey: FUZZ_SHORTENER_ADMIN_KEY });
 });
 
 test(`accounts survives ${REQUESTS} hostile requests: no 5xx, envelope bodies, still healthy`, async (t) => {

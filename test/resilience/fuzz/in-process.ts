@@ -42,11 +42,19 @@ async function listen(app: App): Promise<string> {
 }
 
 /** TRUST_PROXY=127.0.0.1: tests name the client in X-Forwarded-For, so the create limit counts per test client. */
+/** The shortener's admin key in the in-process runs, so the admin routes are reached past authentication. */
+export const SHORTENER_ADMIN_KEY = `hostile-admin-${'k3y'.repeat(12)}`;
+
 export async function startShortenerInProcess(logLevel = 'silent'): Promise<Running & { pool: Pool; db: TestDatabase }> {
   const db = await serviceDatabase('shortener');
   const pool = createPool(db.url, { max: 5 });
   const logs = new LogCapture();
-  const config = loadConfig(shortenerConfig, { BASE_URL: 'https://sho.rt', LOG_LEVEL: logLevel, TRUST_PROXY: '127.0.0.1' });
+  const config = loadConfig(shortenerConfig, {
+    BASE_URL: 'https://sho.rt',
+    LOG_LEVEL: logLevel,
+    TRUST_PROXY: '127.0.0.1',
+    SHORTENER_ADMIN_KEY,
+  });
   const app = await buildShortener(config, { pool, logStream: logs });
   const url = await listen(app);
   return {

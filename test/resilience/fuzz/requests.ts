@@ -24,6 +24,8 @@ export interface FuzzContext {
   secretKey?: string;
   /** shortener: codes that exist. */
   codes?: string[];
+  /** shortener: the admin key (SHORTENER_ADMIN_KEY). */
+  shortenerAdminKey?: string;
   /** notes: ids of notes that exist. */
   noteIds?: number[];
 }
@@ -405,6 +407,40 @@ const shortenerRoutes: Route[] = [
   },
   { weight: 20, methods: ['GET', 'HEAD'], path: (rng, ctx) => `/api/links/${rng.chance(0.4) && ctx.codes?.length ? rng.pick(ctx.codes) : pathSegment(rng)}` },
   { weight: 30, methods: ['GET', 'HEAD', 'DELETE', 'POST'], path: (rng, ctx) => `/${rng.chance(0.4) && ctx.codes?.length ? rng.pick(ctx.codes) : rng.chance(0.3) ? rng.string(7, 'abcXYZ0129') : pathSegment(rng)}` },
+  {
+    weight: 8,
+    methods: ['GET', 'HEAD'],
+    path: (rng, ctx) =>
+      `/api/links/${rng.chance(0.6) && ctx.codes?.length ? rng.pick(ctx.codes) : pathSegment(rng)}/qr` +
+      rng.pick(['', '?format=png', '?format=svg&size=1024', '?size=64', '?size=63', '?size=1e400', '?format=gif', `?size=${rng.int(-2000, 3000)}`, `?format=${pathSegment(rng)}`]),
+  },
+  {
+    weight: 8,
+    methods: ['GET', 'HEAD'],
+    path: (rng) =>
+      `/api/links${rng.pick(['', '?page=2&per_page=1', '?per_page=1000', '?page=0', '?page=1e400', '?q=%00', '?q=example.com', '?q=%25_%5C', `?q=${pathSegment(rng)}`, `?per_page=${rng.int(-5, 2000)}`])}`,
+    tokens: (ctx) => (ctx.shortenerAdminKey ? [ctx.shortenerAdminKey] : []),
+  },
+  {
+    weight: 8,
+    methods: ['PATCH'],
+    // Mostly codes that do not exist, so the seeded links keep serving the other routes.
+    path: (rng, ctx) => `/api/links/${rng.chance(0.3) && ctx.codes?.length ? rng.pick(ctx.codes) : rng.chance(0.5) ? rng.string(7, 'abcXYZ0129') : pathSegment(rng)}`,
+    body: {
+      fields: {
+        expires_at: (rng) => rng.pick([null, '2030-01-01T00:00:00Z', '2030-01-01T00:00:00+14:00', '2030-02-30T00:00:00Z', '9999-12-31T23:59:59-01:00', 'tomorrow']),
+        max_visits: (rng) => rng.pick([null, 1, 0, -1, 2 ** 53, 1.5, '3']),
+        disabled: (rng) => rng.pick([true, false, 'true', null]),
+      },
+    },
+    tokens: (ctx) => (ctx.shortenerAdminKey ? [ctx.shortenerAdminKey] : []),
+  },
+  {
+    weight: 3,
+    methods: ['DELETE'],
+    path: (rng) => `/api/links/${rng.chance(0.5) ? rng.string(7, 'abcXYZ0129') : pathSegment(rng)}`,
+    tokens: (ctx) => (ctx.shortenerAdminKey ? [ctx.shortenerAdminKey] : []),
+  },
   HEALTH,
 ];
 
