@@ -225,6 +225,26 @@ describe('createServer: error envelope', () => {
     });
   });
 
+  it('a refused JSON body is told what is wrong with it, and nothing is processed', async () => {
+    await withServer(async (app) => {
+      const cases: Array<[string, string]> = [
+        ['{"name":"ok","__proto__":{"x":1}}', 'Body must not contain the key "__proto__"'],
+        ['{"name":"ok","nested":[{"constructor":{"prototype":{"x":1}}}]}', 'Body must not contain the key "constructor.prototype"'],
+        ['{"name":', 'Body is not valid JSON: '],
+        ['', "Body cannot be empty when content-type is set to 'application/json'"],
+        ['['.repeat(1001) + ']'.repeat(1001), 'Body nests deeper than 1000 levels'],
+      ];
+      for (const [payload, message] of cases) {
+        const res = await app.inject({ method: 'POST', url: '/echo', headers: { 'content-type': 'application/json' }, payload });
+        assert.equal(res.statusCode, 400, payload.slice(0, 60));
+        assert.ok((res.json() as { message: string }).message.startsWith(message), res.body);
+      }
+      // A key merely named constructor is ordinary data.
+      const ok = await app.inject({ method: 'POST', url: '/echo', headers: { 'content-type': 'application/json' }, payload: '{"name":"constructor"}' });
+      assert.equal(ok.statusCode, 200);
+    });
+  });
+
   it('a database that is unreachable gives 503 with Retry-After; other failures 500; neither leaks', async () => {
     await withServer(async (app) => {
       const down = await app.inject({ method: 'GET', url: '/throws/db-down' });

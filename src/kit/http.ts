@@ -12,6 +12,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { classifyError, descriptorsExhaustedRecently, isDescriptorExhaustion, noteDescriptorExhaustion } from './classify-error.js';
 import type { LogLevel } from './config.js';
 import { HttpError, badRequest } from './errors.js';
+import { parseJsonBody } from './json-body.js';
 import { installMetrics, type MetricsOptions } from './metrics.js';
 import {
   capConnections,
@@ -206,8 +207,16 @@ export async function createServer(opts: ServerOptions): Promise<App> {
     return check;
   });
 
-  // JSON is the only request body this project accepts.
-  app.removeContentTypeParser(['text/plain']);
+  // JSON is the only request body this project accepts, read by the kit's parser so that each
+  // refusal says what is wrong (Fastify's calls a body with a `__proto__` key "not valid JSON").
+  app.removeContentTypeParser(['text/plain', 'application/json']);
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
+    try {
+      done(null, parseJsonBody(typeof body === 'string' ? body : body.toString('utf8')));
+    } catch (err) {
+      done(err as Error, undefined);
+    }
+  });
 
   // A keep-alive connection whose request is in flight when close() starts
   // would stay open after its response until the idle timeout, holding the

@@ -1,7 +1,8 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyError } from 'fastify';
 import type { App } from '../../kit/http.js';
-import { InvalidJsonBody, acceptOptionalJsonBodies } from '../json-body.js';
+import { InvalidJsonBody } from '../../kit/json-body.js';
+import { acceptOptionalJsonBodies } from '../json-body.js';
 import { AuthError, OAuthError, authErrors, sendAuthError, unexpectedAuthError } from './errors.js';
 import type { AuthRateLimits } from './rate-limits.js';
 import { AuthErrorSchema, TokenResponseSchema, UserSchema, authErrorResponses } from './schemas.js';
