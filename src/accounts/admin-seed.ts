@@ -28,10 +28,13 @@ export async function seedAdmin(
   passwords?: PasswordHasher,
 ): Promise<SeedOutcome> {
   if (!config.ADMIN_EMAIL || !config.ADMIN_PASSWORD) {
-    log.warn(
-      { event: 'admin_seed_skipped' },
-      'ADMIN_EMAIL and ADMIN_PASSWORD are not both set: no admin account was created',
-    );
+    // A restart without the variables is normal once the admin exists; only a service with no admin at all is worth a warning.
+    const admins = await users.countAdmins();
+    if (admins > 0) {
+      log.info({ event: 'admin_seed_skipped', admins }, `ADMIN_EMAIL and ADMIN_PASSWORD are not both set: no admin created; ${admins} admin account(s) exist`);
+    } else {
+      log.warn({ event: 'admin_seed_skipped', admins }, 'ADMIN_EMAIL and ADMIN_PASSWORD are not both set, and there is no admin account');
+    }
     return 'skipped';
   }
   const email = normalizeEmail(config.ADMIN_EMAIL);

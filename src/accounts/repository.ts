@@ -55,6 +55,11 @@ function toPublicUser(row: UserRow): PublicUser {
 export class UsersRepository {
   constructor(private readonly pool: Pool) {}
 
+  async countAdmins(): Promise<number> {
+    const { rows } = await this.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM users WHERE role = 'admin'");
+    return rows[0]!.n;
+  }
+
   async emailExists(email: string): Promise<boolean> {
     const { rowCount } = await this.pool.query('SELECT 1 FROM users WHERE lower(email) = lower($1)', [email]);
     return (rowCount ?? 0) > 0;
