@@ -103,6 +103,9 @@ describe('signUp', () => {
 
     const long = await supabase(idp).auth.signUp({ email: email('long'), password: 'x'.repeat(73) });
     assertAuthError(long.error, { status: 400, code: 'validation_failed', message: 'Password cannot be longer than 72 characters' });
+    // 37 characters, 74 bytes: told it is too long in bytes, not in characters.
+    const wide = await supabase(idp).auth.signUp({ email: email('wide'), password: 'é'.repeat(37) });
+    assertAuthError(wide.error, { status: 400, code: 'validation_failed', message: 'Password cannot be longer than 72 bytes (this one is 74 bytes in UTF-8)' });
     const exactly72 = await supabase(idp).auth.signUp({ email: email('max'), password: 'x'.repeat(72) });
     assert.equal(exactly72.error, null);
 

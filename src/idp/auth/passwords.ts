@@ -52,9 +52,14 @@ export class Passwords {
 }
 
 export function checkPasswordTooLong(password: string): void {
-  if (Buffer.byteLength(password) > MAX_PASSWORD_BYTES) {
-    throw authErrors.validation(`Password cannot be longer than ${MAX_PASSWORD_BYTES} characters`);
+  const bytes = Buffer.byteLength(password);
+  if (bytes <= MAX_PASSWORD_BYTES) return;
+  // GoTrue's text counts bytes but says characters; for a password of at most 72 characters that
+  // is only too long in bytes (accents, emoji), say what is actually wrong.
+  if ([...password].length <= MAX_PASSWORD_BYTES) {
+    throw authErrors.validation(`Password cannot be longer than ${MAX_PASSWORD_BYTES} bytes (this one is ${bytes} bytes in UTF-8)`);
   }
+  throw authErrors.validation(`Password cannot be longer than ${MAX_PASSWORD_BYTES} characters`);
 }
 
 /** The strength problem of a password under the current policy, or null. */
