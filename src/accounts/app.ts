@@ -93,9 +93,9 @@ export async function buildApp(config: AccountsAppConfig, deps: AccountsDeps): P
   // The route map. Public:
   registerRoute(app, accounts);
   loginRoute(app, accounts);
-  // A valid token (rule 5):
+  // A valid token (docs/accounts.md, rule 5):
   authenticated(app, { tokens }, (scope) => meRoute(scope, accounts));
-  // A valid token, then role admin (rule 6):
+  // A valid token, then role admin (docs/accounts.md, rule 6):
   authenticated(app, { tokens, role: 'admin' }, (scope) => adminUsersRoute(scope, accounts));
   return app;
 }

@@ -22,7 +22,7 @@ export function callerOf(request: FastifyRequest): AccessClaims {
 
 /**
  * Everything registered inside `routes` needs a valid access token, and, when
- * `role` is given, that role too: token first, role second (rule 6). Both run
+ * `role` is given, that role too: token first, role second (docs/accounts.md, rule 6). Both run
  * as onRequest hooks, before the body or query is even parsed, so an
  * unauthenticated caller learns nothing from validation errors.
  */

@@ -3,7 +3,7 @@ import type { Clock } from '../kit/clock.js';
 import { unauthorized } from '../kit/errors.js';
 import type { Role } from './repository.js';
 
-/** What an access token says about its holder (rule 4: nothing else). */
+/** What an access token says about its holder (docs/accounts.md, rule 4: nothing else). */
 export interface AccessClaims {
   id: string;
   role: Role;

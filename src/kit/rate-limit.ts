@@ -3,7 +3,7 @@ import { type Clock, systemClock } from './clock.js';
 
 // A fixed-window counter: the window of a key starts at its first hit and
 // lasts windowMs; the count resets when it ends. Two stores: one in the
-// process (the spec's own behaviour) and one in Redis (shared by N instances).
+// process (the contract's own behaviour, docs/shortener.md) and one in Redis (shared by N instances).
 
 export interface WindowState {
   count: number;

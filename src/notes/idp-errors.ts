@@ -13,7 +13,7 @@ export class IdpUnavailableError extends HttpError {
   }
 }
 
-/** A failure the spec answers with the store's own message; kept apart so it is logged with its code. */
+/** A failure the contract (docs/notes.md, rules 3-5) answers with the store's own message; kept apart so it is logged with its code. */
 export class NoteStoreError extends HttpError {
   constructor(
     status: number,
@@ -58,7 +58,7 @@ const JWT_REJECTED = /^PGRST30\d$/;
 /**
  * Maps a failed REST call: transport failures and gateway/upstream 5xx become 503,
  * a rejected access token becomes 401, everything else is the store's own error
- * answered with `status` and its message, as the spec asks.
+ * answered with `status` and its message, as the contract asks (docs/notes.md, rules 3-5).
  */
 export function restFailure(error: PostgrestError, httpStatus: number, status: number): HttpError {
   // status 0: network failure or timeout; 502-504 and Cloudflare's 52x: nothing reached PostgreSQL.

@@ -3,7 +3,7 @@ import type { App } from '../../kit/http.js';
 import type { AccountsService } from '../service.js';
 import { ErrorEnvelope, PublicUser, envelope } from './schemas.js';
 
-// Unknown properties (`role` included) are dropped by the schema (rule 1).
+// Unknown properties (`role` included) are dropped by the schema (docs/accounts.md, rule 1).
 // Lengths are checked after trimming, in code points, by the service: a schema
 // cannot express either.
 const RegisterBody = Type.Object(
