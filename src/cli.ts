@@ -3,6 +3,7 @@
 // user did not set generated once under DATA_DIR. Ctrl-C or SIGTERM stops the
 // services (they drain), then the database.
 import { type ChildProcess, spawn } from 'node:child_process';
+import { createServer as createNetServer } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
@@ -105,6 +106,22 @@ async function waitHealthy(port: number, child: ChildProcess): Promise<boolean> 
   return false;
 }
 
+/** Whether something already listens on the port (checked before anything starts, so the answer names the variable that moves it). */
+function portInUse(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const probe = createNetServer();
+    probe.once('error', (err: NodeJS.ErrnoException) => resolve(err.code === 'EADDRINUSE'));
+    probe.listen({ port, host, exclusive: true }, () => probe.close(() => resolve(false)));
+  });
+}
+
+// Before anything is written under DATA_DIR.
+for (const variable of ['IDP_PORT', 'ACCOUNTS_PORT', 'SHORTENER_PORT', 'NOTES_PORT'] as const) {
+  if (await portInUse(config[variable])) {
+    process.stderr.write(`npm start: port ${config[variable]} is already in use on ${host}; set ${variable} to another port\n`);
+    process.exit(1);
+  }
+}
 const keys = await secrets(config);
 const services = servicesToRun(config, keys);
 let stopDatabase = async () => {};

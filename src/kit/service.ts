@@ -129,9 +129,18 @@ async function serve(
     const address = await service.app.listen({ port: config.PORT, host: config.HOST });
     log.info(`${name} listening on ${address.replace('0.0.0.0', 'localhost')} (docs at /docs)`);
   } catch (err) {
-    log.error({ err: { message: (err as Error).message } }, `${name} failed to start`);
+    log.error({ err: { message: (err as Error).message } }, `${name} failed to start: ${startFailure(err, config)}`);
     await service?.close?.().catch(() => {});
     await abandon().catch(() => {});
     process.exit(1);
   }
+}
+
+/** One line that says what stopped the start, and for a port problem which variable moves it. */
+function startFailure(err: unknown, config: Pick<ServiceProcessConfig, 'PORT' | 'HOST'>): string {
+  const code = (err as NodeJS.ErrnoException).code;
+  if (code === 'EADDRINUSE') return `port ${config.PORT} on ${config.HOST} is already in use (set PORT to another port)`;
+  if (code === 'EACCES') return `not allowed to listen on port ${config.PORT} (ports below 1024 need privileges; set PORT)`;
+  if (code === 'EADDRNOTAVAIL') return `${config.HOST} is not an address of this machine (set HOST)`;
+  return (err as Error).message;
 }
