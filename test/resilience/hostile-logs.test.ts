@@ -156,8 +156,10 @@ test('the flows complete (so the logs hold a full run of each service)', async (
   ok(await request(notes.url, 'POST', '/auth/login', { body: { email: notesEmail, password: SECRETS.wrongPassword } }), 401, 'notes failed login');
   ok(await request(notes.url, 'GET', '/notes', { token: `${notesToken.slice(0, -2)}xx` }), 401, 'notes bad token');
 
-  // shortener: create (a URL that carries credentials), redirect, stats.
-  const link = await request(shortener.url, 'POST', '/api/links', { body: { url: `https://alice:${SECRETS.urlPassword}@example.com/private` } });
+  // shortener: a URL that carries credentials is refused (and its password must not reach the logs
+  // either way), then create, redirect, stats with a secret in the query string.
+  ok(await request(shortener.url, 'POST', '/api/links', { body: { url: `https://alice:${SECRETS.urlPassword}@example.com/private` } }), 400, 'create with credentials');
+  const link = await request(shortener.url, 'POST', '/api/links', { body: { url: `https://example.com/private?token=${SECRETS.urlPassword}` } });
   ok(link, 201, 'create');
   const redirect = await request(shortener.url, 'GET', `/${link.body.data.code}`);
   ok(redirect, 302, 'redirect');
@@ -175,7 +177,7 @@ test('no line any service printed (stdout and stderr, trace level, start to shut
     { label: 'a wrong password', value: SECRETS.wrongPassword },
     { label: 'an idp password', value: SECRETS.idpPassword },
     { label: 'a notes password', value: SECRETS.notesPassword },
-    { label: 'a password inside a shortened URL', value: SECRETS.urlPassword },
+    { label: 'a password inside a shortened URL (its credentials, then its query)', value: SECRETS.urlPassword },
     { label: 'IDP_PUBLISHABLE_KEY', value: SECRETS.publishable },
     { label: 'IDP_SECRET_KEY', value: SECRETS.secret },
     { label: 'IDP_SIGNING_KEY', value: SECRETS.signingKey.split('\n')[1]! },
