@@ -11,9 +11,12 @@ import { installShortenerMetrics } from './metrics.js';
 import { LinkRepository } from './repository.js';
 import { createLinkRoute } from './routes/create-link.js';
 import { linkStatsRoute } from './routes/link-stats.js';
+import { linkVisitsRoute } from './routes/link-visits.js';
 import { redirectRoute } from './routes/redirect.js';
 
 export const CREATE_LIMIT = { max: 10, windowMs: 60_000 };
+/** How often past days' visitor salts are deleted (a visit on a new day deletes them too). */
+const SALT_SWEEP_MS = 10 * 60_000;
 
 export interface ShortenerDeps {
   pool: Pool;
@@ -51,16 +54,25 @@ export async function buildApp(
 
   const { observeClickBatch } = installShortenerMetrics(app);
   // Every GET route of the service (healthz, metrics) is a code never issued.
+  const repo = new LinkRepository(deps.pool);
   const links = new LinkService(
-    new LinkRepository(deps.pool),
+    repo,
     deps.generateCode ?? randomCode,
     (code) => app.hasRoute({ method: 'GET', url: `/${code}` }),
+    clock,
     observeClickBatch,
   );
+  // A day's visitor salt must go once the day is over, even when no visit comes to replace it.
+  const saltSweep = setInterval(() => {
+    links.sweepSalts().catch((err: Error) => app.log.warn(`visitor salt sweep: ${err.message}`));
+  }, SALT_SWEEP_MS);
+  saltSweep.unref();
+  app.addHook('onClose', async () => clearInterval(saltSweep));
 
   // Rule 7: the API routes first, the catch-all redirect last.
   createLinkRoute(app, links, createLimiter, config.BASE_URL, config.RATE_LIMIT_IPV6_PREFIX);
   linkStatsRoute(app, links);
+  linkVisitsRoute(app, links, repo);
   redirectRoute(app, links);
   return app;
 }
