@@ -88,8 +88,9 @@ export class AgentParser {
     const families = {
       browser: label(parsed.browser.name),
       os: label(parsed.os.name),
-      // ua-parser-js leaves the type empty for desktops (it only names the others).
-      device: key === '' ? UNKNOWN : label(parsed.device.type ?? 'desktop'),
+      // ua-parser-js leaves the type empty for desktops (it only names the others),
+      // and for everything it does not recognise at all.
+      device: label(parsed.device.type ?? (parsed.browser.name || parsed.os.name ? 'desktop' : undefined)),
     };
     this.cache.set(key, families);
     if (this.cache.size > this.maxEntries) this.cache.delete(this.cache.keys().next().value!);
