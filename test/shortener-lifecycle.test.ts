@@ -5,6 +5,7 @@ import { createPool, type Pool } from '../src/kit/db.js';
 import type { App } from '../src/kit/http.js';
 import { buildApp } from '../src/shortener/app.js';
 import { freshDatabase, type TestDatabase } from './helpers/database.js';
+import { sampleValue, scrape } from './helpers/metrics.js';
 import { assertEnvelope, clicksOf, createLink, shortenerMigrations, shortenerTestConfig } from './helpers/shortener.js';
 
 // A link may expire, stop after max_visits, or be disabled: it then answers
@@ -162,6 +163,8 @@ describe('max_visits under concurrency', () => {
     for (const r of responses.filter((x) => x.statusCode === 410)) assertEnvelope(r.json(), 410, 'Gone');
     assert.equal(await clicksOf(pool, code), 10);
     assert.equal(await visitTotal(code), 10);
+    const metrics = await scrape(app);
+    assert.ok(sampleValue(metrics, 'shortener_redirects_total', { outcome: 'gone' })! >= 40);
   });
 
   it('holds across two instances on one database, over real HTTP', async () => {
