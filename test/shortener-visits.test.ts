@@ -122,10 +122,10 @@ describe('referrer', () => {
 describe('browser, OS and device', () => {
   it('are families from ua-parser-js, cached in an LRU that never outgrows its bound', () => {
     const parser = new AgentParser(3);
-    assert.deepEqual(parser.families(HUMAN_AGENTS[4]), { browser: 'Mobile Safari', os: 'iOS', device: 'mobile' });
-    assert.deepEqual(parser.families(HUMAN_AGENTS[5]), { browser: 'Mobile Safari', os: 'iOS', device: 'tablet' });
-    assert.deepEqual(parser.families(HUMAN_AGENTS[2]), { browser: 'Firefox', os: 'Linux', device: 'desktop' });
-    assert.deepEqual(parser.families('curl/8.4.0'), { browser: '(unknown)', os: '(unknown)', device: '(unknown)' });
+    assert.deepEqual(parser.families(HUMAN_AGENTS[4]), { class: 'human', browser: 'Mobile Safari', os: 'iOS', device: 'mobile' });
+    assert.deepEqual(parser.families(HUMAN_AGENTS[5]), { class: 'human', browser: 'Mobile Safari', os: 'iOS', device: 'tablet' });
+    assert.deepEqual(parser.families(HUMAN_AGENTS[2]), { class: 'human', browser: 'Firefox', os: 'Linux', device: 'desktop' });
+    assert.deepEqual(parser.families('curl/8.4.0'), { class: 'bot', browser: '(unknown)', os: '(unknown)', device: '(unknown)' });
     for (let i = 0; i < 50; i++) parser.families(`agent ${i}`);
     assert.equal(parser.size, 3);
   });

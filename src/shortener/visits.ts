@@ -58,6 +58,7 @@ export function referrerHost(referer: string | undefined): string {
 }
 
 export interface AgentFamilies {
+  class: TrafficClass;
   browser: string;
   os: string;
   device: string;
@@ -66,10 +67,11 @@ export interface AgentFamilies {
 const label = (text: string | undefined) => (text ? text.slice(0, MAX_LABEL) : UNKNOWN);
 
 /**
- * Browser and OS family and device type from ua-parser-js, cached: the same few
- * User-Agents make most traffic, and a parse runs dozens of regexes. The cache
- * is an LRU of bounded size (a Map keeps insertion order; a hit moves its key
- * to the end), keyed by the first 500 characters, all the parser reads.
+ * Traffic class, browser and OS family and device type from ua-parser-js,
+ * cached: the same few User-Agents make most traffic, and a parse (and isbot's
+ * pattern) runs dozens of regexes. The cache is an LRU of bounded size (a Map
+ * keeps insertion order; a hit moves its key to the end), keyed by the first
+ * 500 characters, all the parser reads.
  */
 export class AgentParser {
   private readonly cache = new Map<string, AgentFamilies>();
@@ -77,6 +79,7 @@ export class AgentParser {
   constructor(private readonly maxEntries = 2000) {}
 
   families(userAgent: string | undefined): AgentFamilies {
+    // Agents are classified on what ua-parser-js reads too: the cost per request stays bounded.
     const key = (userAgent ?? '').slice(0, 500);
     const hit = this.cache.get(key);
     if (hit) {
@@ -85,7 +88,8 @@ export class AgentParser {
       return hit;
     }
     const parsed = new UAParser(key).getResult();
-    const families = {
+    const families: AgentFamilies = {
+      class: classifyAgent(key),
       browser: label(parsed.browser.name),
       os: label(parsed.os.name),
       // ua-parser-js leaves the type empty for desktops (it only names the others),
@@ -128,12 +132,10 @@ export class VisitorKeys {
     const now = this.clock();
     const day = isoDay(now);
     const salt = await this.saltOf(day);
-    const families = parser.families(userAgent);
     return {
       hour: Math.floor(now / HOUR_MS) * HOUR_MS,
-      class: classifyAgent(userAgent),
       referrer: referrerHost(referer),
-      ...families,
+      ...parser.families(userAgent),
       visitorKey: createHmac('sha256', salt)
         .update(`${canonicalIp(ip) ?? ip ?? ''}\n${userAgent ?? ''}`)
         .digest()
