@@ -4,6 +4,9 @@ import { manualClock } from '../src/kit/clock.js';
 import { createPool, type Pool } from '../src/kit/db.js';
 import type { App } from '../src/kit/http.js';
 import { buildApp } from '../src/shortener/app.js';
+import { randomCode } from '../src/shortener/codes.js';
+import { LinkService } from '../src/shortener/links.js';
+import { LinkRepository } from '../src/shortener/repository.js';
 import { AgentParser, classifyAgent, DIRECT, referrerHost } from '../src/shortener/visits.js';
 import { freshDatabase, type TestDatabase } from './helpers/database.js';
 import { assertEnvelope, clicksOf, createCode, shortenerMigrations, shortenerTestConfig, watchQueries } from './helpers/shortener.js';
@@ -128,6 +131,13 @@ describe('browser, OS and device', () => {
     assert.deepEqual(parser.families('curl/8.4.0'), { class: 'bot', browser: '(unknown)', os: '(unknown)', device: '(unknown)' });
     for (let i = 0; i < 50; i++) parser.families(`agent ${i}`);
     assert.equal(parser.size, 3);
+    // Least recently used goes first: a hit keeps an entry.
+    const recent = new AgentParser(2);
+    const a = recent.families('agent a');
+    recent.families('agent b');
+    recent.families('agent a');
+    recent.families('agent c');
+    assert.equal(recent.families('agent a'), a, 'agent a was evicted although used recently');
   });
 });
 
@@ -241,6 +251,12 @@ describe('privacy', () => {
         // The other instance moves to the same new salt.
         await visit(other, code, headers, '192.0.2.10');
         assert.equal((await keys()).length, 2);
+
+        // A day with no visit at all: the periodic sweep deletes the past day's salt.
+        clock.advance(24 * 3_600_000);
+        const service = new LinkService(new LinkRepository(pool), randomCode, () => false, clock);
+        assert.equal(await service.sweepSalts(), 1);
+        assert.deepEqual(await salts(), []);
       } finally {
         await other.close();
       }

@@ -170,8 +170,10 @@ export class LinkService {
     return this.clock();
   }
 
-  /** Deletes the visitor salts of past days, for days without any visit to do it. */
+  /** Deletes the visitor salts of past days (here and in the database), for days without any visit to do it. */
   sweepSalts(): Promise<number> {
-    return this.repo.deleteSaltsBefore(isoDay(this.clock()));
+    const today = isoDay(this.clock());
+    this.visitorKeys.forgetBefore(today);
+    return this.repo.deleteSaltsBefore(today);
   }
 }

@@ -143,6 +143,11 @@ export class VisitorKeys {
     };
   }
 
+  /** Drops this process's copy of a past day's salt (the database's is deleted separately). */
+  forgetBefore(day: string): void {
+    if (this.current && this.current.day < day) this.current = undefined;
+  }
+
   private saltOf(day: string): Promise<Buffer> {
     if (this.current?.day !== day) {
       const salt = this.store.saltOf(day, randomBytes(32));
