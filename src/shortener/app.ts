@@ -54,9 +54,8 @@ export async function buildApp(
 
   const { observeClickBatch } = installShortenerMetrics(app);
   // Every GET route of the service (healthz, metrics) is a code never issued.
-  const repo = new LinkRepository(deps.pool);
   const links = new LinkService(
-    repo,
+    new LinkRepository(deps.pool),
     deps.generateCode ?? randomCode,
     (code) => app.hasRoute({ method: 'GET', url: `/${code}` }),
     clock,
@@ -72,7 +71,7 @@ export async function buildApp(
   // Rule 7: the API routes first, the catch-all redirect last.
   createLinkRoute(app, links, createLimiter, config.BASE_URL, config.RATE_LIMIT_IPV6_PREFIX);
   linkStatsRoute(app, links);
-  linkVisitsRoute(app, links, repo);
+  linkVisitsRoute(app, links);
   redirectRoute(app, links);
   return app;
 }

@@ -5,6 +5,7 @@ import type { Clock } from '../kit/clock.js';
 import { ClickCounter, type ClickOutcome } from './click-counter.js';
 import { CODE_PATTERN, type CodeGenerator } from './codes.js';
 import { type Link, type LinkRepository, type Refusal, UNIQUE_CODE_CONSTRAINT } from './repository.js';
+import { type VisitRange, type VisitReport, visitReport } from './visit-report.js';
 import { AgentParser, VisitorKeys, isoDay } from './visits.js';
 
 export const MAX_CODE_ATTEMPTS = 5;
@@ -116,7 +117,7 @@ export const gone = (state: Refusal, limits: { expires_at: Date | null; max_visi
 
 export class LinkService {
   readonly clicks: ClickCounter;
-  readonly visitorKeys: VisitorKeys;
+  private readonly visitorKeys: VisitorKeys;
   private readonly agents = new AgentParser();
 
   constructor(
@@ -168,6 +169,11 @@ export class LinkService {
 
   now(): number {
     return this.clock();
+  }
+
+  /** The link's visits over a validated range (see visit-report.ts). */
+  visits(code: string, range: VisitRange): Promise<VisitReport> {
+    return visitReport(this.repo, code, range);
   }
 
   /** Deletes the visitor salts of past days (here and in the database), for days without any visit to do it. */

@@ -2,8 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { notFound } from '../../kit/errors.js';
 import type { App } from '../../kit/http.js';
 import { isWellFormedCode, linkState, type LinkService } from '../links.js';
-import type { LinkRepository } from '../repository.js';
-import { parseVisitQuery, visitReport } from '../visit-report.js';
+import { parseVisitQuery } from '../visit-report.js';
 import { CodeParams, ErrorEnvelope, envelope } from './schemas.js';
 
 const NamedCounts = Type.Array(Type.Object({ name: Type.String(), visits: Type.Integer() }));
@@ -28,7 +27,7 @@ const VisitsData = Type.Object({
   devices: NamedCounts,
 });
 
-export function linkVisitsRoute(app: App, links: LinkService, repo: LinkRepository): void {
+export function linkVisitsRoute(app: App, links: LinkService): void {
   app.get(
     '/api/links/:code/visits',
     {
@@ -51,7 +50,7 @@ export function linkVisitsRoute(app: App, links: LinkService, repo: LinkReposito
       const range = parseVisitQuery(request.query, now);
       const link = await links.find(code);
       if (!link) throw notFound('Link not found');
-      const report = await visitReport(repo, code, range);
+      const report = await links.visits(code, range);
       return {
         status: 200,
         response: 'OK',
