@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, chmodSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, chmodSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -35,9 +35,32 @@ function stopper(child: ChildProcess): () => Promise<void> {
 }
 
 /** Runs a service entry (e.g. src/shortener/server.ts) as its own process on a free port. */
-export async function startService(entry: string, env: Record<string, string>): Promise<{ url: string; stop(): Promise<void> }> {
+export async function startService(entry: string, env: Record<string, string>): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
   const service = await startServiceProcess(entry, env, { keepOutput: 4000 });
-  return { url: service.url, stop: async () => void (await service.stop()) };
+  return { url: service.url, pid: service.child.pid!, stop: async () => void (await service.stop()) };
+}
+
+const TICKS_PER_SECOND = 100; // USER_HZ: 100 on every Linux architecture Node runs on (getconf CLK_TCK)
+
+/**
+ * CPU seconds (user + system) the processes have used so far, from
+ * /proc/<pid>/stat (fields 14 and 15, in clock ticks). A process that is gone
+ * counts 0. Linux only; elsewhere undefined.
+ */
+export function cpuSeconds(pids: number[]): number | undefined {
+  if (!existsSync('/proc/self/stat')) return undefined;
+  let ticks = 0;
+  for (const pid of pids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      // The command name (field 2) is in parentheses and may contain spaces: count from after it.
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      ticks += Number(fields[11]) + Number(fields[12]);
+    } catch {
+      // Exited: its time is no longer readable.
+    }
+  }
+  return ticks / TICKS_PER_SECOND;
 }
 
 // The machine's ceiling: the same kind of answer from a bare node:http server, in its own process.
@@ -50,10 +73,10 @@ http.createServer((req, res) => {
   else { res.writeHead(200, { 'content-type': 'application/json' }); res.end(body); }
 }).listen(0, '127.0.0.1', function () { console.log(this.address().port); });`;
 
-export async function startCeiling(kind: 'redirect' | 'json'): Promise<{ url: string; stop(): Promise<void> }> {
+export async function startCeiling(kind: 'redirect' | 'json'): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
   const child = spawn(process.execPath, ['-e', CEILING, kind], { stdio: ['ignore', 'pipe', 'inherit'] });
   const port: string = await new Promise((resolve) => child.stdout!.once('data', (d: Buffer) => resolve(d.toString().trim())));
-  return { url: `http://127.0.0.1:${port}`, stop: stopper(child) };
+  return { url: `http://127.0.0.1:${port}`, pid: child.pid!, stop: stopper(child) };
 }
 
 export interface LoadOptions {
@@ -68,9 +91,16 @@ export interface LoadOptions {
   exactCount?: boolean;
   /** Paths taken in turn, one per request (e.g. many short codes). */
   paths?: string[];
+  /** Header sets taken in turn, one per request, on top of `headers` (e.g. a mix of User-Agents). */
+  headerSets?: Array<Record<string, string>>;
+  /** autocannon unless told; wrk (defaultGenerator() when installed) is faster, so it takes less of the CPU it shares. */
+  generator?: 'wrk' | 'autocannon';
 }
 
 export interface LoadResult {
+  generator: 'wrk' | 'autocannon';
+  /** Requests answered in the measured run. */
+  requests: number;
   rps: number;
   p50: number;
   p99: number;
@@ -79,16 +109,112 @@ export interface LoadResult {
   errors: number;
 }
 
-/** autocannon in a separate process. */
-export async function load(opts: LoadOptions): Promise<LoadResult> {
-  const child = spawn(process.execPath, [path.join(here, 'load-worker.mjs'), JSON.stringify(opts)], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+export const WRK = '/usr/bin/wrk';
+
+/** The generator load() uses when not told: BENCH_GENERATOR if set, else wrk when installed. */
+export function defaultGenerator(): 'wrk' | 'autocannon' {
+  const chosen = process.env.BENCH_GENERATOR;
+  if (chosen === 'wrk' || chosen === 'autocannon') return chosen;
+  return existsSync(WRK) ? 'wrk' : 'autocannon';
+}
+
+async function runGenerator(command: string, args: string[], input?: string): Promise<string> {
+  const child = spawn(command, args, { stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'inherit'] });
+  if (input !== undefined) child.stdin!.end(input);
   let out = '';
   child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   const code: number | null = await new Promise((resolve) => child.on('exit', resolve));
-  if (code !== 0) throw new Error(`load generator failed with ${code}`);
-  return JSON.parse(out) as LoadResult;
+  if (code !== 0) throw new Error(`load generator ${command} failed with ${code}`);
+  return out;
+}
+
+/** The load generator in a separate process: wrk (timed) or autocannon (timed, or a fixed count). */
+export async function load(opts: LoadOptions): Promise<LoadResult> {
+  const generator = opts.generator ?? 'autocannon';
+  if (generator === 'wrk') return wrkLoad(opts);
+  // Options on stdin: 10,000 paths and the header sets outgrow one command-line argument (E2BIG).
+  const out = await runGenerator(process.execPath, [path.join(here, 'load-worker.mjs')], JSON.stringify(opts));
+  return { generator, ...(JSON.parse(out) as Omit<LoadResult, 'generator'>) };
+}
+
+// wrk's Lua script: paths and header sets in turn (each thread from its own
+// offset), statuses counted per thread and summed at the end, one JSON line out.
+function wrkScript(opts: LoadOptions): string {
+  const lua = (v: string) => JSON.stringify(v); // ASCII only here: a JSON string is a Lua string
+  const table = (items: string[]) => `{${items.join(',')}}`;
+  const paths = opts.paths ?? [new URL(opts.url).pathname];
+  const headerSets = (opts.headerSets ?? [{}]).map((h) =>
+    table(Object.entries({ ...opts.headers, ...h }).map(([k, v]) => `[${lua(k)}]=${lua(v)}`)),
+  );
+  return `
+local paths = ${table(paths.map(lua))}
+local header_sets = ${table(headerSets)}
+local threads = {}
+local next_id = 0
+function setup(thread)
+  thread:set("id", next_id)
+  next_id = next_id + 1
+  table.insert(threads, thread)
+end
+local n = 0
+counts = {}
+function init(args)
+  n = id * 7919
+end
+function request()
+  n = n + 1
+  return wrk.format(${lua(opts.method ?? 'GET')}, paths[(n % #paths) + 1], header_sets[(n % #header_sets) + 1], ${opts.body ? lua(opts.body) : 'nil'})
+end
+function response(status, headers, body)
+  counts[status] = (counts[status] or 0) + 1
+end
+function done(summary, latency, requests)
+  local all = {}
+  for _, thread in ipairs(threads) do
+    for status, count in pairs(thread:get("counts")) do all[status] = (all[status] or 0) + count end
+  end
+  local parts = {}
+  for status, count in pairs(all) do table.insert(parts, string.format('"%d":%d', status, count)) end
+  local e = summary.errors
+  io.write(string.format('{"requests":%d,"seconds":%f,"p50":%f,"p99":%f,"errors":%d,"statusCounts":{%s}}\\n',
+    summary.requests, summary.duration / 1e6, latency:percentile(50) / 1000, latency:percentile(99) / 1000,
+    e.connect + e.read + e.write + e.timeout, table.concat(parts, ",")))
+end
+`;
+}
+
+async function wrkLoad(opts: LoadOptions): Promise<LoadResult> {
+  const dir = mkdtempSync(path.join(tmpdir(), 'bench-wrk-'));
+  try {
+    const script = path.join(dir, 'load.lua');
+    writeFileSync(script, wrkScript(opts));
+    const origin = new URL(opts.url).origin;
+    const run = async (seconds: number) => {
+      const out = await runGenerator(WRK, ['-t2', `-c${opts.connections ?? 50}`, `-d${seconds}s`, '--timeout', '10s', '-s', script, origin]);
+      const line = out.split('\n').find((l) => l.startsWith('{"requests"'));
+      if (!line) throw new Error(`wrk printed no result: ${out}`);
+      return JSON.parse(line) as { requests: number; seconds: number; p50: number; p99: number; errors: number; statusCounts: Record<string, number> };
+    };
+    const all: Record<string, number> = {};
+    const add = (counts: Record<string, number>) => {
+      for (const [k, v] of Object.entries(counts)) all[k] = (all[k] ?? 0) + v;
+    };
+    if ((opts.warmupSeconds ?? 0) > 0) add((await run(Math.max(1, Math.round(opts.warmupSeconds!)))).statusCounts);
+    const r = await run(Math.max(1, Math.round(opts.durationSeconds ?? 10)));
+    add(r.statusCounts);
+    return {
+      generator: 'wrk',
+      requests: r.requests,
+      rps: r.requests / r.seconds,
+      p50: r.p50,
+      p99: r.p99,
+      statusCounts: r.statusCounts,
+      statusCountsWithWarmup: all,
+      errors: r.errors,
+    };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 export function printTable(title: string, rows: Array<Record<string, string | number>>): void {

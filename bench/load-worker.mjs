@@ -1,12 +1,20 @@
 // Runs autocannon in its own process so the load generator never shares an
-// event loop with what it measures. Input: one JSON argument. Output: one JSON line.
+// event loop with what it measures. Input: JSON on stdin (or as the one
+// argument). Output: one JSON line.
 import autocannon from 'autocannon';
 
-const opts = JSON.parse(process.argv[2]);
+async function readStdin() {
+  let text = '';
+  for await (const chunk of process.stdin) text += chunk;
+  return text;
+}
+
+const opts = JSON.parse(process.argv[2] ?? (await readStdin()));
 
 function once({ durationSeconds, amount }) {
   let i = 0;
   const paths = opts.paths;
+  const headerSets = opts.headerSets;
   return autocannon({
     url: opts.url,
     connections: opts.connections ?? 50,
@@ -18,9 +26,21 @@ function once({ durationSeconds, amount }) {
     body: opts.body,
     // Redirects are answers to measure, not to follow.
     followRedirects: false,
-    requests: paths
-      ? [{ setupRequest: (req) => ({ ...req, path: paths[i++ % paths.length] }) }]
-      : undefined,
+    requests:
+      paths || headerSets
+        ? [
+            {
+              setupRequest: (req) => {
+                const n = i++;
+                return {
+                  ...req,
+                  ...(paths && { path: paths[n % paths.length] }),
+                  ...(headerSets && { headers: { ...req.headers, ...headerSets[n % headerSets.length] } }),
+                };
+              },
+            },
+          ]
+        : undefined,
   });
 }
 
@@ -43,6 +63,7 @@ const r = await once(measured);
 for (const [k, v] of Object.entries(counts(r))) all[k] = (all[k] ?? 0) + v;
 process.stdout.write(
   `${JSON.stringify({
+    requests: r.requests.total,
     rps: r.requests.average,
     p50: r.latency.p50,
     p99: r.latency.p99,

@@ -136,7 +136,7 @@ describe('graceful shutdown', () => {
       await waitFor(
         async () => {
           const { rows } = await admin.query(
-            "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'UPDATE links%'",
+            "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'WITH batch AS%'",
           );
           return rows[0].n > 0;
         },
@@ -168,6 +168,8 @@ describe('graceful shutdown', () => {
       assert.deepEqual(exit, { code: 0, signal: null }, server.stdout() + server.stderr());
       const { rows } = await admin.query('SELECT clicks FROM links WHERE code = $1', [code]);
       assert.equal(rows[0].clicks, statuses.filter((s) => s === 302).length);
+      const visits = await admin.query('SELECT coalesce(sum(visits), 0)::int AS n FROM visit_counts WHERE code = $1', [code]);
+      assert.equal(visits.rows[0].n, rows[0].clicks);
       assert.match(server.stdout(), /"msg":"stopped"/);
     } finally {
       agent.destroy();

@@ -12,12 +12,15 @@ import { installShortenerMetrics } from './metrics.js';
 import { LinkRepository } from './repository.js';
 import { createLinkRoute } from './routes/create-link.js';
 import { linkStatsRoute } from './routes/link-stats.js';
+import { linkVisitsRoute } from './routes/link-visits.js';
 import { redirectRoute } from './routes/redirect.js';
 import { isReservedCode } from './reserved-codes.js';
 import { adminLinksRoutes } from './routes/admin-links.js';
 import { linkQrRoute } from './routes/link-qr.js';
 
 export const CREATE_LIMIT = { max: 10, windowMs: 60_000 };
+/** How often past days' visitor salts are deleted (a visit on a new day deletes them too). */
+const SALT_SWEEP_MS = 10 * 60_000;
 
 export interface ShortenerDeps {
   pool: Pool;
@@ -62,14 +65,22 @@ export async function buildApp(
     repo,
     deps.generateCode ?? randomCode,
     (code) => isReservedCode(code) || app.hasRoute({ method: 'GET', url: `/${code}` }),
+    clock,
     observeClickBatch,
   );
+  // A day's visitor salt must go once the day is over, even when no visit comes to replace it.
+  const saltSweep = setInterval(() => {
+    links.sweepSalts().catch((err: Error) => app.log.warn(`visitor salt sweep: ${err.message}`));
+  }, SALT_SWEEP_MS);
+  saltSweep.unref();
+  app.addHook('onClose', async () => clearInterval(saltSweep));
 
   // Rule 7: the API routes first, the catch-all redirect last.
   createLinkRoute(app, links, createLimiter, config.BASE_URL, config.RATE_LIMIT_IPV6_PREFIX);
   linkStatsRoute(app, links);
   adminLinksRoutes(app, repo, config.BASE_URL, config.SHORTENER_ADMIN_KEY);
   linkQrRoute(app, links, config.BASE_URL);
+  linkVisitsRoute(app, links);
   redirectRoute(app, links);
   return app;
 }

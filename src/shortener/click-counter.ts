@@ -1,15 +1,27 @@
-// Group commit for clicks. Every redirect waits until its own click is
-// committed, but concurrent redirects share one UPDATE: while batches are being
-// written, new clicks gather and go out together as the next batch. Under load
-// a batch holds many clicks, so throughput grows with concurrency while each
-// response still follows its durable increment. One batch is in flight per
-// instance (several contend for the same hot rows' locks and measured slower);
-// the batch size, not the number of statements, grows with load.
+import type { BatchVisit, Granted, Refusal } from './repository.js';
+import type { Visit } from './visits.js';
 
-type AddClicks = (codes: string[], counts: number[]) => Promise<Map<string, string>>;
+// Group commit for clicks. Every redirect waits until its own click is
+// committed, but concurrent redirects share one statement: while batches are
+// being written, new clicks gather and go out together as the next batch. Under
+// load a batch holds many clicks, so throughput grows with concurrency while
+// each response still follows its durable increment. Each click carries its
+// visit, written by the same statement, so a click is never counted without
+// its visit or the other way round. One batch is in flight per instance
+// (several contend for the same hot rows' locks and measured slower); the
+// batch size, not the number of statements, grows with load.
+
+export type AddClicks = (codes: string[], counts: number[], visits: BatchVisit[]) => Promise<Map<string, Granted>>;
+
+/** What became of one click: counted (go to url), refused (the link is gone, and why), or an unknown code. */
+export type ClickOutcome =
+  | { counted: true; url: string }
+  | { counted: false; refusal: Refusal; expires_at: Date | null; max_visits: number | null }
+  | undefined;
 
 interface Waiter {
-  resolve: (url: string | undefined) => void;
+  visit: Visit;
+  resolve: (outcome: ClickOutcome) => void;
   reject: (err: unknown) => void;
 }
 
@@ -20,12 +32,12 @@ export class ClickCounter {
 
   constructor(private readonly addClicks: AddClicks) {}
 
-  /** Counts one click; resolves with the link's URL once committed, or undefined for an unknown code. */
-  record(code: string): Promise<string | undefined> {
+  /** Counts one click with its visit; resolves once the batch holding it is committed. */
+  record(code: string, visit: Visit): Promise<ClickOutcome> {
     return new Promise((resolve, reject) => {
       const waiters = this.pending.get(code);
-      if (waiters) waiters.push({ resolve, reject });
-      else this.pending.set(code, [{ resolve, reject }]);
+      if (waiters) waiters.push({ visit, resolve, reject });
+      else this.pending.set(code, [{ visit, resolve, reject }]);
       this.schedule();
     });
   }
@@ -44,14 +56,27 @@ export class ClickCounter {
     const batch = this.pending;
     this.pending = new Map();
     const codes = [...batch.keys()].sort();
+    const visits: BatchVisit[] = [];
+    for (const code of codes) batch.get(code)!.forEach((w, i) => visits.push({ code, ordinal: i + 1, visit: w.visit }));
     try {
-      const urls = await this.addClicks(
+      const decided = await this.addClicks(
         codes,
         codes.map((c) => batch.get(c)!.length),
+        visits,
       );
-      for (const code of codes) for (const w of batch.get(code)!) w.resolve(urls.get(code));
+      for (const code of codes) {
+        const result = decided.get(code);
+        // The first `granted` clicks (in arrival order) were counted, the same ones whose visits were written.
+        batch.get(code)!.forEach((w, i) => {
+          if (!result) w.resolve(undefined);
+          else if (i < result.granted) w.resolve({ counted: true, url: result.original_url });
+          else {
+            w.resolve({ counted: false, refusal: result.refusal ?? 'exhausted', expires_at: result.expires_at, max_visits: result.max_visits });
+          }
+        });
+      }
     } catch (err) {
-      // The statement is atomic: none of these clicks were counted, and every waiter hears so.
+      // The statement is atomic: none of these clicks or visits were written, and every waiter hears so.
       for (const waiters of batch.values()) for (const w of waiters) w.reject(err);
     } finally {
       this.writing = false;

@@ -1,12 +1,17 @@
 import { domainToASCII } from 'node:url';
 import { isUniqueViolation } from '../kit/db.js';
 import { HttpError, badRequest } from '../kit/errors.js';
-import { ClickCounter } from './click-counter.js';
+import type { Clock } from '../kit/clock.js';
+import { ClickCounter, type ClickOutcome } from './click-counter.js';
 import { CODE_PATTERN, type CodeGenerator } from './codes.js';
-import { DELETED_CODE_CONSTRAINT, type Link, type LinkRepository, UNIQUE_CODE_CONSTRAINT } from './repository.js';
+import { DELETED_CODE_CONSTRAINT, type Link, type LinkRepository, type Refusal, UNIQUE_CODE_CONSTRAINT } from './repository.js';
+import { type VisitRange, type VisitReport, visitReport } from './visit-report.js';
+import { AgentParser, VisitorKeys, isoDay } from './visits.js';
 
 export const MAX_CODE_ATTEMPTS = 5;
 export const MAX_URL_LENGTH = 2048;
+/** The largest max_visits accepted (any real cap is far below; it keeps the number exact in JSON). */
+export const MAX_VISITS_LIMIT = 1_000_000_000_000;
 const ALLOWED_PROTOCOLS = new Set(['http:', 'https:']);
 
 // Text that parses as a URL but cannot be stored as given: PostgreSQL text holds
@@ -77,31 +82,70 @@ export function validateTargetUrl(raw: string): void {
 /** Well-formed codes only reach the database (rule 4). */
 export const isWellFormedCode = (code: string) => CODE_PATTERN.test(code);
 
+/** What a visitor sends that the visit records (coarsened before it is stored). */
+export interface VisitorRequest {
+  ip: string | undefined;
+  userAgent: string | undefined;
+  referer: string | undefined;
+}
+
+/** A link's lifecycle state: only an active link redirects. */
+export type LinkState = 'active' | Refusal;
+
+export interface LinkLimits {
+  expiresAt?: Date;
+  maxVisits?: number;
+}
+
+/** Where the lifecycle stands at `now` (disabled first, then expiry, then the visit cap). */
+export function linkState(link: Pick<Link, 'disabled' | 'expires_at' | 'max_visits' | 'clicks'>, now: number): LinkState {
+  if (link.disabled) return 'disabled';
+  if (link.expires_at !== null && link.expires_at.getTime() <= now) return 'expired';
+  if (link.max_visits !== null && link.clicks >= link.max_visits) return 'exhausted';
+  return 'active';
+}
+
+/** The 410 message: why the link no longer redirects. */
+export function goneMessage(state: Refusal, limits: { expires_at: Date | null; max_visits: number | null }): string {
+  if (state === 'disabled') return 'This link has been disabled';
+  if (state === 'expired') return `This link expired at ${limits.expires_at?.toISOString() ?? 'an earlier time'}`;
+  return `This link reached its limit of ${limits.max_visits ?? 0} visit${limits.max_visits === 1 ? '' : 's'}`;
+}
+
+export const gone = (state: Refusal, limits: { expires_at: Date | null; max_visits: number | null }) =>
+  new HttpError(410, goneMessage(state, limits));
+
 export class LinkService {
   readonly clicks: ClickCounter;
+  private readonly visitorKeys: VisitorKeys;
+  private readonly agents = new AgentParser();
 
   constructor(
     private readonly repo: LinkRepository,
     private readonly generateCode: CodeGenerator,
     /** Codes that are paths of the service itself (e.g. healthz) and must never be issued. */
     private readonly isReservedCode: (code: string) => boolean,
+    /** Decides expiry, visit hours and the day of the visitor salt. */
+    private readonly clock: Clock,
     /** Told how many clicks each batch writes. */
     observeClickBatch: (clicks: number) => void = () => {},
   ) {
-    this.clicks = new ClickCounter((codes, counts) => {
+    this.visitorKeys = new VisitorKeys(repo, clock);
+    this.clicks = new ClickCounter((codes, counts, visits) => {
       observeClickBatch(counts.reduce((sum, n) => sum + n, 0));
-      return repo.addClicks(codes, counts);
+      return repo.addClicks(codes, counts, visits, new Date(clock()));
     });
   }
 
   /** Inserts with a fresh code, retrying only on a duplicate code (rule 2). */
-  async create(originalUrl: string): Promise<Link> {
+  async create(originalUrl: string, limits: LinkLimits = {}): Promise<Link> {
     validateTargetUrl(originalUrl);
+    if (limits.expiresAt && limits.expiresAt.getTime() <= this.clock()) throw badRequest('expires_at must be in the future');
     for (let attempt = 1; attempt <= MAX_CODE_ATTEMPTS; attempt++) {
       const code = this.generateCode();
       if (this.isReservedCode(code)) continue;
       try {
-        return await this.repo.insert(code, originalUrl);
+        return await this.repo.insert(code, originalUrl, limits.expiresAt ?? null, limits.maxVisits ?? null);
       } catch (err) {
         // Taken by a live link, or once held by a deleted one: either way, another code.
         if (isUniqueViolation(err, UNIQUE_CODE_CONSTRAINT) || isUniqueViolation(err, DELETED_CODE_CONSTRAINT)) continue;
@@ -111,12 +155,32 @@ export class LinkService {
     throw new HttpError(503, 'Could not allocate a unique short code, please try again', { 'retry-after': '1' });
   }
 
-  /** Counts the click and returns where to go, or undefined for an unknown code. */
-  follow(code: string): Promise<string | undefined> {
-    return this.clicks.record(code);
+  /**
+   * Counts the click and its visit, both durable before this resolves. Returns
+   * where to go, why the link refused (410), or undefined for an unknown code.
+   */
+  async follow(code: string, visitor: VisitorRequest): Promise<ClickOutcome> {
+    const visit = await this.visitorKeys.visit(visitor.ip, visitor.userAgent, visitor.referer, this.agents);
+    return this.clicks.record(code, visit);
   }
 
   find(code: string): Promise<Link | undefined> {
     return this.repo.find(code);
+  }
+
+  now(): number {
+    return this.clock();
+  }
+
+  /** The link's visits over a validated range (see visit-report.ts). */
+  visits(code: string, range: VisitRange): Promise<VisitReport> {
+    return visitReport(this.repo, code, range);
+  }
+
+  /** Deletes the visitor salts of past days (here and in the database), for days without any visit to do it. */
+  sweepSalts(): Promise<number> {
+    const today = isoDay(this.clock());
+    this.visitorKeys.forgetBefore(today);
+    return this.repo.deleteSaltsBefore(today);
   }
 }

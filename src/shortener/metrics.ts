@@ -11,6 +11,7 @@ const CREATE_ROUTE = '/api/links';
 
 function redirectOutcome(status: number, code: string): string {
   if (status === 302) return 'redirected';
+  if (status === 410) return 'gone';
   if (status === 404) return isWellFormedCode(code) ? 'not_found' : 'malformed';
   if (status === 503) return 'unavailable';
   return status >= 500 ? 'error' : 'other';
@@ -20,7 +21,7 @@ function redirectOutcome(status: number, code: string): string {
 export function installShortenerMetrics(app: App): { observeClickBatch: (clicks: number) => void } {
   const redirects = new Counter({
     name: 'shortener_redirects_total',
-    help: 'GET /:code answers by outcome: redirected, not_found, malformed, unavailable, error (HEAD, a look rather than a visit, is not counted).',
+    help: 'GET /:code answers by outcome: redirected, gone (expired, max_visits reached or disabled), not_found, malformed, unavailable, error (HEAD, a look rather than a visit, is not counted).',
     labelNames: ['outcome'] as const,
     registers: [app.metrics],
   });
@@ -37,7 +38,7 @@ export function installShortenerMetrics(app: App): { observeClickBatch: (clicks:
     registers: [app.metrics],
   });
   // Series that exist from the start read 0 rather than missing until the first event.
-  for (const outcome of ['redirected', 'not_found', 'malformed', 'unavailable', 'error']) redirects.inc({ outcome }, 0);
+  for (const outcome of ['redirected', 'gone', 'not_found', 'malformed', 'unavailable', 'error']) redirects.inc({ outcome }, 0);
   rateLimited.inc({ limiter: 'shortener_create' }, 0);
 
   app.addHook('onResponse', async (request, reply) => {

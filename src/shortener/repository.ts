@@ -1,21 +1,57 @@
 import type { Pool } from '../kit/db.js';
+import { HOUR_MS, type SaltStore, type Visit } from './visits.js';
 
 export interface Link {
   code: string;
   original_url: string;
   clicks: number;
   created_at: Date;
+  expires_at: Date | null;
+  max_visits: number | null;
+  disabled: boolean;
 }
 
-/** The only place that speaks SQL for links. */
-export class LinkRepository {
+/** Why a link no longer redirects. */
+export type Refusal = 'disabled' | 'expired' | 'exhausted';
+
+/** What one batch decided for one existing code. */
+export interface Granted {
+  original_url: string;
+  /** How many of the batch's clicks on this code were counted (the first ones in arrival order). */
+  granted: number;
+  /** Why the others were refused (null when all were counted). */
+  refusal: Refusal | null;
+  expires_at: Date | null;
+  max_visits: number | null;
+}
+
+/** One click of a batch with its visit: the ordinal counts the clicks of its code in arrival order, from 1. */
+export interface BatchVisit {
+  code: string;
+  ordinal: number;
+  visit: Visit;
+}
+
+export interface VisitRow {
+  kind: 'series' | 'referrers' | 'browsers' | 'operating_systems' | 'devices' | 'unique';
+  /** series: bucket number (epoch seconds / bucket seconds); top lists: rank. */
+  position: number;
+  /** series: traffic class; top lists: the name. */
+  name: string;
+  visits: number;
+}
+
+const LINK_COLUMNS = 'code, original_url, clicks, created_at, expires_at, max_visits, disabled';
+
+/** The only place that speaks SQL for links and their visits. */
+export class LinkRepository implements SaltStore {
   constructor(private readonly pool: Pool) {}
 
   /** Throws PostgreSQL's unique violation (constraint links_pkey) when the code is taken. */
-  async insert(code: string, originalUrl: string): Promise<Link> {
+  async insert(code: string, originalUrl: string, expiresAt: Date | null = null, maxVisits: number | null = null): Promise<Link> {
     const { rows } = await this.pool.query<Link>(
-      'INSERT INTO links (code, original_url) VALUES ($1, $2) RETURNING code, original_url, clicks, created_at',
-      [code, originalUrl],
+      `INSERT INTO links (code, original_url, expires_at, max_visits) VALUES ($1, $2, $3, $4) RETURNING ${LINK_COLUMNS}`,
+      [code, originalUrl, expiresAt, maxVisits],
     );
     return rows[0]!;
   }
@@ -23,37 +59,148 @@ export class LinkRepository {
   async find(code: string): Promise<Link | undefined> {
     const { rows } = await this.pool.query<Link>({
       name: 'links_find',
-      text: 'SELECT code, original_url, clicks, created_at FROM links WHERE code = $1',
+      text: `SELECT ${LINK_COLUMNS} FROM links WHERE code = $1`,
       values: [code],
     });
     return rows[0];
   }
 
   /**
-   * Adds clicks to many codes in one statement and returns the URL of each
-   * code that exists. Concurrent batches (from other instances, or several in
-   * flight) must lock rows in one global order or they deadlock.
-   * An UPDATE … FROM locks rows in whatever order its join plan visits them
-   * (with a hash join: heap order, which every update changes), so the rows are
-   * first locked in code order by SELECT … ORDER BY … FOR UPDATE; the UPDATE
-   * then only touches rows it already holds. (Found by the resilience load
-   * test: 40P01 deadlocks answered 500 once the table outgrew a nested loop.)
+   * Counts a batch of clicks and records their visits in one statement, so
+   * both commit together or not at all. Returns, per existing code, how many
+   * of its clicks were counted and why the others were not.
+   *
+   * Rows are first locked in code order (SELECT … ORDER BY … FOR UPDATE):
+   * concurrent batches, from other instances too, then cannot deadlock. (An
+   * UPDATE … FROM alone locks in its join plan's order; the resilience load
+   * test found 40P01 deadlocks once the table outgrew a nested loop.) The
+   * lock also makes max_visits exact: each batch reads the count the previous
+   * one committed and takes at most what remains. Visit rows belong to one
+   * link and are only written under that link's lock, so they add no lock
+   * order of their own.
    */
-  async addClicks(codes: string[], counts: number[]): Promise<Map<string, string>> {
-    const { rows } = await this.pool.query<{ code: string; original_url: string }>({
+  async addClicks(codes: string[], counts: number[], visits: BatchVisit[], now: Date): Promise<Map<string, Granted>> {
+    const { rows } = await this.pool.query<Granted & { code: string }>({
       name: 'links_add_clicks',
-      text: `UPDATE links AS l SET clicks = l.clicks + b.n
-             FROM (
-               SELECT locked.code, batch.n
-               FROM links AS locked JOIN unnest($1::text[], $2::int[]) AS batch(code, n) USING (code)
-               ORDER BY locked.code
-               FOR UPDATE OF locked
-             ) AS b
-             WHERE l.code = b.code
-             RETURNING l.code, l.original_url`,
-      values: [codes, counts],
+      text: `WITH batch AS (
+               SELECT * FROM unnest($1::text[], $2::int[]) AS b(code, n)
+             ),
+             locked AS MATERIALIZED (
+               SELECT l.code, l.original_url, l.clicks, l.max_visits, l.expires_at, l.disabled
+               FROM links AS l JOIN batch USING (code)
+               ORDER BY l.code
+               FOR UPDATE OF l
+             ),
+             decided AS MATERIALIZED (
+               SELECT k.code, k.original_url, k.max_visits, k.expires_at,
+                      CASE WHEN k.disabled OR k.expires_at <= $3 THEN 0
+                           WHEN k.max_visits IS NULL THEN b.n
+                           ELSE least(b.n, greatest(k.max_visits - k.clicks, 0)) END AS granted,
+                      CASE WHEN k.disabled THEN 'disabled'
+                           WHEN k.expires_at <= $3 THEN 'expired'
+                           WHEN k.clicks + b.n > k.max_visits THEN 'exhausted' END AS refusal
+               FROM locked AS k JOIN batch AS b USING (code)
+             ),
+             counted AS (
+               UPDATE links AS l SET clicks = l.clicks + d.granted
+               FROM decided AS d
+               WHERE l.code = d.code AND d.granted > 0
+             ),
+             visits AS MATERIALIZED (
+               SELECT v.code, to_timestamp(v.hour_number * 3600) AS hour, v.class, v.referrer, v.browser, v.os, v.device, v.visitor_key
+               FROM unnest($4::text[], $5::int[], $6::int[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::bytea[])
+                      AS v(code, ordinal, hour_number, class, referrer, browser, os, device, visitor_key)
+               JOIN decided AS d USING (code)
+               WHERE v.ordinal <= d.granted
+             ),
+             aggregated AS (
+               INSERT INTO visit_counts AS c (code, hour, class, referrer, browser, os, device, visits)
+               SELECT code, hour, class, referrer, browser, os, device, count(*) FROM visits
+               GROUP BY code, hour, class, referrer, browser, os, device
+               ON CONFLICT (code, hour, class, referrer, browser, os, device)
+               DO UPDATE SET visits = c.visits + EXCLUDED.visits
+             ),
+             uniques AS (
+               INSERT INTO daily_visitors (code, day, visitor_key)
+               SELECT DISTINCT code, (hour AT TIME ZONE 'UTC')::date, visitor_key FROM visits
+               ON CONFLICT DO NOTHING
+             )
+             SELECT code, original_url, granted, refusal, max_visits, expires_at FROM decided`,
+      values: [
+        codes,
+        counts,
+        now,
+        visits.map((v) => v.code),
+        visits.map((v) => v.ordinal),
+        // Hours since the epoch: a number array is far cheaper to serialise than Date objects.
+        visits.map((v) => v.visit.hour / HOUR_MS),
+        visits.map((v) => v.visit.class),
+        visits.map((v) => v.visit.referrer),
+        visits.map((v) => v.visit.browser),
+        visits.map((v) => v.visit.os),
+        visits.map((v) => v.visit.device),
+        visits.map((v) => v.visit.visitorKey),
+      ],
     });
-    return new Map(rows.map((r) => [r.code, r.original_url]));
+    return new Map(rows.map(({ code, ...granted }) => [code, granted]));
+  }
+
+  /**
+   * The salt of a UTC day, created when missing; earlier days' salts are
+   * deleted in the same statement. When another instance inserts the day's
+   * salt at the same moment, ON CONFLICT waits for it but this statement's
+   * snapshot cannot see it: the lookup is then repeated.
+   */
+  async saltOf(day: string, candidate: Buffer): Promise<Buffer> {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const { rows } = await this.pool.query<{ salt: Buffer }>(
+        `WITH expired AS (DELETE FROM visitor_salts WHERE day < $1::date),
+              created AS (INSERT INTO visitor_salts (day, salt) VALUES ($1::date, $2) ON CONFLICT (day) DO NOTHING RETURNING salt)
+         SELECT salt FROM created UNION ALL SELECT salt FROM visitor_salts WHERE day = $1::date`,
+        [day, candidate],
+      );
+      if (rows[0]) return rows[0].salt;
+    }
+    throw new Error(`no visitor salt for ${day}`);
+  }
+
+  /** Deletes the salts of days before the given one (YYYY-MM-DD); returns how many. */
+  async deleteSaltsBefore(day: string): Promise<number> {
+    const { rowCount } = await this.pool.query('DELETE FROM visitor_salts WHERE day < $1::date', [day]);
+    return rowCount ?? 0;
+  }
+
+  /**
+   * A link's visits in [from, to): per bucket of bucketSeconds and class, the
+   * top 10 names of each dimension, and the sum of daily unique visitors over
+   * the days [firstDay, endDay). One statement, so all parts see one snapshot.
+   */
+  async visitRows(code: string, from: Date, to: Date, bucketSeconds: number, firstDay: string, endDay: string): Promise<VisitRow[]> {
+    const { rows } = await this.pool.query<VisitRow>({
+      name: 'links_visit_rows',
+      text: `WITH counts AS MATERIALIZED (
+               SELECT hour, class, referrer, browser, os, device, visits FROM visit_counts
+               WHERE code = $1 AND hour >= $2 AND hour < $3
+             ),
+             per_name AS (
+               SELECT 'referrers' AS kind, referrer AS name, sum(visits) AS visits FROM counts GROUP BY referrer
+               UNION ALL SELECT 'browsers', browser, sum(visits) FROM counts GROUP BY browser
+               UNION ALL SELECT 'operating_systems', os, sum(visits) FROM counts GROUP BY os
+               UNION ALL SELECT 'devices', device, sum(visits) FROM counts GROUP BY device
+             ),
+             ranked AS (
+               SELECT kind, name, visits, row_number() OVER (PARTITION BY kind ORDER BY visits DESC, name) AS position
+               FROM per_name
+             )
+             SELECT 'series' AS kind, floor(extract(epoch FROM hour) / $4)::bigint AS position, class AS name, sum(visits)::bigint AS visits
+             FROM counts GROUP BY 2, 3
+             UNION ALL
+             SELECT kind, position, name, visits::bigint FROM ranked WHERE position <= 10
+             UNION ALL
+             SELECT 'unique', 0, '', count(*) FROM daily_visitors WHERE code = $1 AND day >= $5::date AND day < $6::date`,
+      values: [code, from, to, bucketSeconds, firstDay, endDay],
+    });
+    return rows;
   }
 
   /**

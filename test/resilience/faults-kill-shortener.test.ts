@@ -12,6 +12,12 @@ import { reportFigures, round } from './helpers/figures.js';
 import { jsonOf, keepAliveAgent, runLoad, send, waitUntil } from './helpers/http.js';
 import { clientIps, ensureStopped, serviceDatabase, startShortener } from './helpers/services.js';
 
+const AGENTS = [
+  'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36',
+  'Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)',
+  'curl/8.4.0',
+];
+
 let db: TestDatabase;
 let first: ServiceProcess | undefined;
 let second: ServiceProcess | undefined;
@@ -26,7 +32,7 @@ after(async () => {
   await db.drop();
 });
 
-test('kill -9 mid-load: after a restart, stored clicks of every code ≥ the 302s clients received', async (t) => {
+test('kill -9 mid-load: after a restart, stored visits == stored clicks ≥ the 302s clients received, for every code', async (t) => {
   first = await startShortener(db.url, { trustProxy: '127.0.0.1' });
   const agent = keepAliveAgent(32);
   const target = { url: first.url, agent };
@@ -43,7 +49,10 @@ test('kill -9 mid-load: after a restart, stored clicks of every code ≥ the 302
     deadline: Date.now() + 60_000,
     // Once the process is gone, every worker stops after its current request.
     stop: () => killedAt > 0,
-    next: (i) => ({ target, spec: { path: `/${codes[i % codes.length]}` } }),
+    next: (i) => ({
+      target,
+      spec: { path: `/${codes[i % codes.length]}`, headers: { 'user-agent': AGENTS[i % AGENTS.length]!, referer: 'https://example.org/feed' } },
+    }),
     onOutcome: (outcome, _i, spec) => {
       if (outcome.ok && outcome.status === 302) {
         const code = spec.path.slice(1);
@@ -66,12 +75,18 @@ test('kill -9 mid-load: after a restart, stored clicks of every code ≥ the 302
   second = await startShortener(db.url);
   const restarted = { url: second.url, agent: false as const };
   let stored = 0;
+  let storedVisits = 0;
   for (const code of codes) {
     const stats = await send(restarted, { path: `/api/links/${code}` });
     assert.ok(stats.ok && stats.status === 200, `stats of ${code} after the restart`);
     const clicks = (jsonOf(stats) as { data: { clicks: number } }).data.clicks;
     stored += clicks;
     assert.ok(clicks >= redirects.get(code)!, `${code}: ${clicks} stored clicks < ${redirects.get(code)} redirects received`);
+    const visits = await send(restarted, { path: `/api/links/${code}/visits` });
+    assert.ok(visits.ok && visits.status === 200, `visits of ${code} after the restart`);
+    const visitTotal = (jsonOf(visits) as { data: { totals: { visits: number } } }).data.totals.visits;
+    storedVisits += visitTotal;
+    assert.equal(visitTotal, clicks, `${code}: visits == clicks`);
   }
   // The restarted instance serves again.
   const again = await send(restarted, { path: `/${codes[0]}` });
@@ -80,6 +95,7 @@ test('kill -9 mid-load: after a restart, stored clicks of every code ≥ the 302
   reportFigures(t, 'kill -9 under redirect load', {
     redirects_received: received(),
     clicks_stored: stored,
+    visits_stored: storedVisits,
     clicks_without_response: stored - received(),
     failed_at_kill: Object.fromEntries(cut),
     rps_before_kill: Math.round(receivedBeforeKill / ((killedAt - loadStarted) / 1000)),

@@ -156,8 +156,8 @@ test('the flows complete (so the logs hold a full run of each service)', async (
   ok(await request(notes.url, 'POST', '/auth/login', { body: { email: notesEmail, password: SECRETS.wrongPassword } }), 401, 'notes failed login');
   ok(await request(notes.url, 'GET', '/notes', { token: `${notesToken.slice(0, -2)}xx` }), 401, 'notes bad token');
 
-  // shortener: a URL that carries credentials is refused (and its password must not reach the logs
-  // either way), then create, redirect, stats with a secret in the query string.
+  // shortener: a URL with credentials (refused by the URL rule, the body still reaches the
+  // service), then one carrying the secret in its query, redirected (Location) and shown in stats.
   ok(await request(shortener.url, 'POST', '/api/links', { body: { url: `https://alice:${SECRETS.urlPassword}@example.com/private` } }), 400, 'create with credentials');
   const link = await request(shortener.url, 'POST', '/api/links', { body: { url: `https://example.com/private?token=${SECRETS.urlPassword}` } });
   ok(link, 201, 'create');

@@ -137,8 +137,8 @@ describe('SQL injection', () => {
       const res = await request(shortener.url, 'POST', '/api/links', { body: { url }, headers: client });
       judge(`create ${JSON.stringify(url)}`, res, (r) => {
         if (p.includes('\u0000')) return r.status === 400 ? undefined : `NUL must be refused, got ${r.status}`;
-        // A backslash before the query would be read as "/" by browsers: refused by the URL rule.
-        if (p.includes('\\')) return r.status === 400 ? undefined : `a backslash in the path must be refused, got ${r.status}`;
+        // The URL rule refuses what would not go where it reads: a backslash before the query, tabs and line breaks.
+        if (/[\t\n\r]/.test(p) || p.split(/[?#]/, 1)[0]!.includes('\\')) return r.status === 400 ? undefined : `expected the URL rule's 400, got ${r.status}`;
         return r.status === 201 ? undefined : `expected 201, got ${r.status} ${r.text}`;
       });
       if (res.status === 201) {

@@ -14,8 +14,8 @@ import pg from 'pg';
 import { authenticatorPassword, authenticatorRoleName } from '../../src/idp/authenticator.js';
 import { createPool, type Migration, migrate } from '../../src/kit/db.js';
 import { adminUrl, freshDatabase, type TestDatabase } from '../helpers/database.js';
-import { shortenerMigrations } from '../helpers/shortener.js';
 import type { ServiceProcess } from '../helpers/process.js';
+import { shortenerMigrations } from '../helpers/shortener.js';
 import { createNote, notesUser, uniqueEmail } from './helpers/api.js';
 import { reportFigures, round } from './helpers/figures.js';
 import { jsonOf, keepAliveAgent, send, type Target } from './helpers/http.js';
@@ -127,9 +127,9 @@ describe('through PgBouncer (pool_mode = transaction)', { skip }, () => {
 
   test(`shortener: two instances start at once, then ${REDIRECTS} concurrent redirects: every one a 302, clicks == 302s per code`, async (t) => {
     const instances = await startTwo(() => startShortener(bouncer.url(shortenerDb.name), { env: UNNAMED }));
-    const migrated = await queryOnce<{ name: string }>(shortenerDb.url, "SELECT name FROM schema_migrations WHERE scope = 'shortener'");
+    const migrated = await queryOnce<{ name: string }>(shortenerDb.url, "SELECT name FROM schema_migrations WHERE scope = 'shortener' ORDER BY name");
     assert.deepEqual(
-      migrated.map((r) => r.name).sort(),
+      migrated.map((r) => r.name),
       (await shortenerMigrations()).map((m) => m.name),
       'each migration recorded once',
     );
@@ -169,6 +169,9 @@ describe('through PgBouncer (pool_mode = transaction)', { skip }, () => {
     assert.deepEqual(statuses, { 302: REDIRECTS }, 'every redirect answered 302');
     assert.equal(total, REDIRECTS, 'clicks stored == 302s received');
     assert.deepEqual(mismatched, [], 'codes whose clicks differ from their 302s');
+    // Each click's visit is written by the same statement, through the transaction pooler too.
+    const [stored] = await queryOnce<{ visits: number }>(shortenerDb.url, 'SELECT coalesce(sum(visits), 0)::int AS visits FROM visit_counts');
+    assert.equal(stored!.visits, REDIRECTS, 'visits stored == 302s received');
   });
 
   test(`accounts: two instances start at once; ${RACERS} concurrent registrations of one email: exactly one 201; logins and profiles on both`, async (t) => {

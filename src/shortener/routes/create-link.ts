@@ -2,13 +2,27 @@ import { Type } from '@sinclair/typebox';
 import { rateLimitKey } from '../../kit/client-ip.js';
 import type { App } from '../../kit/http.js';
 import type { FixedWindowLimiter } from '../../kit/rate-limit.js';
-import { MAX_URL_LENGTH, type LinkService } from '../links.js';
+import { badRequest } from '../../kit/errors.js';
+import { MAX_URL_LENGTH, MAX_VISITS_LIMIT, type LinkService } from '../links.js';
+import { parseIsoTimestamp } from '../timestamps.js';
 import { ErrorEnvelope, envelope } from './schemas.js';
 
 const CreateLinkBody = Type.Object(
-  { url: Type.String({ minLength: 1, maxLength: MAX_URL_LENGTH }) },
+  {
+    url: Type.String({ minLength: 1, maxLength: MAX_URL_LENGTH }),
+    expires_at: Type.Optional(Type.String({ maxLength: 64, description: 'ISO 8601 timestamp with an offset, in the future' })),
+    max_visits: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_VISITS_LIMIT, description: 'counted redirects allowed; then 410' })),
+  },
   { additionalProperties: false },
 );
+
+/** expires_at as an instant: ISO 8601 with an explicit offset, so no one's local time is guessed. */
+function parseExpiresAt(text: string | undefined): Date | undefined {
+  if (text === undefined) return undefined;
+  const ms = parseIsoTimestamp(text, { dateOnly: false });
+  if (ms === undefined) throw badRequest('expires_at must be an ISO 8601 timestamp with an offset, e.g. 2026-12-31T23:59:59Z');
+  return new Date(ms);
+}
 
 export function createLinkRoute(
   app: App,
@@ -24,7 +38,16 @@ export function createLinkRoute(
         summary: 'Create a short link (10 per minute per client IP)',
         body: CreateLinkBody,
         response: {
-          201: envelope(Type.Object({ code: Type.String(), short_url: Type.String(), original_url: Type.String() })),
+          201: envelope(
+            Type.Object({
+              code: Type.String(),
+              short_url: Type.String(),
+              original_url: Type.String(),
+              // Echoed only when given.
+              expires_at: Type.Optional(Type.String({ format: 'date-time' })),
+              max_visits: Type.Optional(Type.Integer()),
+            }),
+          ),
           400: ErrorEnvelope,
           429: ErrorEnvelope,
         },
@@ -49,12 +72,19 @@ export function createLinkRoute(
       },
     },
     async (request, reply) => {
-      const link = await links.create(request.body.url);
+      const { url, max_visits: maxVisits } = request.body;
+      const link = await links.create(url, { expiresAt: parseExpiresAt(request.body.expires_at), maxVisits });
       return reply.code(201).send({
         status: 201,
         response: 'Created',
         message: 'Short link created successfully',
-        data: { code: link.code, short_url: `${baseUrl}/${link.code}`, original_url: link.original_url },
+        data: {
+          code: link.code,
+          short_url: `${baseUrl}/${link.code}`,
+          original_url: link.original_url,
+          ...(link.expires_at !== null && { expires_at: link.expires_at.toISOString() }),
+          ...(link.max_visits !== null && { max_visits: link.max_visits }),
+        },
       });
     },
   );

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { notFound } from '../../kit/errors.js';
 import type { App } from '../../kit/http.js';
-import { isWellFormedCode, type LinkService } from '../links.js';
+import { isWellFormedCode, linkState, type LinkService } from '../links.js';
 import { CodeParams, ErrorEnvelope, envelope } from './schemas.js';
 
 export function linkStatsRoute(app: App, links: LinkService): void {
@@ -18,6 +18,10 @@ export function linkStatsRoute(app: App, links: LinkService): void {
               original_url: Type.String(),
               clicks: Type.Integer(),
               createdAt: Type.String({ format: 'date-time' }),
+              // Present only when the link was created with them.
+              expires_at: Type.Optional(Type.String({ format: 'date-time' })),
+              max_visits: Type.Optional(Type.Integer()),
+              state: Type.Union([Type.Literal('active'), Type.Literal('expired'), Type.Literal('exhausted'), Type.Literal('disabled')]),
             }),
           ),
           404: ErrorEnvelope,
@@ -33,7 +37,15 @@ export function linkStatsRoute(app: App, links: LinkService): void {
         status: 200,
         response: 'OK',
         message: 'Link stats retrieved successfully',
-        data: { code: link.code, original_url: link.original_url, clicks: link.clicks, createdAt: link.created_at.toISOString() },
+        data: {
+          code: link.code,
+          original_url: link.original_url,
+          clicks: link.clicks,
+          createdAt: link.created_at.toISOString(),
+          ...(link.expires_at !== null && { expires_at: link.expires_at.toISOString() }),
+          ...(link.max_visits !== null && { max_visits: link.max_visits }),
+          state: linkState(link, links.now()),
+        },
       };
     },
   );

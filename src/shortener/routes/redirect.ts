@@ -1,6 +1,7 @@
-import { notFound } from '../../kit/errors.js';
+import { isDatabaseUnavailable } from '../../kit/db.js';
+import { notFound, serviceUnavailable } from '../../kit/errors.js';
 import type { App } from '../../kit/http.js';
-import { isWellFormedCode, type LinkService } from '../links.js';
+import { gone, isWellFormedCode, linkState, type LinkService } from '../links.js';
 import { CodeParams, ErrorEnvelope } from './schemas.js';
 
 /** The catch-all `/:code`: registered last among the routes (rule 7). */
@@ -9,18 +10,43 @@ export function redirectRoute(app: App, links: LinkService): void {
     '/:code',
     {
       schema: {
-        summary: 'Redirect to the original URL and count the click (HEAD does not count)',
+        summary: 'Redirect to the original URL and count the click with its visit (HEAD does not count); 410 once the link expired, reached max_visits or was disabled',
         params: CodeParams,
-        response: { 404: ErrorEnvelope },
+        response: { 404: ErrorEnvelope, 410: ErrorEnvelope },
       },
     },
     async (request, reply) => {
       const { code } = request.params;
       // Before anything else: a malformed code never reaches the database (rule 4).
       if (!isWellFormedCode(code)) throw notFound('Link not found');
-      // HEAD is a look, not a visit (link checkers, previews): answer alike, count nothing.
-      const target = request.method === 'HEAD' ? (await links.find(code))?.original_url : await links.follow(code);
-      if (target === undefined) throw notFound('Link not found');
+      let target: string;
+      if (request.method === 'HEAD') {
+        // HEAD is a look, not a visit (link checkers, previews): answer alike, count nothing.
+        const link = await links.find(code);
+        if (!link) throw notFound('Link not found');
+        const state = linkState(link, links.now());
+        if (state !== 'active') throw gone(state, link);
+        target = link.original_url;
+      } else {
+        let outcome;
+        try {
+          outcome = await links.follow(code, {
+            ip: request.ip,
+            userAgent: request.headers['user-agent'],
+            referer: request.headers.referer,
+          });
+        } catch (err) {
+          // The batch's statement failed as a whole: neither this click nor its
+          // visit was written, so the visitor may simply try again. An
+          // unreachable database takes the central handler's usual path.
+          if (isDatabaseUnavailable(err)) throw err;
+          request.log.error({ err: { message: (err as Error).message, code: (err as { code?: string }).code } }, 'click batch failed');
+          throw serviceUnavailable();
+        }
+        if (outcome === undefined) throw notFound('Link not found');
+        if (!outcome.counted) throw gone(outcome.refusal, outcome);
+        target = outcome.url;
+      }
       // 302, not 301, and no-store: every visit must reach the service to be counted (rule 5).
       // URL.href is the header-safe (ASCII) form of the stored URL.
       return reply.header('cache-control', 'no-store').redirect(new URL(target).href, 302);

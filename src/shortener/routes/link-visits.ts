@@ -1,0 +1,62 @@
+import { Type } from '@sinclair/typebox';
+import { notFound } from '../../kit/errors.js';
+import type { App } from '../../kit/http.js';
+import { isWellFormedCode, linkState, type LinkService } from '../links.js';
+import { parseVisitQuery } from '../visit-report.js';
+import { CodeParams, ErrorEnvelope, envelope } from './schemas.js';
+
+const NamedCounts = Type.Array(Type.Object({ name: Type.String(), visits: Type.Integer() }));
+
+const VisitsData = Type.Object({
+  code: Type.String(),
+  state: Type.String(),
+  from: Type.String({ format: 'date-time' }),
+  to: Type.String({ format: 'date-time' }),
+  interval: Type.String(),
+  totals: Type.Object({
+    visits: Type.Integer(),
+    humans: Type.Integer(),
+    bots: Type.Integer(),
+    previews: Type.Integer(),
+    unique_visitors: Type.Integer(),
+  }),
+  series: Type.Array(Type.Object({ start: Type.String({ format: 'date-time' }), visits: Type.Integer(), humans: Type.Integer() })),
+  referrers: NamedCounts,
+  browsers: NamedCounts,
+  operating_systems: NamedCounts,
+  devices: NamedCounts,
+});
+
+export function linkVisitsRoute(app: App, links: LinkService): void {
+  app.get(
+    '/api/links/:code/visits',
+    {
+      schema: {
+        summary: 'Visits of a short link over time, by traffic class, referrer, browser, OS and device',
+        params: CodeParams,
+        querystring: Type.Object({
+          from: Type.Optional(Type.String({ description: 'ISO 8601 date or timestamp with offset; default: 30 days before to' })),
+          to: Type.Optional(Type.String({ description: 'ISO 8601 date or timestamp with offset; default: now' })),
+          interval: Type.Optional(Type.String({ description: 'hour (ranges up to 31 days) or day (up to 366 days); default: day' })),
+        }),
+        response: { 200: envelope(VisitsData), 400: ErrorEnvelope, 404: ErrorEnvelope },
+      },
+    },
+    async (request) => {
+      const { code } = request.params;
+      // Rule 4: a malformed code never reaches the database.
+      if (!isWellFormedCode(code)) throw notFound('Link not found');
+      const now = links.now();
+      const range = parseVisitQuery(request.query, now);
+      const link = await links.find(code);
+      if (!link) throw notFound('Link not found');
+      const report = await links.visits(code, range);
+      return {
+        status: 200,
+        response: 'OK',
+        message: 'Link visits retrieved successfully',
+        data: { code, state: linkState(link, now), ...report },
+      };
+    },
+  );
+}
