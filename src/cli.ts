@@ -116,7 +116,15 @@ function portInUse(port: number): Promise<boolean> {
 }
 
 // Before anything is written under DATA_DIR.
-for (const variable of ['IDP_PORT', 'ACCOUNTS_PORT', 'SHORTENER_PORT', 'NOTES_PORT'] as const) {
+const PORT_VARIABLES = ['IDP_PORT', 'ACCOUNTS_PORT', 'SHORTENER_PORT', 'NOTES_PORT'] as const;
+for (const [i, variable] of PORT_VARIABLES.entries()) {
+  const twin = PORT_VARIABLES.slice(0, i).find((other) => config[other] === config[variable]);
+  if (twin) {
+    process.stderr.write(`npm start: ${twin} and ${variable} are both ${config[variable]}; each service needs a port of its own\n`);
+    process.exit(1);
+  }
+}
+for (const variable of PORT_VARIABLES) {
   if (await portInUse(config[variable])) {
     process.stderr.write(`npm start: port ${config[variable]} is already in use on ${host}; set ${variable} to another port\n`);
     process.exit(1);

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { startEmbeddedPostgres } from '../src/kit/embedded-postgres.js';
-import { freePort } from './helpers/process.js';
+import { freePorts } from './helpers/process.js';
 
 // `npm start` as a newcomer meets it: what stops a start is one line that says
 // what is wrong and how to get past it, never a stack trace, and a start that
@@ -19,7 +19,7 @@ chmodSync(scratch, 0o755);
 after(() => rmSync(scratch, { recursive: true, force: true }));
 
 async function launcher(env: Record<string, string>): Promise<{ code: number | null; output: string }> {
-  const ports = await Promise.all([freePort(), freePort(), freePort(), freePort()]);
+  const ports = await freePorts(4);
   const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'src/cli.ts')], {
     cwd: root,
     env: {
@@ -62,6 +62,12 @@ test('a port in use: one line naming the variable that moves it, and nothing wri
   } finally {
     busy.close();
   }
+});
+
+test('two services given one port: one line naming both variables', async () => {
+  const { code, output } = await launcher({ DATA_DIR: path.join(scratch, 'same-port'), ACCOUNTS_PORT: '45999', SHORTENER_PORT: '45999' });
+  assert.equal(code, 1);
+  assertOneLine(output, /^npm start: ACCOUNTS_PORT and SHORTENER_PORT are both 45999; each service needs a port of its own$/);
 });
 
 test('a bad variable: one line naming it', async () => {

@@ -20,6 +20,13 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/** `count` free ports, all different (the kernel may hand the same free port to two calls in a row). */
+export async function freePorts(count: number): Promise<number[]> {
+  const ports = new Set<number>();
+  while (ports.size < count) ports.add(await freePort());
+  return [...ports];
+}
+
 export interface ServiceProcess {
   url: string;
   port: number;

@@ -14,7 +14,7 @@ import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { authenticatorPassword } from '../../src/idp/authenticator.js';
-import { freePort, startServiceProcess } from '../helpers/process.js';
+import { freePort, freePorts, startServiceProcess } from '../helpers/process.js';
 import { createLink, createNote, notesUser, registerAccount, uniqueEmail } from './helpers/api.js';
 import { reportFigures } from './helpers/figures.js';
 
@@ -43,7 +43,8 @@ async function stopLauncher(): Promise<void> {
 let launcherOutput = '';
 
 async function startLauncher(logLevel = 'warn'): Promise<Record<string, string>> {
-  const ports = { IDP_PORT: await freePort(), ACCOUNTS_PORT: await freePort(), SHORTENER_PORT: await freePort(), NOTES_PORT: await freePort() };
+  const [idp, accounts, shortener, notes] = await freePorts(4);
+  const ports = { IDP_PORT: idp!, ACCOUNTS_PORT: accounts!, SHORTENER_PORT: shortener!, NOTES_PORT: notes! };
   const env: Record<string, string | undefined> = { ...process.env, DATA_DIR: dataDir, LOG_LEVEL: logLevel };
   for (const [name, port] of Object.entries(ports)) env[name] = String(port);
   // No REDIS_URL: the shortener's rate limit then counts in its own process, not in a Redis other runs share.

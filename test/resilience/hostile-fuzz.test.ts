@@ -48,7 +48,10 @@ before(async () => {
     startAccounts(accountsDb.url, { env: { TRUST_PROXY: '127.0.0.1', ...redis } }),
     startIdpProcess(idpDb.url),
   ]);
-  procs.notes = await startNotesProcess(procs.idp.url);
+  // Nothing is down here, only slow: a sign-up waits for its cost-10 hash on the idp's low-priority
+  // workers, which a loaded 2-core machine can starve past notes' default 5 s deadline (notes then
+  // answers 503, rightly for an idp that slow). The deadline gets the same room as the answer bound.
+  procs.notes = await startNotesProcess(procs.idp.url, { env: { IDP_TIMEOUT_MS: '55000' } });
 });
 
 after(async () => {
