@@ -14,7 +14,7 @@ import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { authenticatorPassword } from '../../src/idp/authenticator.js';
-import { freePort, freePorts, startServiceProcess } from '../helpers/process.js';
+import { freePorts, startServiceProcess } from '../helpers/process.js';
 import { createLink, createNote, notesUser, registerAccount, uniqueEmail } from './helpers/api.js';
 import { reportFigures } from './helpers/figures.js';
 
