@@ -24,7 +24,7 @@ import {
   rawHttpResponse,
 } from './http-limits.js';
 import { serializeRequest } from './log-redaction.js';
-import { type ApiDocument, documentResponses } from './openapi.js';
+import { type ApiDocument, checkResponsesAgainstDocument, documentResponses } from './openapi.js';
 import { watchRequestStream } from './request-stream.js';
 import { docsContentSecurityPolicy, registerSecurityHeaders } from './security-headers.js';
 
@@ -292,6 +292,7 @@ export async function createServer(opts: ServerOptions): Promise<App> {
     transform: documentResponses(opts.errorBody),
   });
   await app.register(swaggerUi, { routePrefix: '/docs', staticCSP: true, transformStaticCSP: docsContentSecurityPolicy });
+  if (process.env.OPENAPI_RESPONSE_CHECK === '1') checkResponsesAgainstDocument(app);
 
   const Health = Type.Object({ status: Type.String() });
   app.get('/healthz', { schema: { tags: ['health'], summary: 'Liveness: the process answers', response: { 200: Health } } }, async () => ({ status: 'ok' }));

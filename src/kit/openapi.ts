@@ -1,5 +1,9 @@
 import { STATUS_CODES } from 'node:http';
-import type { FastifySchema } from 'fastify';
+import { Ajv, type ValidateFunction } from 'ajv';
+import addFormatsModule from 'ajv-formats';
+import type { FastifyInstance, FastifySchema } from 'fastify';
+
+const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
 
 /** A service's additions to its OpenAPI document: the tags its routes use and how callers authenticate. */
 export interface ApiDocument {
@@ -74,6 +78,8 @@ export function documentResponses(errorBody: ErrorBody) {
   return ({ schema, url }: { schema: FastifySchema; url: string }) => {
     // A plugin's '/' route is registered for both `/prefix` and `/prefix/`; the document names the first.
     if (url.length > 1 && url.endsWith('/')) url = url.slice(0, -1);
+    // A route without any schema is a web page or a static file, not part of the API.
+    if (schema === undefined || schema === null) return { schema: { hide: true } as FastifySchema, url };
     const { [DOCUMENT_ONLY]: documentOnly, ...validated } = (schema ?? {}) as Record<string, unknown>;
     if (documentOnly) schema = { ...validated, ...(documentOnly as object) };
     const responses = schema?.response as Record<string, Record<string, unknown>> | undefined;
@@ -88,4 +94,45 @@ export function documentResponses(errorBody: ErrorBody) {
     }
     return { schema: { ...schema, response }, url };
   };
+}
+
+/**
+ * Answers that do not match the service's own document, recorded when
+ * OPENAPI_RESPONSE_CHECK=1 (tests set it; production never does): a status the
+ * route's document does not list, or a JSON body its schema refuses.
+ */
+export const responseMismatches: string[] = [];
+
+interface OpenApiDocument {
+  paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema?: object }> }> }>>;
+}
+
+/** The onSend check: each answer of a documented route against the document it serves. */
+export function checkResponsesAgainstDocument(app: FastifyInstance): void {
+  const ajv = addFormats(new Ajv({ strict: false, allErrors: true }));
+  const compiled = new WeakMap<object, ValidateFunction>();
+  let document: OpenApiDocument | undefined;
+  app.addHook('onSend', async (request, reply, payload) => {
+    const route = request.routeOptions.url;
+    if (route === undefined || request.method === 'HEAD') return payload;
+    document ??= (app as unknown as { swagger(): OpenApiDocument }).swagger();
+    let path = route.replace(/:(\w+)/g, '{$1}');
+    if (path.length > 1 && path.endsWith('/')) path = path.slice(0, -1);
+    const operation = document.paths[path]?.[request.method.toLowerCase()];
+    // Hidden routes (metrics, the documentation itself, pages) are not part of the document.
+    if (!operation) return payload;
+    const where = `${request.method} ${path} ${reply.statusCode}`;
+    const documented = operation.responses[String(reply.statusCode)];
+    if (!documented) {
+      responseMismatches.push(`${where}: status not in the document`);
+      return payload;
+    }
+    const schema = documented.content?.['application/json']?.schema;
+    const type = String(reply.getHeader('content-type') ?? '');
+    if (!schema || typeof payload !== 'string' || !type.includes('json') || payload === '') return payload;
+    let validate = compiled.get(schema);
+    if (!validate) compiled.set(schema, (validate = ajv.compile(schema)));
+    if (!validate(JSON.parse(payload))) responseMismatches.push(`${where}: ${ajv.errorsText(validate.errors)}`);
+    return payload;
+  });
 }
