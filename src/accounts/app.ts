@@ -16,6 +16,7 @@ import { adminUsersRoute } from './routes/admin-users.js';
 import { loginRoute } from './routes/login.js';
 import { meRoute } from './routes/me.js';
 import { registerRoute } from './routes/register.js';
+import { ACCOUNTS_DOCUMENT } from './routes/schemas.js';
 import { AccountsService } from './service.js';
 import { AccessTokens } from './tokens.js';
 
@@ -50,6 +51,7 @@ export async function buildApp(config: AccountsAppConfig, deps: AccountsDeps): P
   const app = await createServer({
     title: 'Accounts',
     description: 'Registration, login with a signed HS256 access token, profile, admin listing.',
+    document: ACCOUNTS_DOCUMENT,
     logLevel: config.LOG_LEVEL,
     logStream: deps.logStream,
     trustProxy: config.TRUST_PROXY,

@@ -18,6 +18,7 @@ import { type Caller, gatewayHook } from './gateway.js';
 import type { SigningKeys } from './keys.js';
 import { restRoutes } from './rest/routes.js';
 import { SchemaCache } from './rest/schema-cache.js';
+import { IDP_DOCUMENT } from './auth/schemas.js';
 
 export interface IdpDeps {
   /** Admin connection: owns the auth schema and reads the catalog. */
@@ -45,6 +46,7 @@ export async function buildApp(config: IdpConfig, deps: IdpDeps): Promise<App> {
     logStream: deps.logStream,
     trustProxy: config.TRUST_PROXY,
     errorBody: messageBody,
+    document: IDP_DOCUMENT,
     readiness: async () => {
       await deps.pool.query('SELECT 1');
       await deps.restPool.query('SELECT 1');

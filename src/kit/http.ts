@@ -24,6 +24,7 @@ import {
   rawHttpResponse,
 } from './http-limits.js';
 import { serializeRequest } from './log-redaction.js';
+import { type ApiDocument, checkResponsesAgainstDocument, documentResponses } from './openapi.js';
 import { watchRequestStream } from './request-stream.js';
 import { docsContentSecurityPolicy, registerSecurityHeaders } from './security-headers.js';
 
@@ -58,6 +59,8 @@ export interface ServerOptions {
   metrics?: MetricsOptions;
   /** Timeouts, connection cap, HSTS: the common HTTP variables (httpSettings(config)); defaults otherwise. */
   http?: HttpSettings;
+  /** Tags and security schemes of the OpenAPI document at /docs/json. */
+  document?: ApiDocument;
 }
 
 // Anything that can carry a credential is removed from log lines wherever it appears.
@@ -283,15 +286,25 @@ export async function createServer(opts: ServerOptions): Promise<App> {
   await app.register(swagger, {
     openapi: {
       info: { title: opts.title, description: opts.description, version: opts.version ?? '1.0.0' },
+      tags: [...(opts.document?.tags ?? []), { name: 'health', description: 'Liveness and readiness' }],
+      ...(opts.document?.securitySchemes && { components: { securitySchemes: opts.document.securitySchemes } }),
     },
+    transform: documentResponses(opts.errorBody),
   });
   await app.register(swaggerUi, { routePrefix: '/docs', staticCSP: true, transformStaticCSP: docsContentSecurityPolicy });
+  if (process.env.OPENAPI_RESPONSE_CHECK === '1') checkResponsesAgainstDocument(app);
 
   const Health = Type.Object({ status: Type.String() });
-  app.get('/healthz', { schema: { tags: ['health'], response: { 200: Health } } }, async () => ({ status: 'ok' }));
+  app.get('/healthz', { schema: { tags: ['health'], summary: 'Liveness: the process answers', response: { 200: Health } } }, async () => ({ status: 'ok' }));
   app.get(
     '/readyz',
-    { schema: { tags: ['health'], response: { 200: Health, 503: Type.Object({}, { additionalProperties: true }) } } },
+    {
+      schema: {
+        tags: ['health'],
+        summary: 'Readiness: the service can serve (its database or provider answers, connections and descriptors to spare)',
+        response: { 200: Health, 503: Type.Object({}, { additionalProperties: true }) },
+      },
+    },
     async (request, reply) => {
       // Saturation first: a readiness check of the database would itself need a descriptor.
       const saturated =

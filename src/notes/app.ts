@@ -2,6 +2,7 @@ import type { Writable } from 'node:stream';
 import { type Clock, systemClock } from '../kit/clock.js';
 import { HttpError } from '../kit/errors.js';
 import { type App, createServer } from '../kit/http.js';
+import { NOTES_DOCUMENT } from './schemas.js';
 import { createMetricsRegistry } from '../kit/metrics.js';
 import { httpSettings } from '../kit/http-limits.js';
 import { installBearerAuth } from './bearer-auth.js';
@@ -50,6 +51,7 @@ export async function buildApp(config: NotesConfig, deps: NotesDeps = {}): Promi
     logStream: deps.logStream,
     trustProxy: config.TRUST_PROXY,
     errorBody: (_status, message) => ({ message }),
+    document: NOTES_DOCUMENT,
     readiness: async () => {
       const res = await pingIdp(jwksUrl(config.IDP_URL), { headers: { apikey: config.IDP_PUBLISHABLE_KEY } });
       // Read, not cancelled: the body is a few hundred bytes, and reading ends the request's timer.

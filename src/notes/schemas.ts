@@ -1,6 +1,38 @@
 import { Type } from '@sinclair/typebox';
+import { type ApiDocument, described } from '../kit/openapi.js';
 
-export const ErrorMessage = Type.Object({ message: Type.String() }, { description: 'Every error: one field, message' });
+/** The tags and security scheme of the notes OpenAPI document. */
+export const NOTES_DOCUMENT: ApiDocument = {
+  tags: [
+    { name: 'auth', description: 'Sign-up and login, forwarded to the identity provider' },
+    { name: 'notes', description: "The caller's own notes: needs the access token from /auth/login" },
+  ],
+  securitySchemes: {
+    bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'The access_token from POST /auth/login' },
+  },
+};
+
+/** Routes that need the caller's access token. */
+export const BEARER_SECURITY = [{ bearerAuth: [] }];
+
+/** Every error: one field, message. */
+export const ErrorMessage = Type.Object({ message: Type.String() });
+
+/** The error answers with the meaning they have on the notes routes. */
+export const Errors = {
+  invalid: (message: string) => described(ErrorMessage, 'A field breaks its rule, or the body is not valid JSON', { message }),
+  noToken: described(ErrorMessage, 'No bearer token, or one that is not valid or has expired', { message: 'Missing bearer token' }),
+  notFound: described(ErrorMessage, "No note of the caller's has this id (another user's note looks the same)", { message: 'Note not found' }),
+  tooLarge: described(ErrorMessage, 'Request body larger than the limit', { message: 'Request body is too large' }),
+  mediaType: described(ErrorMessage, 'The body must be application/json', { message: 'Unsupported Media Type' }),
+  rateLimited: described(ErrorMessage, "The identity provider's limit for this client was reached (Retry-After)", {
+    message: 'Too many attempts, try again in 60 seconds',
+  }),
+  storeFailed: described(ErrorMessage, "The note store refused the request; the store's own message", { message: 'permission denied for table notes' }),
+  unavailable: described(ErrorMessage, 'The identity provider is unreachable or failing (Retry-After)', {
+    message: 'Service temporarily unavailable, try again shortly',
+  }),
+};
 
 export const Credentials = Type.Object(
   {
@@ -44,6 +76,6 @@ export const Note = Type.Object({
 
 /** A PostgreSQL bigint written in decimal without sign; the range is checked separately. */
 export const NOTE_ID_PATTERN = '^[0-9]{1,19}$';
-export const NoteIdParams = Type.Object({ id: Type.String({ pattern: NOTE_ID_PATTERN }) });
+export const NoteIdParams = Type.Object({ id: Type.String({ pattern: NOTE_ID_PATTERN, description: 'The note id (a positive integer)' }) });
 
 export const Deleted = Type.Object({ message: Type.Literal('Note deleted') });

@@ -16,6 +16,7 @@ import { linkVisitsRoute } from './routes/link-visits.js';
 import { redirectRoute } from './routes/redirect.js';
 import { isReservedCode } from './reserved-codes.js';
 import { adminLinksRoutes } from './routes/admin-links.js';
+import { SHORTENER_DOCUMENT } from './routes/schemas.js';
 import { linkQrRoute } from './routes/link-qr.js';
 
 export const CREATE_LIMIT = { max: 10, windowMs: 60_000 };
@@ -43,6 +44,7 @@ export async function buildApp(
     logStream: deps.logStream,
     trustProxy: config.TRUST_PROXY,
     errorBody: statusEnvelope,
+    document: SHORTENER_DOCUMENT,
     http: httpSettings(config),
     readiness: async () => {
       await deps.pool.query('SELECT 1');

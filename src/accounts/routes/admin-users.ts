@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { badRequest } from '../../kit/errors.js';
 import type { App } from '../../kit/http.js';
 import type { AccountsService, UserPage } from '../service.js';
-import { BearerHeader, ErrorEnvelope, PublicUser } from './schemas.js';
+import { BEARER_SECURITY, BearerHeader, Errors, PublicUser } from './schemas.js';
 
 export const PER_PAGE = { default: 50, max: 1000 } as const;
 /** Keeps OFFSET far inside what PostgreSQL and JS numbers hold. */
@@ -10,8 +10,8 @@ export const MAX_PAGE = 1_000_000;
 
 const ListQuery = Type.Object(
   {
-    page: Type.Integer({ minimum: 1, maximum: MAX_PAGE, default: 1 }),
-    per_page: Type.Integer({ minimum: 1, maximum: PER_PAGE.max, default: PER_PAGE.default }),
+    page: Type.Integer({ minimum: 1, maximum: MAX_PAGE, default: 1, description: 'Page number, from 1' }),
+    per_page: Type.Integer({ minimum: 1, maximum: PER_PAGE.max, default: PER_PAGE.default, description: 'Accounts per page' }),
   },
   { additionalProperties: false },
 );
@@ -32,10 +32,17 @@ export function adminUsersRoute(app: App, accounts: AccountsService): void {
     {
       schema: {
         tags: ['admin'],
+        security: BEARER_SECURITY,
         summary: 'Every account, oldest first (role admin only)',
         description: `${BearerHeader.description} The body is a bare array; the total is in X-Total-Count and the other pages in Link.`,
         querystring: ListQuery,
-        response: { 200: Type.Array(PublicUser), 400: ErrorEnvelope, 401: ErrorEnvelope, 403: ErrorEnvelope },
+        response: {
+          200: Type.Array(PublicUser, { description: 'One page of accounts (X-Total-Count, Link)' }),
+          400: Errors.invalid('querystring/page must be >= 1'),
+          401: Errors.noToken,
+          403: Errors.forbidden,
+          503: Errors.unavailable('The database is unavailable (Retry-After)'),
+        },
       },
     },
     async (request, reply) => {

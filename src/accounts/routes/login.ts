@@ -1,7 +1,8 @@
 import { Type } from '@sinclair/typebox';
 import type { App } from '../../kit/http.js';
 import type { AccountsService } from '../service.js';
-import { ErrorEnvelope, PublicUser, envelope } from './schemas.js';
+import { ErrorEnvelope, Errors, PublicUser, envelope } from './schemas.js';
+import { described } from '../../kit/openapi.js';
 
 const LoginBody = Type.Object(
   {
@@ -24,10 +25,16 @@ export function loginRoute(app: App, accounts: AccountsService): void {
         body: LoginBody,
         response: {
           200: envelope(Type.Object({ token: Type.String(), user: PublicUser })),
-          400: ErrorEnvelope,
-          401: ErrorEnvelope,
-          429: ErrorEnvelope,
-          503: ErrorEnvelope,
+          400: Errors.invalid("body must have required property 'password'"),
+          401: described(ErrorEnvelope, 'No account with this email and password', { status: 401, response: 'Unauthorized', message: 'Invalid email or password' }),
+          413: Errors.tooLarge,
+          415: Errors.mediaType,
+          429: described(ErrorEnvelope, 'Too many failed logins for this account or from this client (Retry-After)', {
+            status: 429,
+            response: 'Too Many Requests',
+            message: 'Too many failed login attempts, try again in 900 seconds.',
+          }),
+          503: Errors.unavailable('The password-checking queue is full or the database is unavailable (Retry-After)'),
         },
       },
     },

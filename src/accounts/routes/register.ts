@@ -1,7 +1,8 @@
 import { Type } from '@sinclair/typebox';
 import type { App } from '../../kit/http.js';
 import type { AccountsService } from '../service.js';
-import { ErrorEnvelope, PublicUser, envelope } from './schemas.js';
+import { ErrorEnvelope, Errors, PublicUser, envelope } from './schemas.js';
+import { described } from '../../kit/openapi.js';
 
 // Unknown properties (`role` included) are dropped by the schema (docs/accounts.md, rule 1).
 // Lengths are checked after trimming, in code points, by the service: a schema
@@ -26,7 +27,18 @@ export function registerRoute(app: App, accounts: AccountsService): void {
           'Limited per client IP (REGISTER_MAX_PER_IP per REGISTER_WINDOW, 10 per hour by default; 429 with Retry-After). ' +
           '503 with Retry-After when the password-hashing queue is full.',
         body: RegisterBody,
-        response: { 201: envelope(PublicUser), 400: ErrorEnvelope, 429: ErrorEnvelope, 503: ErrorEnvelope },
+        response: {
+          201: envelope(PublicUser),
+          400: Errors.invalid('An account with this email already exists'),
+          413: Errors.tooLarge,
+          415: Errors.mediaType,
+          429: described(ErrorEnvelope, 'Too many registrations from this client (Retry-After)', {
+            status: 429,
+            response: 'Too Many Requests',
+            message: 'Too many registrations from this address, try again in 3600 seconds.',
+          }),
+          503: Errors.unavailable('The password-hashing queue is full or the database is unavailable (Retry-After)'),
+        },
       },
     },
     async (request, reply) => {

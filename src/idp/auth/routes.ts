@@ -5,7 +5,8 @@ import { InvalidJsonBody } from '../../kit/json-body.js';
 import { acceptOptionalJsonBodies } from '../json-body.js';
 import { AuthError, OAuthError, authErrors, sendAuthError, unexpectedAuthError } from './errors.js';
 import type { AuthRateLimits } from './rate-limits.js';
-import { AuthErrorSchema, TokenResponseSchema, UserSchema, authErrorResponses } from './schemas.js';
+import { KEY_SECURITY, TokenResponseSchema, USER_SECURITY, UserSchema, authErrorResponses, rateLimited } from './schemas.js';
+import { described } from '../../kit/openapi.js';
 import type { AuthService } from './service.js';
 
 // The Supabase Auth (GoTrue) subset, mounted at /auth/v1 behind the gateway. The whole route map:
@@ -73,8 +74,10 @@ export async function authRoutes(scope: App, opts: { auth: AuthService; limits: 
       schema: {
         tags: ['auth'],
         summary: 'Sign up with email and password',
+        description: 'A session when sign-ups are confirmed at once (IDP_AUTOCONFIRM), otherwise the user awaiting confirmation.',
+        security: KEY_SECURITY,
         body: Type.Optional(SignupBody),
-        response: { 200: Type.Union([TokenResponseSchema, UserSchema]), ...authErrorResponses, 429: AuthErrorSchema },
+        response: { 200: Type.Union([TokenResponseSchema, UserSchema]), ...authErrorResponses, 429: rateLimited },
       },
     },
     async (request) => {
@@ -89,9 +92,10 @@ export async function authRoutes(scope: App, opts: { auth: AuthService; limits: 
       schema: {
         tags: ['auth'],
         summary: 'Sign in (grant_type=password) or refresh (grant_type=refresh_token)',
-        querystring: Type.Object({ grant_type: Type.Optional(Type.String()) }),
+        security: KEY_SECURITY,
+        querystring: Type.Object({ grant_type: Type.Optional(Type.String({ description: 'password or refresh_token; anything else is a 400' })) }),
         body: Type.Optional(TokenBody),
-        response: { 200: TokenResponseSchema, ...authErrorResponses, 429: AuthErrorSchema },
+        response: { 200: TokenResponseSchema, ...authErrorResponses, 429: rateLimited },
       },
     },
     async (request) => {
@@ -115,7 +119,7 @@ export async function authRoutes(scope: App, opts: { auth: AuthService; limits: 
 
   scope.get(
     '/user',
-    { schema: { tags: ['auth'], summary: "The caller's user", response: { 200: UserSchema, ...authErrorResponses } } },
+    { schema: { tags: ['auth'], summary: "The caller's user", security: USER_SECURITY, response: { 200: UserSchema, ...authErrorResponses } } },
     async (request) => auth.getUser(request.caller),
   );
 
@@ -125,11 +129,12 @@ export async function authRoutes(scope: App, opts: { auth: AuthService; limits: 
       schema: {
         tags: ['auth'],
         summary: 'End the sessions of the caller (global: all, local: this one, others: all but this one)',
+        security: USER_SECURITY,
         querystring: Type.Object({
           scope: Type.Optional(Type.Union([Type.Literal('global'), Type.Literal('local'), Type.Literal('others')])),
         }),
         // No body: supabase-js sends an empty one.
-        response: { 204: Type.Null(), ...authErrorResponses },
+        response: { 204: described(Type.Null(), 'Sessions ended'), ...authErrorResponses },
       },
     },
     async (request, reply) => {
@@ -144,6 +149,8 @@ export async function authRoutes(scope: App, opts: { auth: AuthService; limits: 
       schema: {
         tags: ['admin'],
         summary: 'Create a user (secret key)',
+        description: 'Needs the secret key as apikey (and, as supabase-js sends it, as the bearer token).',
+        security: KEY_SECURITY,
         body: Type.Optional(AdminCreateBody),
         response: { 200: UserSchema, ...authErrorResponses },
       },
@@ -157,9 +164,10 @@ export async function authRoutes(scope: App, opts: { auth: AuthService; limits: 
       schema: {
         tags: ['admin'],
         summary: 'Delete a user (secret key); should_soft_delete keeps the row',
-        params: Type.Object({ id: Type.String() }),
+        security: KEY_SECURITY,
+        params: Type.Object({ id: Type.String({ description: 'The user id (a UUID)' }) }),
         body: Type.Optional(Type.Object({ should_soft_delete: Type.Optional(Type.Boolean()) })),
-        response: { 200: Type.Object({}), ...authErrorResponses, 404: AuthErrorSchema },
+        response: { 200: described(Type.Object({}), 'Deleted'), ...authErrorResponses },
       },
     },
     async (request) => {

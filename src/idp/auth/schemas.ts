@@ -1,4 +1,28 @@
 import { Type } from '@sinclair/typebox';
+import { type ApiDocument, described } from '../../kit/openapi.js';
+
+/** The tags and security schemes of the idp's OpenAPI document. */
+export const IDP_DOCUMENT: ApiDocument = {
+  tags: [
+    { name: 'auth', description: 'Supabase Auth (GoTrue) subset: sign-up, sign-in, refresh, the caller, logout' },
+    { name: 'admin', description: 'User administration: needs the secret key' },
+    { name: 'rest', description: 'PostgREST subset over the public schema, under row-level security' },
+  ],
+  securitySchemes: {
+    apikey: {
+      type: 'apiKey',
+      in: 'header',
+      name: 'apikey',
+      description: 'The publishable key (role anon) or the secret key (role service_role); every /auth/v1 and /rest/v1 request needs one',
+    },
+    bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: "A user's access_token from /auth/v1/token: the request acts as that user" },
+  },
+};
+
+/** The key alone: the request acts as the key's role. */
+export const KEY_SECURITY = [{ apikey: [] }];
+/** The key and a user's access token. */
+export const USER_SECURITY = [{ apikey: [], bearerAuth: [] }];
 
 // Response shapes of the auth endpoints, for serialisation and the OpenAPI document.
 
@@ -67,11 +91,34 @@ export const AuthErrorSchema = Type.Object(
   { additionalProperties: true },
 );
 
+// Examples in the versioned API's form (X-Supabase-Api-Version: 2024-01-01, as supabase-js sends).
+const authError = (description: string, example: Record<string, unknown>) => described(AuthErrorSchema, description, example);
+
 export const authErrorResponses = {
-  400: AuthErrorSchema,
-  401: AuthErrorSchema,
-  403: AuthErrorSchema,
-  404: AuthErrorSchema,
-  422: AuthErrorSchema,
-  500: AuthErrorSchema,
+  400: authError('Invalid request or credentials (validation_failed, invalid_credentials, bad_json, weak_password; OAuth errors on refresh)', {
+    code: 'invalid_credentials',
+    message: 'Invalid login credentials',
+  }),
+  401: authError('The apikey header is missing or is not one of the two keys (gateway answer)', {
+    message: 'Invalid API key',
+    hint: 'Double check your Supabase `anon` or `service_role` API key.',
+  }),
+  403: authError('The bearer token is not valid, or the caller may not do this (bad_jwt, not_admin, user_not_found)', {
+    code: 'bad_jwt',
+    message: 'invalid JWT: unable to parse or verify signature, token is malformed',
+  }),
+  404: authError('No such user', { code: 'user_not_found', message: 'User not found' }),
+  413: authError('Request body larger than the limit', { code: 'validation_failed', message: 'Request body is too large' }),
+  415: authError('The body must be application/json', { code: 'validation_failed', message: 'Unsupported Media Type' }),
+  422: authError('Refused by a rule (email_exists, signup_disabled, email_address_invalid)', {
+    code: 'email_exists',
+    message: 'A user with this email address has already been registered',
+  }),
+  500: authError('Unexpected failure (its cause is only logged)', { code: 'unexpected_failure', message: 'Unexpected failure' }),
+  503: authError('The database or the password queue is unavailable (Retry-After)', { code: 'unexpected_failure', message: 'Service temporarily unavailable' }),
 };
+
+export const rateLimited = authError('Too many requests from this client or for this account (Retry-After)', {
+  code: 'over_request_rate_limit',
+  message: 'Request rate limit reached',
+});

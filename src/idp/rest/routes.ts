@@ -2,6 +2,8 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import type { Pool } from '../../kit/db.js';
 import type { App } from '../../kit/http.js';
+import { DOCUMENT_ONLY, described } from '../../kit/openapi.js';
+import { KEY_SECURITY, USER_SECURITY } from '../auth/schemas.js';
 import { InvalidJsonBody } from '../../kit/json-body.js';
 import { acceptOptionalJsonBodies } from '../json-body.js';
 import type { SigningKeys } from '../keys.js';
@@ -162,12 +164,143 @@ export async function restRoutes(scope: App, opts: { pool: Pool; schema: SchemaC
     }
   }
 
-  const errors = { 400: PostgrestErrorSchema, 401: PostgrestErrorSchema, 403: PostgrestErrorSchema, 404: PostgrestErrorSchema, 406: PostgrestErrorSchema, 409: PostgrestErrorSchema };
+  const error = (description: string, example: Record<string, unknown>) => described(PostgrestErrorSchema, description, example);
+  const errors = {
+    400: error('A malformed query, filter or body, or an unknown column', {
+      code: 'PGRST100',
+      details: 'unexpected "x" expecting operator (eq, gt, ...)',
+      hint: null,
+      message: '"failed to parse filter (x)" (line 1, column 1)',
+    }),
+    401: error('The apikey is missing or wrong (gateway: message and hint only), or the bearer token is not valid', {
+      code: 'PGRST301',
+      details: null,
+      hint: null,
+      message: 'JWSError JWSInvalidSignature',
+    }),
+    403: error('Row-level security or a grant refuses the request', {
+      code: '42501',
+      details: null,
+      hint: null,
+      message: 'new row violates row-level security policy for table "notes"',
+    }),
+    404: error('No such table or view in the public schema', {
+      code: 'PGRST205',
+      details: null,
+      hint: null,
+      message: "Could not find the table 'public.nope' in the schema cache",
+    }),
+    406: error('One object was asked for (Accept: application/vnd.pgrst.object+json) and not exactly one row came, or another schema was asked for', {
+      code: 'PGRST116',
+      details: 'The result contains 0 rows',
+      hint: null,
+      message: 'Cannot coerce the result to a single JSON object',
+    }),
+    409: error('A unique, foreign-key or other constraint refuses the change', {
+      code: '23505',
+      details: 'Key (id)=(1) already exists.',
+      hint: null,
+      message: 'duplicate key value violates unique constraint "notes_pkey"',
+    }),
+    413: error('Request body larger than the limit', { code: 'PGRST102', details: null, hint: null, message: 'Request body is too large' }),
+    415: error('The body must be application/json', { code: 'PGRST102', details: null, hint: null, message: 'Unsupported Media Type' }),
+    500: error('Unexpected failure (its cause is only logged)', { code: 'XX000', details: null, hint: null, message: 'Internal Server Error' }),
+    503: error('The database is unavailable (Retry-After)', {
+      code: 'PGRST001',
+      details: null,
+      hint: null,
+      message: 'Database client error. Retrying the connection.',
+    }),
+  };
   const table = Type.Object({ table: Type.String({ description: 'a table or view of the public schema' }) });
+  // The query string and the body are read by the handler itself (filters repeat keys and keep their
+  // order), so Fastify validates neither: the document alone describes them.
   const anyQuery = Type.Object({}, { additionalProperties: true, description: 'select, order, limit, offset, columns and <column>=<op>.<value> filters' });
+  const text = (description: string, example?: string) => Type.Optional(Type.String({ description, ...(example && { examples: [example] }) }));
+  const documentedQuery = (extra: Record<string, ReturnType<typeof text>>) =>
+    Type.Object({
+      select: text('Columns to return, comma-separated (reads; writes with Prefer: return=representation)', 'id,title,created_at'),
+      ...extra,
+    });
+  const filtered = {
+    order: text('Sort: <column>[.asc|.desc][.nullsfirst|.nullslast], comma-separated', 'created_at.desc'),
+    limit: text('At most this many rows (a non-negative integer)', '10'),
+    offset: text('Skip this many rows first (a non-negative integer)', '0'),
+  };
+  const FILTERS =
+    'Filters: any other query parameter `<column>=<op>.<value>` keeps the rows where the column matches ' +
+    '(eq, neq, gt, gte, lt, lte, like, ilike, is, in.(a,b), and not.<op>), e.g. `?id=eq.42&title=ilike.*draft*`; ' +
+    'several filters all apply. PATCH and DELETE act on the rows the filters keep (all rows without one).';
+  const headers = (prefer: string) =>
+    Type.Object({
+      prefer: text(prefer),
+      accept: text('application/json (an array, the default) or application/vnd.pgrst.object+json (exactly one row as an object, else 406)'),
+    });
+  const RowsBody = Type.Union([Type.Object({}, { additionalProperties: true }), Type.Array(Type.Object({}, { additionalProperties: true }))], {
+    description: 'One row as an object, or several as an array of objects (columns as keys)',
+  });
+  const rows = (description: string) => described(Rows, description, [{ id: 1, title: 'A note', body: null }]);
+  const noBody = (description: string) => described(Type.Null(), description);
+  const common = { tags: ['rest'], security: [...KEY_SECURITY, ...USER_SECURITY], params: table, querystring: anyQuery };
 
-  scope.get('/:table', { schema: { tags: ['rest'], summary: 'Read rows', params: table, querystring: anyQuery, response: { 200: Rows, 206: Rows, ...errors } } }, handle);
-  scope.post('/:table', { schema: { tags: ['rest'], summary: 'Insert rows', params: table, querystring: anyQuery, response: { 201: Rows, ...errors } } }, handle);
-  scope.patch('/:table', { schema: { tags: ['rest'], summary: 'Update the filtered rows', params: table, querystring: anyQuery, response: { 200: Rows, 204: Type.Null(), ...errors } } }, handle);
-  scope.delete('/:table', { schema: { tags: ['rest'], summary: 'Delete the filtered rows', params: table, querystring: anyQuery, response: { 200: Rows, 204: Type.Null(), ...errors } } }, handle);
+  scope.get(
+    '/:table',
+    {
+      schema: {
+        ...common,
+        summary: 'Read rows',
+        description: `${FILTERS} HEAD answers the same headers without a body. Content-Range gives the rows returned (and the total with Prefer: count=exact).`,
+        [DOCUMENT_ONLY]: { querystring: documentedQuery(filtered), headers: headers('count=exact: count every matching row (Content-Range total; 206 when not all are returned)') },
+        response: { 200: rows('The rows (an array, or one object with the object Accept type)'), 206: rows('Some of the rows: Prefer: count=exact and more rows match than were returned'), ...errors },
+      },
+    },
+    handle,
+  );
+  const WRITE_PREFER = 'return=representation (answer with the rows written) or return=minimal (the default: no body); count=exact';
+  scope.post(
+    '/:table',
+    {
+      schema: {
+        ...common,
+        summary: 'Insert rows',
+        [DOCUMENT_ONLY]: {
+          querystring: documentedQuery({ columns: text('Only these columns of the body are inserted, comma-separated', 'title,body') }),
+          headers: headers(WRITE_PREFER),
+          body: RowsBody,
+        },
+        response: { 201: described(Rows, 'Inserted: the rows with return=representation, otherwise no body', [{ id: 1, title: 'A note', body: null }]), ...errors },
+      },
+    },
+    handle,
+  );
+  scope.patch(
+    '/:table',
+    {
+      schema: {
+        ...common,
+        summary: 'Update the filtered rows',
+        description: FILTERS,
+        [DOCUMENT_ONLY]: {
+          querystring: documentedQuery(filtered),
+          headers: headers(WRITE_PREFER),
+          body: Type.Object({}, { additionalProperties: true, description: 'The columns to set and their new values' }),
+        },
+        response: { 200: rows('Updated: the rows, with return=representation'), 204: noBody('Updated (return=minimal)'), ...errors },
+      },
+    },
+    handle,
+  );
+  scope.delete(
+    '/:table',
+    {
+      schema: {
+        ...common,
+        summary: 'Delete the filtered rows',
+        description: FILTERS,
+        [DOCUMENT_ONLY]: { querystring: documentedQuery(filtered), headers: headers(WRITE_PREFER) },
+        response: { 200: rows('Deleted: the rows, with return=representation'), 204: noBody('Deleted (return=minimal)'), ...errors },
+      },
+    },
+    handle,
+  );
 }

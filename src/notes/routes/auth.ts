@@ -1,7 +1,8 @@
 import { HttpError } from '../../kit/errors.js';
 import type { App } from '../../kit/http.js';
 import type { Identity } from '../identity.js';
-import { Credentials, ErrorMessage, LoginSession, RegisteredUser } from '../schemas.js';
+import { Credentials, ErrorMessage, Errors, LoginSession, RegisteredUser } from '../schemas.js';
+import { described } from '../../kit/openapi.js';
 
 // Public routes: sign-up and login, forwarded to the identity provider with the caller's address
 // (request.ip, which believes X-Forwarded-For only from TRUST_PROXY), so that the provider's
@@ -20,7 +21,14 @@ export async function authRoutes(app: App, identity: Identity): Promise<void> {
         tags: ['auth'],
         summary: 'Create a user at the identity provider',
         body: Credentials,
-        response: { 201: RegisteredUser, 400: ErrorMessage, 429: ErrorMessage, 503: ErrorMessage },
+        response: {
+          201: RegisteredUser,
+          400: Errors.invalid('email and password are required'),
+          413: Errors.tooLarge,
+          415: Errors.mediaType,
+          429: Errors.rateLimited,
+          503: Errors.unavailable,
+        },
       },
     },
     async (request, reply) => {
@@ -37,7 +45,15 @@ export async function authRoutes(app: App, identity: Identity): Promise<void> {
         tags: ['auth'],
         summary: 'Exchange email and password for a session',
         body: Credentials,
-        response: { 200: LoginSession, 400: ErrorMessage, 401: ErrorMessage, 429: ErrorMessage, 503: ErrorMessage },
+        response: {
+          200: LoginSession,
+          400: Errors.invalid('email and password are required'),
+          401: described(ErrorMessage, 'No user with this email and password', { message: 'Invalid login credentials' }),
+          413: Errors.tooLarge,
+          415: Errors.mediaType,
+          429: Errors.rateLimited,
+          503: Errors.unavailable,
+        },
       },
     },
     async (request) => {

@@ -1,10 +1,11 @@
 import { Type } from '@sinclair/typebox';
 import { badRequest, notFound } from '../../kit/errors.js';
 import type { App } from '../../kit/http.js';
+import { described } from '../../kit/openapi.js';
 import { requireAdminKey } from '../admin-auth.js';
 import { isWellFormedCode } from '../links.js';
 import type { AdminLink, LifecycleChanges, LinkRepository } from '../repository.js';
-import { CodeParams, ErrorEnvelope } from './schemas.js';
+import { ADMIN_SECURITY, CodeParams, ErrorEnvelope } from './schemas.js';
 
 /** The paging of the accounts admin listing: page from 1, per_page 1–1000, default 50. */
 export const PER_PAGE = { default: 50, max: 1000 } as const;
@@ -28,9 +29,9 @@ const adminEnvelope = <T extends ReturnType<typeof Type.Object> | ReturnType<typ
 
 const ListQuery = Type.Object(
   {
-    q: Type.Optional(Type.String({ maxLength: MAX_SEARCH_LENGTH })),
-    page: Type.Integer({ minimum: 1, maximum: MAX_PAGE, default: 1 }),
-    per_page: Type.Integer({ minimum: 1, maximum: PER_PAGE.max, default: PER_PAGE.default }),
+    q: Type.Optional(Type.String({ maxLength: MAX_SEARCH_LENGTH, description: 'The exact code, or a case-insensitive substring of the URL' })),
+    page: Type.Integer({ minimum: 1, maximum: MAX_PAGE, default: 1, description: 'Page number, from 1' }),
+    per_page: Type.Integer({ minimum: 1, maximum: PER_PAGE.max, default: PER_PAGE.default, description: 'Links per page' }),
   },
   { additionalProperties: false },
 );
@@ -47,7 +48,19 @@ const PatchBody = Type.Object(
 );
 
 const BEARER = 'Needs `Authorization: Bearer <SHORTENER_ADMIN_KEY>`.';
-const AUTH_ERRORS = { 401: ErrorEnvelope, 503: ErrorEnvelope };
+const AUTH_ERRORS = {
+  401: described(ErrorEnvelope, 'The admin key is missing or wrong (WWW-Authenticate: Bearer)', {
+    status: 401,
+    response: 'Unauthorized',
+    message: 'A valid admin key is required: Authorization: Bearer <SHORTENER_ADMIN_KEY>',
+  }),
+  503: described(ErrorEnvelope, 'The admin API is off (SHORTENER_ADMIN_KEY is not set), or the database is unavailable (Retry-After)', {
+    status: 503,
+    response: 'Service Unavailable',
+    message: 'Admin API is not configured: set SHORTENER_ADMIN_KEY',
+  }),
+};
+const NOT_FOUND = described(ErrorEnvelope, 'No link has this code (or it was deleted)', { status: 404, response: 'Not Found', message: 'Link not found' });
 
 // A date-time with an explicit offset (RFC 3339 / ISO 8601 extended form):
 // without one, the instant would depend on the server's time zone.
@@ -101,6 +114,7 @@ export function adminLinksRoutes(app: App, repo: LinkRepository, baseUrl: string
       onRequest,
       schema: {
         tags: ['admin'],
+        security: ADMIN_SECURITY,
         summary: 'Every link, newest first (admin)',
         description: `${BEARER} \`q\` matches the code exactly or the URL as a case-insensitive substring. The total is in X-Total-Count, the other pages in Link.`,
         querystring: ListQuery,
@@ -125,11 +139,12 @@ export function adminLinksRoutes(app: App, repo: LinkRepository, baseUrl: string
       onRequest,
       schema: {
         tags: ['admin'],
+        security: ADMIN_SECURITY,
         summary: "Change a link's expiry, visit limit or disabled flag (admin)",
         description: `${BEARER} Any of expires_at (date-time with offset, or null), max_visits (integer ≥ 1, or null), disabled (boolean); at least one.`,
         params: CodeParams,
         body: PatchBody,
-        response: { 200: adminEnvelope(AdminLinkData), 400: ErrorEnvelope, 404: ErrorEnvelope, ...AUTH_ERRORS },
+        response: { 200: adminEnvelope(AdminLinkData), 400: ErrorEnvelope, 404: NOT_FOUND, 413: ErrorEnvelope, 415: ErrorEnvelope, ...AUTH_ERRORS },
       },
     },
     async (request) => {
@@ -155,10 +170,11 @@ export function adminLinksRoutes(app: App, repo: LinkRepository, baseUrl: string
       onRequest,
       schema: {
         tags: ['admin'],
+        security: ADMIN_SECURITY,
         summary: 'Delete a link; its code is never issued again (admin)',
         description: BEARER,
         params: CodeParams,
-        response: { 200: adminEnvelope(AdminLinkData), 404: ErrorEnvelope, ...AUTH_ERRORS },
+        response: { 200: adminEnvelope(AdminLinkData), 404: NOT_FOUND, ...AUTH_ERRORS },
       },
     },
     async (request) => {

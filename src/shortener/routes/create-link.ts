@@ -1,6 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { rateLimitKey } from '../../kit/client-ip.js';
 import type { App } from '../../kit/http.js';
+import { described } from '../../kit/openapi.js';
 import type { FixedWindowLimiter } from '../../kit/rate-limit.js';
 import { badRequest } from '../../kit/errors.js';
 import { MAX_URL_LENGTH, MAX_VISITS_LIMIT, type LinkService } from '../links.js';
@@ -35,6 +36,7 @@ export function createLinkRoute(
     '/api/links',
     {
       schema: {
+        tags: ['links'],
         summary: 'Create a short link (10 per minute per client IP)',
         body: CreateLinkBody,
         response: {
@@ -48,8 +50,19 @@ export function createLinkRoute(
               max_visits: Type.Optional(Type.Integer()),
             }),
           ),
-          400: ErrorEnvelope,
-          429: ErrorEnvelope,
+          400: described(ErrorEnvelope, 'The URL or another field breaks its rule, or the body is not valid JSON', {
+            status: 400,
+            response: 'Bad Request',
+            message: 'body/url must NOT have fewer than 1 characters',
+          }),
+          413: ErrorEnvelope,
+          415: ErrorEnvelope,
+          429: described(ErrorEnvelope, 'More than 10 creations this minute from this client (Retry-After, X-RateLimit-*)', {
+            status: 429,
+            response: 'Too Many Requests',
+            message: 'Too many requests, please try again in 42 seconds.',
+          }),
+          503: ErrorEnvelope,
         },
       },
       // Before body validation: every request counts, malformed ones included.

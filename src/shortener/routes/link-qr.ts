@@ -3,7 +3,8 @@ import QRCode from 'qrcode';
 import { HttpError, notFound } from '../../kit/errors.js';
 import type { App } from '../../kit/http.js';
 import { isWellFormedCode, type LinkService } from '../links.js';
-import { ErrorEnvelope } from './schemas.js';
+import { CodeParams, ErrorEnvelope } from './schemas.js';
+import { described } from '../../kit/openapi.js';
 
 export const QR_SIZE = { min: 64, max: 1024, default: 256 } as const;
 /**
@@ -24,8 +25,8 @@ export const QR_CACHE_CONTROL = 'public, max-age=3600';
 const QrQuery = Type.Object(
   {
     // An enum rather than a union of literals: one error, "must be equal to one of the allowed values".
-    format: Type.Unsafe<'svg' | 'png'>({ type: 'string', enum: ['svg', 'png'], default: 'svg' }),
-    size: Type.Integer({ minimum: QR_SIZE.min, maximum: QR_SIZE.max, default: QR_SIZE.default }),
+    format: Type.Unsafe<'svg' | 'png'>({ type: 'string', enum: ['svg', 'png'], default: 'svg', description: 'Image format' }),
+    size: Type.Integer({ minimum: QR_SIZE.min, maximum: QR_SIZE.max, default: QR_SIZE.default, description: 'Width and height in pixels' }),
   },
   { additionalProperties: false },
 );
@@ -70,16 +71,21 @@ export function linkQrRoute(app: App, links: LinkService, baseUrl: string): void
     '/api/links/:code/qr',
     {
       schema: {
+        tags: ['links'],
         summary: "QR code of a link's short_url (SVG by default, or PNG)",
         description: `size is the image width and height in pixels, ${QR_SIZE.min}–${QR_SIZE.max} (default ${QR_SIZE.default}).`,
-        params: Type.Object({ code: Type.String() }),
+        params: CodeParams,
         querystring: QrQuery,
         produces: ['image/svg+xml', 'image/png'],
         response: {
           200: Type.Unsafe<Buffer | string>({ type: 'string', format: 'binary', description: 'image/svg+xml or image/png' }),
           400: ErrorEnvelope,
-          404: ErrorEnvelope,
-          503: ErrorEnvelope,
+          404: described(ErrorEnvelope, 'No link has this code', { status: 404, response: 'Not Found', message: 'Link not found' }),
+          503: described(ErrorEnvelope, 'Too many PNGs being drawn at once, or the database is unavailable (Retry-After)', {
+            status: 503,
+            response: 'Service Unavailable',
+            message: 'Too many QR codes being drawn, try again shortly',
+          }),
         },
       },
     },

@@ -1,6 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { notFound } from '../../kit/errors.js';
 import type { App } from '../../kit/http.js';
+import { described } from '../../kit/openapi.js';
 import { isWellFormedCode, linkState, type LinkService } from '../links.js';
 import { CodeParams, ErrorEnvelope, envelope } from './schemas.js';
 
@@ -9,6 +10,7 @@ export function linkStatsRoute(app: App, links: LinkService): void {
     '/api/links/:code',
     {
       schema: {
+        tags: ['links'],
         summary: 'Stats of a short link (never counts a click)',
         params: CodeParams,
         response: {
@@ -24,7 +26,8 @@ export function linkStatsRoute(app: App, links: LinkService): void {
               state: Type.Union([Type.Literal('active'), Type.Literal('expired'), Type.Literal('exhausted'), Type.Literal('disabled')]),
             }),
           ),
-          404: ErrorEnvelope,
+          404: described(ErrorEnvelope, 'No link has this code', { status: 404, response: 'Not Found', message: 'Link not found' }),
+          503: ErrorEnvelope,
         },
       },
     },

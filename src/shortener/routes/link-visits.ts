@@ -1,6 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { notFound } from '../../kit/errors.js';
 import type { App } from '../../kit/http.js';
+import { described } from '../../kit/openapi.js';
 import { isWellFormedCode, linkState, type LinkService } from '../links.js';
 import { parseVisitQuery } from '../visit-report.js';
 import { CodeParams, ErrorEnvelope, envelope } from './schemas.js';
@@ -32,6 +33,7 @@ export function linkVisitsRoute(app: App, links: LinkService): void {
     '/api/links/:code/visits',
     {
       schema: {
+        tags: ['analytics'],
         summary: 'Visits of a short link over time, by traffic class, referrer, browser, OS and device',
         params: CodeParams,
         querystring: Type.Object({
@@ -39,7 +41,16 @@ export function linkVisitsRoute(app: App, links: LinkService): void {
           to: Type.Optional(Type.String({ description: 'ISO 8601 date or timestamp with offset; default: now' })),
           interval: Type.Optional(Type.String({ description: 'hour (ranges up to 31 days) or day (up to 366 days); default: day' })),
         }),
-        response: { 200: envelope(VisitsData), 400: ErrorEnvelope, 404: ErrorEnvelope },
+        response: {
+          200: envelope(VisitsData),
+          400: described(ErrorEnvelope, 'from, to or interval is malformed, or the range is too long for the interval', {
+            status: 400,
+            response: 'Bad Request',
+            message: 'interval must be hour or day',
+          }),
+          404: described(ErrorEnvelope, 'No link has this code', { status: 404, response: 'Not Found', message: 'Link not found' }),
+          503: ErrorEnvelope,
+        },
       },
     },
     async (request) => {

@@ -1,6 +1,7 @@
 import { isDatabaseUnavailable } from '../../kit/db.js';
 import { notFound, serviceUnavailable } from '../../kit/errors.js';
 import type { App } from '../../kit/http.js';
+import { described } from '../../kit/openapi.js';
 import { gone, isWellFormedCode, linkState, type LinkService } from '../links.js';
 import { CodeParams, ErrorEnvelope } from './schemas.js';
 
@@ -10,9 +11,24 @@ export function redirectRoute(app: App, links: LinkService): void {
     '/:code',
     {
       schema: {
+        tags: ['redirect'],
         summary: 'Redirect to the original URL and count the click with its visit (HEAD does not count); 410 once the link expired, reached max_visits or was disabled',
         params: CodeParams,
-        response: { 404: ErrorEnvelope, 410: ErrorEnvelope },
+        response: {
+          // reply.redirect sends no body, so this schema never serialises anything: it documents the answer.
+          302: {
+            type: 'null',
+            description: 'Redirect to the original URL; the click is counted (Cache-Control: no-store, so every visit comes back)',
+            headers: { Location: { type: 'string', format: 'uri', description: 'The original URL' } },
+          },
+          404: described(ErrorEnvelope, 'No link has this code', { status: 404, response: 'Not Found', message: 'Link not found' }),
+          410: described(ErrorEnvelope, 'The link expired, reached max_visits or was disabled', {
+            status: 410,
+            response: 'Gone',
+            message: 'This link expired at 2027-01-31T23:59:59.000Z',
+          }),
+          503: ErrorEnvelope,
+        },
       },
     },
     async (request, reply) => {

@@ -1,4 +1,21 @@
 import { Type } from '@sinclair/typebox';
+import type { ApiDocument } from '../../kit/openapi.js';
+
+/** The tags and security scheme of the shortener's OpenAPI document. */
+export const SHORTENER_DOCUMENT: ApiDocument = {
+  tags: [
+    { name: 'links', description: 'Create short links, read their stats and QR codes' },
+    { name: 'redirect', description: 'The short URL itself: a counted 302 to the original URL' },
+    { name: 'analytics', description: 'Visits of a link over time' },
+    { name: 'admin', description: 'Every link, and changes to any of them: needs the admin key' },
+  ],
+  securitySchemes: {
+    adminKey: { type: 'http', scheme: 'bearer', description: 'The SHORTENER_ADMIN_KEY, sent as `Authorization: Bearer <key>`' },
+  },
+};
+
+/** Routes behind the admin key. */
+export const ADMIN_SECURITY = [{ adminKey: [] }];
 
 export const ErrorEnvelope = Type.Object({
   status: Type.Integer(),
@@ -6,7 +23,7 @@ export const ErrorEnvelope = Type.Object({
   message: Type.String(),
 });
 
-export const CodeParams = Type.Object({ code: Type.String() });
+export const CodeParams = Type.Object({ code: Type.String({ description: 'The short code (letters, digits, - and _)' }) });
 
 export function envelope<T extends ReturnType<typeof Type.Object>>(data: T) {
   return Type.Object({
