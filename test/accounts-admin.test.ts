@@ -21,7 +21,7 @@ import {
   registerUser,
   responseBodies,
   uniqueEmail,
-} from './accounts-harness.js';
+} from './helpers/accounts.js';
 
 const suite = accountsSuite();
 const ADMIN_PASSWORD = 'admin password 1';

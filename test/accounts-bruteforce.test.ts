@@ -9,7 +9,7 @@ import { manualClock } from '../src/kit/clock.js';
 import type { App } from '../src/kit/http.js';
 import { MemoryCounterStore, connectRedis } from '../src/kit/rate-limit.js';
 import { accountsPasswordHasher } from '../src/accounts/passwords.js';
-import { LogCapture, accountsSuite, assertError, json, noSecretInAnyResponse, registerUser, uniqueEmail } from './accounts-harness.js';
+import { LogCapture, accountsSuite, assertError, json, noSecretInAnyResponse, registerUser, uniqueEmail } from './helpers/accounts.js';
 import { withoutRedis } from './helpers/redis.js';
 
 const suite = accountsSuite();

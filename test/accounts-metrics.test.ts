@@ -5,7 +5,7 @@ import { LOGIN_FAILURE_LIMITS, loginFailureKeys } from '../src/accounts/login-th
 import { PasswordHasher } from '../src/kit/password-hasher.js';
 import { createServer, statusEnvelope } from '../src/kit/http.js';
 import { MemoryCounterStore } from '../src/kit/rate-limit.js';
-import { accountsSuite, json, noSecretInAnyResponse, registerUser, uniqueEmail } from './accounts-harness.js';
+import { accountsSuite, json, noSecretInAnyResponse, registerUser, uniqueEmail } from './helpers/accounts.js';
 import { labelValues, sampleValue, scrape } from './helpers/metrics.js';
 
 const suite = accountsSuite();

@@ -4,7 +4,7 @@ import net from 'node:net';
 import { test } from 'node:test';
 import { buildApp } from '../src/accounts/app.js';
 import { createPool } from '../src/kit/db.js';
-import { LogCapture, accountsSuite, assertError, bearer, json, noSecretInAnyResponse, responseBodies, testConfig, uniqueEmail } from './accounts-harness.js';
+import { LogCapture, accountsSuite, assertError, bearer, json, noSecretInAnyResponse, responseBodies, testConfig, uniqueEmail } from './helpers/accounts.js';
 
 const suite = accountsSuite();
 

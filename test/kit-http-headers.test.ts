@@ -11,7 +11,7 @@ import { type App, createServer, statusEnvelope } from '../src/kit/http.js';
 import { buildApp as buildNotes } from '../src/notes/app.js';
 import { notesConfig } from '../src/notes/config.js';
 import { buildApp as buildShortener } from '../src/shortener/app.js';
-import { testConfig as accountsTestConfig } from './accounts-harness.js';
+import { testConfig as accountsTestConfig } from './helpers/accounts.js';
 import { freshDatabase, type TestDatabase } from './helpers/database.js';
 import { type RunningIdp, startIdp } from './helpers/idp.js';
 import { testLogLevel } from './helpers/log-audit.js';

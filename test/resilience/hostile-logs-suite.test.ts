@@ -11,7 +11,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { TEST_SECRET } from '../accounts-harness.js';
+import { TEST_SECRET } from '../helpers/accounts.js';
 import { adminUrl } from '../helpers/database.js';
 import { TEST_PUBLISHABLE_KEY, TEST_SECRET_KEY } from '../helpers/idp.js';
 import { reportFigures } from './helpers/figures.js';

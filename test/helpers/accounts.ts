@@ -7,16 +7,16 @@ import { PassThrough } from 'node:stream';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import type { InjectOptions } from 'fastify';
-import { loadConfig } from '../src/kit/config.js';
-import { type Pool, createPool, readMigrations } from '../src/kit/db.js';
-import type { App } from '../src/kit/http.js';
-import { type AccountsDeps, buildApp } from '../src/accounts/app.js';
-import { type AccountsConfig, accountsConfig } from '../src/accounts/config.js';
-import type { PublicUser } from '../src/accounts/repository.js';
-import { type TestDatabase, freshDatabase } from './helpers/database.js';
-import { copyForAudit, testLogLevel } from './helpers/log-audit.js';
+import { loadConfig } from '../../src/kit/config.js';
+import { type Pool, createPool, readMigrations } from '../../src/kit/db.js';
+import type { App } from '../../src/kit/http.js';
+import { type AccountsDeps, buildApp } from '../../src/accounts/app.js';
+import { type AccountsConfig, accountsConfig } from '../../src/accounts/config.js';
+import type { PublicUser } from '../../src/accounts/repository.js';
+import { type TestDatabase, freshDatabase } from './database.js';
+import { copyForAudit, testLogLevel } from './log-audit.js';
 
-export const MIGRATIONS_DIR = fileURLToPath(new URL('../src/accounts/migrations', import.meta.url));
+export const MIGRATIONS_DIR = fileURLToPath(new URL('../../src/accounts/migrations', import.meta.url));
 export const TEST_SECRET = 'test-secret-0123456789-abcdefghijklmnopqrstuvwxyz';
 
 /**
