@@ -14,7 +14,7 @@ import { loadConfig } from '../src/kit/config.js';
 import { withDatabase } from '../src/kit/db.js';
 import { adminUrl } from './helpers/database.js';
 import { supabase, TEST_PUBLISHABLE_KEY, TEST_SECRET_KEY, TEST_SIGNING_KEY } from './helpers/idp.js';
-import { testLogLevel } from './helpers/log-audit.js';
+import { testLogLevel } from './helpers/logs.js';
 
 const runId = process.env.TEST_RUN_ID ?? 'tlocal';
 const cleanups: (() => Promise<void>)[] = [];

@@ -8,7 +8,7 @@ import { ConfigErrors, loadConfig } from '../src/kit/config.js';
 import { notesConfig } from '../src/notes/config.js';
 import { startIdp, type RunningIdp } from './helpers/idp.js';
 import { call, closedPort, startNotes, startUpstream } from './helpers/notes.js';
-import { copyForAudit } from './helpers/log-audit.js';
+import { copyForAudit } from './helpers/logs.js';
 
 interface Exited {
   code: number | null;

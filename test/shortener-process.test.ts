@@ -6,7 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { freshDatabase, type TestDatabase } from './helpers/database.js';
 import { shortenerMigrations } from './helpers/shortener.js';
-import { copyForAudit } from './helpers/log-audit.js';
+import { copyForAudit } from './helpers/logs.js';
 
 // The real process: `node --import tsx src/shortener/server.ts`, configured by its environment only.
 

@@ -3,7 +3,6 @@
 // collected, so each file can assert that no body ever carries a password hash.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { PassThrough } from 'node:stream';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import type { InjectOptions } from 'fastify';
@@ -14,7 +13,7 @@ import { type AccountsDeps, buildApp } from '../../src/accounts/app.js';
 import { type AccountsConfig, accountsConfig } from '../../src/accounts/config.js';
 import type { PublicUser } from '../../src/accounts/repository.js';
 import { type TestDatabase, freshDatabase } from './database.js';
-import { copyForAudit, testLogLevel } from './log-audit.js';
+import { testLogLevel } from './logs.js';
 
 export const MIGRATIONS_DIR = fileURLToPath(new URL('../../src/accounts/migrations', import.meta.url));
 export const TEST_SECRET = 'test-secret-0123456789-abcdefghijklmnopqrstuvwxyz';
@@ -34,24 +33,6 @@ export function uniqueEmail(label = 'user'): string {
 
 /** Every body sent by an app built here, errors included. */
 export const responseBodies: string[] = [];
-
-/** Log lines of apps built with `captureLogs`. */
-export class LogCapture extends PassThrough {
-  text = '';
-  constructor() {
-    super();
-    this.on('data', (chunk: Buffer) => {
-      copyForAudit(chunk);
-      this.text += chunk.toString('utf8');
-    });
-  }
-  get lines(): Array<Record<string, unknown>> {
-    return this.text
-      .split('\n')
-      .filter(Boolean)
-      .map((line) => JSON.parse(line) as Record<string, unknown>);
-  }
-}
 
 export interface Suite {
   readonly db: TestDatabase;

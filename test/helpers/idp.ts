@@ -12,7 +12,7 @@ import { authenticatorRoleName } from '../../src/idp/authenticator.js';
 import { openIdp } from '../../src/idp/bootstrap.js';
 import { idpConfig } from '../../src/idp/config.js';
 import { adminUrl, freshDatabase, type TestDatabase } from './database.js';
-import { testLogLevel } from './log-audit.js';
+import { testLogLevel } from './logs.js';
 import { createClient, type SupabaseClient } from '@supabase/supabase-js';
 import WebSocket from 'ws';
 

@@ -4,14 +4,13 @@
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import net from 'node:net';
-import { Writable } from 'node:stream';
 import { createClient, type SupabaseClient } from '@supabase/supabase-js';
 import WebSocket from 'ws';
 import { loadConfig } from '../../src/kit/config.js';
 import type { App } from '../../src/kit/http.js';
 import { buildApp, type NotesDeps } from '../../src/notes/app.js';
 import { notesConfig } from '../../src/notes/config.js';
-import { copyForAudit, testLogLevel } from './log-audit.js';
+import { captureLogs, testLogLevel } from './logs.js';
 
 export interface IdpEndpoint {
   url: string;
@@ -36,17 +35,17 @@ export async function startNotes(idp: IdpEndpoint, env: Record<string, string> =
     LOG_LEVEL: testLogLevel('warn'),
     ...env,
   });
-  const logs: Array<Record<string, unknown>> = [];
-  const logStream = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      copyForAudit(chunk);
-      for (const line of chunk.toString().split('\n')) if (line.trim()) logs.push(JSON.parse(line) as Record<string, unknown>);
-      done();
-    },
-  });
-  const app = await buildApp(config, { logStream, ...deps });
+  const logs = captureLogs();
+  const app = await buildApp(config, { logStream: logs, ...deps });
   const url = await app.listen({ port: 0, host: '127.0.0.1' });
-  return { url, app, logs, close: () => app.close() };
+  return {
+    url,
+    app,
+    get logs() {
+      return logs.lines();
+    },
+    close: () => app.close(),
+  };
 }
 
 export interface Reply {

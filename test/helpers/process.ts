@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { copyForAudit, testLogLevel } from './log-audit.js';
+import { copyForAudit, testLogLevel } from './logs.js';
 
 // A service run exactly as users run it: its own process, its entry file,
 // configured by environment variables. Used by process-level tests and benches.

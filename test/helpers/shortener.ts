@@ -1,11 +1,10 @@
 import assert from 'node:assert/strict';
-import { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { loadConfig } from '../../src/kit/config.js';
 import { type Migration, type Pool, readMigrations } from '../../src/kit/db.js';
 import type { App } from '../../src/kit/http.js';
 import { type ShortenerConfig, shortenerConfig } from '../../src/shortener/config.js';
-import { copyForAudit, testLogLevel } from './log-audit.js';
+import { testLogLevel } from './logs.js';
 
 export const SHORTENER_MIGRATIONS_DIR = fileURLToPath(new URL('../../src/shortener/migrations', import.meta.url));
 
@@ -82,25 +81,6 @@ export function watchQueries(pool: Pool): QueryLog {
     target.connect = originalConnect;
   };
   return log;
-}
-
-/** A log stream for createServer that keeps every JSON line. */
-export function captureLogs(): { stream: Writable; lines: () => Array<Record<string, unknown>>; text: () => string } {
-  const chunks: string[] = [];
-  const stream = new Writable({
-    write(chunk: Buffer | string, _enc, done) {
-      copyForAudit(chunk);
-      chunks.push(chunk.toString());
-      done();
-    },
-  });
-  const text = () => chunks.join('');
-  const lines = () =>
-    text()
-      .split('\n')
-      .filter((l) => l.length > 0)
-      .map((l) => JSON.parse(l) as Record<string, unknown>);
-  return { stream, lines, text };
 }
 
 /** The error envelope of the shortener, checked strictly: exactly these three keys. Returns the message. */

@@ -2,7 +2,6 @@
 // listeners on 127.0.0.1), each with its log lines captured, for the property, JWT and SQL
 // injection files. The fuzz and log-hygiene files run the real processes instead.
 import { generateKeyPairSync } from 'node:crypto';
-import { Writable } from 'node:stream';
 import { buildApp as buildAccounts } from '../../../src/accounts/app.js';
 import { accountsConfig } from '../../../src/accounts/config.js';
 import { openIdp } from '../../../src/idp/bootstrap.js';
@@ -15,20 +14,9 @@ import { notesConfig } from '../../../src/notes/config.js';
 import { buildApp as buildShortener } from '../../../src/shortener/app.js';
 import { shortenerConfig } from '../../../src/shortener/config.js';
 import type { TestDatabase } from '../../helpers/database.js';
+import { LogCapture } from '../../helpers/logs.js';
 import { RELAXED_RATE_LIMITS } from '../../helpers/idp.js';
 import { idpDatabase, serviceDatabase } from '../helpers/services.js';
-
-/** Every log line an app writes, kept as text. */
-export class LogCapture extends Writable {
-  private chunks: string[] = [];
-  override _write(chunk: Buffer | string, _enc: BufferEncoding, done: () => void): void {
-    this.chunks.push(chunk.toString());
-    done();
-  }
-  text(): string {
-    return this.chunks.join('');
-  }
-}
 
 export interface Running {
   url: string;
