@@ -8,19 +8,8 @@ import { NO_PERMISSION, NO_TOKEN } from '../src/accounts/auth.js';
 import { type PublicUser, UsersRepository } from '../src/accounts/repository.js';
 import type { App } from '../src/kit/http.js';
 import { LogCapture, copyForAudit } from './helpers/logs.js';
-import {
-  type Response,
-  TEST_SECRET,
-  accountsSuite,
-  assertError,
-  bearer,
-  json,
-  loginToken,
-  noSecretInAnyResponse,
-  registerUser,
-  responseBodies,
-  uniqueEmail,
-} from './helpers/accounts.js';
+import { type Response, TEST_SECRET, accountsSuite, assertError, bearer, json, loginToken, noSecretInAnyResponse, registerUser, responseBodies } from './helpers/accounts.js';
+import { uniqueEmail } from './helpers/emails.js';
 
 const suite = accountsSuite();
 const ADMIN_PASSWORD = 'admin password 1';

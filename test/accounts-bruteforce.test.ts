@@ -9,9 +9,10 @@ import { manualClock } from '../src/kit/clock.js';
 import type { App } from '../src/kit/http.js';
 import { MemoryCounterStore, connectRedis } from '../src/kit/rate-limit.js';
 import { accountsPasswordHasher } from '../src/accounts/passwords.js';
-import { accountsSuite, assertError, json, noSecretInAnyResponse, registerUser, uniqueEmail } from './helpers/accounts.js';
+import { accountsSuite, assertError, json, noSecretInAnyResponse, registerUser } from './helpers/accounts.js';
 import { LogCapture } from './helpers/logs.js';
 import { withoutRedis } from './helpers/redis.js';
+import { uniqueEmail } from './helpers/emails.js';
 
 const suite = accountsSuite();
 const PASSWORD = 'the right password';

@@ -4,8 +4,9 @@ import net from 'node:net';
 import { test } from 'node:test';
 import { buildApp } from '../src/accounts/app.js';
 import { createPool } from '../src/kit/db.js';
-import { accountsSuite, assertError, bearer, json, noSecretInAnyResponse, responseBodies, testConfig, uniqueEmail } from './helpers/accounts.js';
+import { accountsSuite, assertError, bearer, json, noSecretInAnyResponse, responseBodies, testConfig } from './helpers/accounts.js';
 import { LogCapture } from './helpers/logs.js';
+import { uniqueEmail } from './helpers/emails.js';
 
 const suite = accountsSuite();
 

@@ -13,8 +13,10 @@ import { idpConfig } from '../src/idp/config.js';
 import { loadConfig } from '../src/kit/config.js';
 import { withDatabase } from '../src/kit/db.js';
 import { adminUrl } from './helpers/database.js';
-import { supabase, TEST_PUBLISHABLE_KEY, TEST_SECRET_KEY, TEST_SIGNING_KEY } from './helpers/idp.js';
+import { TEST_PUBLISHABLE_KEY, TEST_SECRET_KEY, TEST_SIGNING_KEY } from './helpers/idp.js';
 import { testLogLevel } from './helpers/logs.js';
+import { supabase } from './helpers/supabase.js';
+import { uniqueEmail } from './helpers/emails.js';
 
 const runId = process.env.TEST_RUN_ID ?? 'tlocal';
 const cleanups: (() => Promise<void>)[] = [];
@@ -76,8 +78,8 @@ test('as its own role, with the roles prepared by the superuser: migrations, sig
     await idp.close();
   });
   const url = await idp.app.listen({ port: 0, host: '127.0.0.1' });
-  const client = supabase({ url, publishableKey: TEST_PUBLISHABLE_KEY, secretKey: TEST_SECRET_KEY, databaseUrl: db.url, close: async () => {} });
-  const email = `role-${randomBytes(4).toString('hex')}@example.com`;
+  const client = supabase({ url, publishableKey: TEST_PUBLISHABLE_KEY, secretKey: TEST_SECRET_KEY });
+  const email = uniqueEmail('role');
   const signUp = await client.auth.signUp({ email, password: 'own-role-pw-1' });
   assert.equal(signUp.error, null);
   const inserted = await client.from('notes').insert({ title: 'through the prepared login role' }).select('title');

@@ -2,7 +2,6 @@
 // apps built with buildApp, and every response body any of them sends
 // collected, so each file can assert that no body ever carries a password hash.
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import type { InjectOptions } from 'fastify';
@@ -24,11 +23,6 @@ export const TEST_SECRET = 'test-secret-0123456789-abcdefghijklmnopqrstuvwxyz';
  */
 export function testConfig(env: Record<string, string> = {}): AccountsConfig {
   return loadConfig(accountsConfig, { JWT_SECRET: TEST_SECRET, LOG_LEVEL: testLogLevel('silent'), REGISTER_MAX_PER_IP: '1000000', ...env });
-}
-
-/** An address no other test (nor an earlier run sharing Redis) uses. */
-export function uniqueEmail(label = 'user'): string {
-  return `${label}-${randomBytes(5).toString('hex')}@example.com`;
 }
 
 /** Every body sent by an app built here, errors included. */

@@ -13,8 +13,6 @@ import { openIdp } from '../../src/idp/bootstrap.js';
 import { idpConfig } from '../../src/idp/config.js';
 import { adminUrl, freshDatabase, type TestDatabase } from './database.js';
 import { testLogLevel } from './logs.js';
-import { createClient, type SupabaseClient } from '@supabase/supabase-js';
-import WebSocket from 'ws';
 
 export interface RunningIdp {
   url: string;
@@ -108,15 +106,7 @@ export async function dropIdpDatabase(db: TestDatabase): Promise<void> {
   }
 }
 
-// ---- helpers for the idp's own tests: supabase-js clients and raw HTTP --------------------------
-
-/** supabase-js exactly as the notes service configures it on Node 20. */
-export function supabase(idp: RunningIdp, key: string = idp.publishableKey): SupabaseClient {
-  return createClient(idp.url, key, {
-    auth: { persistSession: false, autoRefreshToken: false, detectSessionInUrl: false },
-    realtime: { transport: WebSocket as unknown as never },
-  });
-}
+// ---- the idp's own tests: raw HTTP ------------------------------------------------------------
 
 export interface RawResponse {
   status: number;

@@ -1,22 +1,15 @@
 // Shared pieces of the notes tests (not a test file itself): a notes app on real
 // HTTP pointed at an idp, a small JSON client, users made through the notes API,
-// supabase-js clients as a third party would build them, and token forging.
-import { randomUUID } from 'node:crypto';
+// and token forging.
 import { once } from 'node:events';
 import net from 'node:net';
-import { createClient, type SupabaseClient } from '@supabase/supabase-js';
-import WebSocket from 'ws';
 import { loadConfig } from '../../src/kit/config.js';
 import type { App } from '../../src/kit/http.js';
 import { buildApp, type NotesDeps } from '../../src/notes/app.js';
 import { notesConfig } from '../../src/notes/config.js';
+import { uniqueEmail } from './emails.js';
 import { captureLogs, testLogLevel } from './logs.js';
-
-export interface IdpEndpoint {
-  url: string;
-  publishableKey: string;
-  secretKey: string;
-}
+import { type IdpEndpoint, serviceClient } from './supabase.js';
 
 export interface RunningNotes {
   url: string;
@@ -74,7 +67,6 @@ export async function call(
 }
 
 export const PASSWORD = 'correct-horse-battery-staple';
-export const uniqueEmail = (tag = 'user') => `${tag}-${randomUUID().slice(0, 8)}@example.com`;
 
 export interface TestUser {
   id: string;
@@ -91,24 +83,6 @@ export async function signUp(notesUrl: string, tag?: string): Promise<TestUser> 
   const login = await call(notesUrl, 'POST', '/auth/login', { body: { email, password: PASSWORD } });
   if (login.status !== 200) throw new Error(`login: ${login.status} ${JSON.stringify(login.body)}`);
   return { id: registered.body.id, email, token: login.body.access_token, refreshToken: login.body.refresh_token };
-}
-
-const clientOptions = {
-  auth: { persistSession: false, autoRefreshToken: false, detectSessionInUrl: false },
-  realtime: { transport: WebSocket as never },
-};
-
-/** supabase-js with the publishable key and, when given, a user's token: what any client of the idp could do. */
-export function userClient(idp: IdpEndpoint, token?: string): SupabaseClient {
-  return createClient(idp.url, idp.publishableKey, {
-    ...clientOptions,
-    ...(token ? { global: { headers: { Authorization: `Bearer ${token}` } } } : {}),
-  });
-}
-
-/** supabase-js with the secret key: admin calls, and reads that bypass row-level security. */
-export function serviceClient(idp: IdpEndpoint): SupabaseClient {
-  return createClient(idp.url, idp.secretKey, clientOptions);
 }
 
 /** A note as the store holds it, read past RLS; undefined when there is none. */
