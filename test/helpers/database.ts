@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { type Migration, migrate, withDatabase } from '../../src/kit/db.js';
+import { type Migration, type Pool, migrate, withDatabase } from '../../src/kit/db.js';
 
 // Every test file gets its own database, cloned from a template that was
 // migrated once per run: CREATE DATABASE … TEMPLATE copies files, far faster
@@ -68,4 +68,37 @@ export async function freshDatabase(scope: string, migrations: Migration[], prep
     url: withDatabase(adminUrl(), name),
     drop: () => withAdmin(async (admin) => void (await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`))),
   };
+}
+
+export interface QueryLog {
+  /** SQL text of every pool.query call made through the pool since watching began. */
+  queries: string[];
+  /** Connections checked out (pool.query checks one out too). */
+  connects: number;
+  stop(): void;
+}
+
+/**
+ * Records every statement the app sends through this pool object, by
+ * wrapping its own query and connect methods (the database stays real).
+ */
+export function watchQueries(pool: Pool): QueryLog {
+  const log: QueryLog = { queries: [], connects: 0, stop: () => {} };
+  const target = pool as unknown as Record<'query' | 'connect', (...args: unknown[]) => unknown>;
+  const originalQuery = target.query;
+  const originalConnect = target.connect;
+  target.query = function (this: unknown, ...args: unknown[]) {
+    const first = args[0];
+    log.queries.push(typeof first === 'string' ? first : String((first as { text?: string }).text));
+    return originalQuery.apply(pool, args);
+  };
+  target.connect = function (this: unknown, ...args: unknown[]) {
+    log.connects += 1;
+    return originalConnect.apply(pool, args);
+  };
+  log.stop = () => {
+    target.query = originalQuery;
+    target.connect = originalConnect;
+  };
+  return log;
 }

@@ -50,39 +50,6 @@ export async function clicksOf(pool: Pool, code: string): Promise<number | undef
   return rows[0]?.clicks;
 }
 
-export interface QueryLog {
-  /** SQL text of every pool.query call made through the pool since watching began. */
-  queries: string[];
-  /** Connections checked out (pool.query checks one out too). */
-  connects: number;
-  stop(): void;
-}
-
-/**
- * Records every statement the app sends through this pool object, by
- * wrapping its own query and connect methods (the database stays real).
- */
-export function watchQueries(pool: Pool): QueryLog {
-  const log: QueryLog = { queries: [], connects: 0, stop: () => {} };
-  const target = pool as unknown as Record<'query' | 'connect', (...args: unknown[]) => unknown>;
-  const originalQuery = target.query;
-  const originalConnect = target.connect;
-  target.query = function (this: unknown, ...args: unknown[]) {
-    const first = args[0];
-    log.queries.push(typeof first === 'string' ? first : String((first as { text?: string }).text));
-    return originalQuery.apply(pool, args);
-  };
-  target.connect = function (this: unknown, ...args: unknown[]) {
-    log.connects += 1;
-    return originalConnect.apply(pool, args);
-  };
-  log.stop = () => {
-    target.query = originalQuery;
-    target.connect = originalConnect;
-  };
-  return log;
-}
-
 /** The error envelope of the shortener, checked strictly: exactly these three keys. Returns the message. */
 export function assertEnvelope(body: unknown, status: number, response: string): string {
   const b = body as Record<string, unknown>;

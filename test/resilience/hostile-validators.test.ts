@@ -25,7 +25,6 @@ import { domainToASCII } from 'node:url';
 import fc from 'fast-check';
 import { characterCount, emailProblem, nameProblem, normalizeEmail, passwordProblem } from '../../src/accounts/validation.js';
 import { CODE_PATTERN, randomCode } from '../../src/shortener/codes.js';
-import { watchQueries } from '../helpers/shortener.js';
 import { reportFigures } from './helpers/figures.js';
 import {
   idpRequest,
@@ -38,6 +37,7 @@ import {
   startShortenerInProcess,
 } from './fuzz/in-process.js';
 import { runSeed } from './fuzz/prng.js';
+import { watchQueries } from '../helpers/database.js';
 
 const seed = runSeed();
 const params = (numRuns: number) => ({ seed, numRuns, endOnFailure: true, includeErrorInReport: true });
