@@ -6,9 +6,10 @@ import { after, before, describe, test } from 'node:test';
 import { AuthApiError, AuthSessionMissingError, AuthWeakPasswordError } from '@supabase/supabase-js';
 import pg from 'pg';
 import { PasswordHasher } from '../src/kit/password-hasher.js';
-import { createUser, decodeJwtPart, http, type RunningIdp, signIn, startIdp } from './helpers/idp.js';
+import { createUser, decodeJwtPart, type RunningIdp, signIn, startIdp } from './helpers/idp.js';
 import { supabase } from './helpers/supabase.js';
 import { uniqueEmail } from './helpers/emails.js';
+import { http } from './helpers/http.js';
 
 let idp: RunningIdp; // autoconfirm on (the local CLI default)
 let confirming: RunningIdp; // autoconfirm off (the hosted default)

@@ -9,9 +9,10 @@ import { BCRYPT_COST, idpPasswordHasher } from '../src/idp/auth/passwords.js';
 import { idpConfig } from '../src/idp/config.js';
 import { loadConfig } from '../src/kit/config.js';
 import type { PasswordHasher } from '../src/kit/password-hasher.js';
-import { TEST_PUBLISHABLE_KEY, TEST_SECRET_KEY, http, type RunningIdp, startIdp } from './helpers/idp.js';
+import { TEST_PUBLISHABLE_KEY, TEST_SECRET_KEY, type RunningIdp, startIdp } from './helpers/idp.js';
 import { supabase } from './helpers/supabase.js';
 import { uniqueEmail } from './helpers/emails.js';
+import { http } from './helpers/http.js';
 
 let idp: RunningIdp;
 let hasher: PasswordHasher;

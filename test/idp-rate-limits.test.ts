@@ -8,10 +8,11 @@ import { after, before, describe, test } from 'node:test';
 import { AuthApiError, type SupabaseClient } from '@supabase/supabase-js';
 import { loadConfig } from '../src/kit/config.js';
 import { idpConfig } from '../src/idp/config.js';
-import { http, type RunningIdp, startIdp, TEST_PUBLISHABLE_KEY, TEST_SECRET_KEY } from './helpers/idp.js';
+import { type RunningIdp, startIdp, TEST_PUBLISHABLE_KEY, TEST_SECRET_KEY } from './helpers/idp.js';
 import { uniqueEmail } from './helpers/emails.js';
 import { withoutRedis } from './helpers/redis.js';
 import { supabase } from './helpers/supabase.js';
+import { http } from './helpers/http.js';
 
 const TOKEN_LIMIT = 5;
 const SIGNUP_LIMIT = 3;

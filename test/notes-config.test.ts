@@ -7,8 +7,9 @@ import { after, before, describe, test } from 'node:test';
 import { ConfigErrors, loadConfig } from '../src/kit/config.js';
 import { notesConfig } from '../src/notes/config.js';
 import { startIdp, type RunningIdp } from './helpers/idp.js';
-import { call, closedPort, startNotes, startUpstream } from './helpers/notes.js';
+import { closedPort, startNotes, startUpstream } from './helpers/notes.js';
 import { copyForAudit } from './helpers/logs.js';
+import { call } from './helpers/http.js';
 
 interface Exited {
   code: number | null;

@@ -5,7 +5,8 @@ import { after, before, test } from 'node:test';
 import { idpEndpointKind } from '../src/notes/idp-metrics.js';
 import { startIdp, type RunningIdp } from './helpers/idp.js';
 import { labelValues, sampleValue } from './helpers/metrics.js';
-import { call, closedPort, PASSWORD, signUp, startNotes, startUpstream, type RunningNotes } from './helpers/notes.js';
+import { closedPort, PASSWORD, signUp, startNotes, startUpstream, type RunningNotes } from './helpers/notes.js';
+import { call } from './helpers/http.js';
 
 let idp: RunningIdp;
 let notes: RunningNotes;

@@ -12,6 +12,7 @@ import { authenticatorRoleName } from '../../src/idp/authenticator.js';
 import { openIdp } from '../../src/idp/bootstrap.js';
 import { idpConfig } from '../../src/idp/config.js';
 import { adminUrl, freshDatabase, type TestDatabase } from './database.js';
+import { http } from './http.js';
 import { testLogLevel } from './logs.js';
 
 export interface RunningIdp {
@@ -107,38 +108,6 @@ export async function dropIdpDatabase(db: TestDatabase): Promise<void> {
 }
 
 // ---- the idp's own tests: raw HTTP ------------------------------------------------------------
-
-export interface RawResponse {
-  status: number;
-  headers: Headers;
-  text: string;
-  json: unknown;
-}
-
-/** One HTTP request to the idp; `apikey` defaults to the publishable key (null: none). */
-export async function http(
-  idp: RunningIdp,
-  path: string,
-  opts: { method?: string; apikey?: string | null; token?: string; headers?: Record<string, string>; body?: unknown; rawBody?: string } = {},
-): Promise<RawResponse> {
-  const headers: Record<string, string> = { 'x-supabase-api-version': '2024-01-01', ...opts.headers };
-  const apikey = opts.apikey === undefined ? idp.publishableKey : opts.apikey;
-  if (apikey !== null) headers.apikey = apikey;
-  if (opts.token !== undefined) headers.authorization = `Bearer ${opts.token}`;
-  let body: string | undefined;
-  if (opts.rawBody !== undefined) body = opts.rawBody;
-  else if (opts.body !== undefined) body = JSON.stringify(opts.body);
-  if (body !== undefined && headers['content-type'] === undefined) headers['content-type'] = 'application/json';
-  const res = await fetch(`${idp.url}${path}`, { method: opts.method ?? 'GET', headers, body });
-  const text = await res.text();
-  let json: unknown;
-  try {
-    json = text === '' ? undefined : JSON.parse(text);
-  } catch {
-    json = undefined;
-  }
-  return { status: res.status, headers: res.headers, text, json };
-}
 
 /** Signs a user in through the token endpoint and returns the session body. */
 export async function signIn(idp: RunningIdp, email: string, password: string): Promise<{ access_token: string; refresh_token: string; user: { id: string } }> {

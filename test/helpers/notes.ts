@@ -8,6 +8,7 @@ import type { App } from '../../src/kit/http.js';
 import { buildApp, type NotesDeps } from '../../src/notes/app.js';
 import { notesConfig } from '../../src/notes/config.js';
 import { uniqueEmail } from './emails.js';
+import { call } from './http.js';
 import { captureLogs, testLogLevel } from './logs.js';
 import { type IdpEndpoint, serviceClient } from './supabase.js';
 
@@ -39,31 +40,6 @@ export async function startNotes(idp: IdpEndpoint, env: Record<string, string> =
     },
     close: () => app.close(),
   };
-}
-
-export interface Reply {
-  status: number;
-  body: any;
-  headers: Headers;
-}
-
-/** One JSON request with fetch. `token` becomes `Authorization: Bearer <token>`. */
-export async function call(
-  baseUrl: string,
-  method: string,
-  path: string,
-  opts: { token?: string; body?: unknown; headers?: Record<string, string> } = {},
-): Promise<Reply> {
-  const headers: Record<string, string> = { ...opts.headers };
-  if (opts.token !== undefined) headers.authorization = `Bearer ${opts.token}`;
-  if (opts.body !== undefined) headers['content-type'] = 'application/json';
-  const res = await fetch(`${baseUrl}${path}`, {
-    method,
-    headers,
-    body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
-  });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : undefined, headers: res.headers };
 }
 
 export const PASSWORD = 'correct-horse-battery-staple';

@@ -13,7 +13,8 @@ import fc from 'fast-check';
 import { characterCount, emailProblem, nameProblem, normalizeEmail, passwordProblem } from '../../src/accounts/validation.js';
 import { reportFigures } from './helpers/figures.js';
 import { byteLength, envelopeOf, freshIp, LONE_SURROGATE, params, seed, unicodeText, unicodeUnit } from './helpers/properties.js';
-import { idpRequest, type RunningIdp, startAccountsInProcess, startIdpInProcess } from './fuzz/in-process.js';
+import { type RunningIdp, startAccountsInProcess, startIdpInProcess } from './fuzz/in-process.js';
+import { idpRequest } from '../helpers/http.js';
 
 let accounts: Awaited<ReturnType<typeof startAccountsInProcess>>;
 /** The idp, for the same 72-byte password limit where GoTrue's clients meet it. */

@@ -7,7 +7,8 @@ import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
 import { reportFigures } from './helpers/figures.js';
 import { envelopeOf, params, seed } from './helpers/properties.js';
-import { idpRequest, request, type Running, type RunningIdp, startAccountsInProcess, startIdpInProcess, startNotesInProcess } from './fuzz/in-process.js';
+import { type Running, type RunningIdp, startAccountsInProcess, startIdpInProcess, startNotesInProcess } from './fuzz/in-process.js';
+import { idpRequest, request } from '../helpers/http.js';
 
 let accounts: Awaited<ReturnType<typeof startAccountsInProcess>>;
 let idp: RunningIdp;

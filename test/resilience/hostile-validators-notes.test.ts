@@ -8,7 +8,8 @@ import fc from 'fast-check';
 import { characterCount } from '../../src/accounts/validation.js';
 import { reportFigures } from './helpers/figures.js';
 import { LONE_SURROGATE, params, seed, unicodeText } from './helpers/properties.js';
-import { request, type Running, type RunningIdp, startIdpInProcess, startNotesInProcess } from './fuzz/in-process.js';
+import { type Running, type RunningIdp, startIdpInProcess, startNotesInProcess } from './fuzz/in-process.js';
+import { request } from '../helpers/http.js';
 
 let idp: RunningIdp;
 let notes: Running;
