@@ -1,22 +1,14 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import net from 'node:net';
 import { test } from 'node:test';
 import { buildApp } from '../src/accounts/app.js';
 import { createPool } from '../src/kit/db.js';
 import { accountsSuite, assertError, bearer, json, noSecretInAnyResponse, responseBodies, testConfig } from './helpers/accounts.js';
 import { LogCapture } from './helpers/logs.js';
 import { uniqueEmail } from './helpers/emails.js';
+import { closedPort } from './helpers/ports.js';
 
 const suite = accountsSuite();
-
-async function closedPort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 test('/healthz answers 200 and /readyz 200 while the database is reachable', async () => {
   const app = await suite.app();

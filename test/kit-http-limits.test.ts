@@ -16,7 +16,7 @@ import { type App, createServer, statusEnvelope } from '../src/kit/http.js';
 import type { HttpSettings } from '../src/kit/http-limits.js';
 import { adminUrl } from './helpers/database.js';
 import { captureLogs, testLogLevel } from './helpers/logs.js';
-import { freePort } from './helpers/process.js';
+import { freePort } from './helpers/ports.js';
 
 const pools: Pool[] = [];
 after(async () => {

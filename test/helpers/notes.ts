@@ -89,45 +89,6 @@ export function unsignedToken(payload: Record<string, unknown>): string {
   return `${b64url({ alg: 'none', typ: 'JWT' })}.${b64url(payload)}.`;
 }
 
-/** A port nothing listens on right now (it was free a moment ago). */
-export async function closedPort(): Promise<number> {
-  const server = net.createServer();
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address() as net.AddressInfo;
-  server.close();
-  await once(server, 'close');
-  return port;
-}
-
-/** A TCP forwarder on a fixed port to `target`: makes a closed port reachable later. */
-export async function forwardPort(port: number, target: string): Promise<{ close(): Promise<void> }> {
-  const { hostname, port: targetPort } = new URL(target);
-  const sockets = new Set<net.Socket>();
-  const server = net.createServer((client) => {
-    const upstream = net.connect(Number(targetPort), hostname);
-    sockets.add(client).add(upstream);
-    client.pipe(upstream).pipe(client);
-    const drop = () => {
-      client.destroy();
-      upstream.destroy();
-      sockets.delete(client);
-      sockets.delete(upstream);
-    };
-    client.on('error', drop).on('close', drop);
-    upstream.on('error', drop).on('close', drop);
-  });
-  server.listen(port, '127.0.0.1');
-  await once(server, 'listening');
-  return {
-    async close() {
-      for (const s of sockets) s.destroy();
-      server.close();
-      await once(server, 'close');
-    },
-  };
-}
-
 export type StubAnswer = { status: number; body?: unknown; headers?: Record<string, string> } | 'forward' | 'hang';
 
 /**

@@ -14,10 +14,11 @@ import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { authenticatorPassword } from '../../src/idp/authenticator.js';
-import { freePort, startServiceProcess } from '../helpers/process.js';
+import { startServiceProcess } from '../helpers/process.js';
 import { createLink, createNote, notesUser, registerAccount } from './helpers/api.js';
 import { reportFigures } from './helpers/figures.js';
 import { uniqueEmail } from '../helpers/emails.js';
+import { freePort } from '../helpers/ports.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const SERVICES_WITH_A_DATABASE = ['idp', 'accounts', 'shortener'];
