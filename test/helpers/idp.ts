@@ -48,19 +48,7 @@ const appMigrationsDir = fileURLToPath(new URL('../../supabase/migrations', impo
 export async function startIdp(
   opts: { autoconfirm?: boolean; jwtExpirySeconds?: number; clock?: Clock; env?: Record<string, string>; logStream?: Writable; passwordHasher?: PasswordHasher } = {},
 ): Promise<RunningIdp> {
-  const idpMigrations = await readMigrations(idpMigrationsDir);
-  const appMigrations = await readMigrations(appMigrationsDir);
-  // The template gets both migration sets under their own scopes (as the idp applies them at
-  // start), so each test database is a plain clone and the idp's start finds nothing to do.
-  const db = await freshDatabase('idp', idpMigrations, async (url) => {
-    const pool = createPool(url, { max: 1 });
-    try {
-      await migrate(pool, 'idp', idpMigrations);
-      await migrate(pool, 'supabase', appMigrations);
-    } finally {
-      await pool.end();
-    }
-  });
+  const db = await idpDatabase();
   const config = loadConfig(idpConfig, {
     PORT: '0',
     HOST: '127.0.0.1',
@@ -90,9 +78,29 @@ export async function startIdp(
     async close() {
       await idp.app.close();
       await idp.close();
-      await dropIdpDatabase(db);
+      await db.drop();
     },
   };
+}
+
+/**
+ * A fresh idp database of the test run. The template gets both migration sets under their own
+ * scopes (as the idp applies them at start), so each database is a plain clone and the idp's
+ * start finds nothing to do; drop() also removes the cluster-wide login role the idp creates.
+ */
+export async function idpDatabase(): Promise<TestDatabase> {
+  const idpMigrations = await readMigrations(idpMigrationsDir);
+  const appMigrations = await readMigrations(appMigrationsDir);
+  const db = await freshDatabase('idp', idpMigrations, async (url) => {
+    const pool = createPool(url, { max: 1 });
+    try {
+      await migrate(pool, 'idp', idpMigrations);
+      await migrate(pool, 'supabase', appMigrations);
+    } finally {
+      await pool.end();
+    }
+  });
+  return { ...db, drop: () => dropIdpDatabase(db) };
 }
 
 /** Drops an idp test database and its login role, which is cluster-wide and would otherwise stay behind. */

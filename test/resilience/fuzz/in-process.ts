@@ -15,8 +15,8 @@ import { buildApp as buildShortener } from '../../../src/shortener/app.js';
 import { shortenerConfig } from '../../../src/shortener/config.js';
 import type { TestDatabase } from '../../helpers/database.js';
 import { LogCapture } from '../../helpers/logs.js';
-import { RELAXED_RATE_LIMITS } from '../../helpers/idp.js';
-import { idpDatabase, serviceDatabase } from '../helpers/services.js';
+import { RELAXED_RATE_LIMITS, idpDatabase } from '../../helpers/idp.js';
+import { serviceDatabase } from '../helpers/services.js';
 
 export interface Running {
   url: string;
