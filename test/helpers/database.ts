@@ -14,8 +14,9 @@ export function adminUrl(): string {
 
 const runId = () => process.env.TEST_RUN_ID ?? 'tlocal';
 
-async function withAdmin<T>(fn: (c: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: adminUrl() });
+/** One connection to `url` for the length of `fn`. */
+export async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
     return await fn(client);
@@ -23,6 +24,8 @@ async function withAdmin<T>(fn: (c: pg.Client) => Promise<T>): Promise<T> {
     await client.end();
   }
 }
+
+const withAdmin = <T>(fn: (c: pg.Client) => Promise<T>): Promise<T> => withClient(adminUrl(), fn);
 
 export interface TestDatabase {
   url: string;

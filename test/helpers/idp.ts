@@ -3,7 +3,6 @@
 import { generateKeyPairSync } from 'node:crypto';
 import type { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
 import { type Clock, systemClock } from '../../src/kit/clock.js';
 import { loadConfig } from '../../src/kit/config.js';
 import { createPool, migrate, readMigrations } from '../../src/kit/db.js';
@@ -11,7 +10,7 @@ import type { PasswordHasher } from '../../src/kit/password-hasher.js';
 import { authenticatorRoleName } from '../../src/idp/authenticator.js';
 import { openIdp } from '../../src/idp/bootstrap.js';
 import { idpConfig } from '../../src/idp/config.js';
-import { adminUrl, freshDatabase, type TestDatabase } from './database.js';
+import { adminUrl, freshDatabase, type TestDatabase, withClient } from './database.js';
 import { http } from './http.js';
 import { testLogLevel } from './logs.js';
 
@@ -106,13 +105,7 @@ export async function idpDatabase(): Promise<TestDatabase> {
 /** Drops an idp test database and its login role, which is cluster-wide and would otherwise stay behind. */
 export async function dropIdpDatabase(db: TestDatabase): Promise<void> {
   await db.drop();
-  const admin = new pg.Client({ connectionString: adminUrl() });
-  await admin.connect();
-  try {
-    await admin.query(`DROP ROLE IF EXISTS ${admin.escapeIdentifier(authenticatorRoleName(db.name))}`);
-  } finally {
-    await admin.end();
-  }
+  await withClient(adminUrl(), (admin) => admin.query(`DROP ROLE IF EXISTS ${admin.escapeIdentifier(authenticatorRoleName(db.name))}`));
 }
 
 // ---- the idp's own tests: raw HTTP ------------------------------------------------------------
