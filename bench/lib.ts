@@ -1,12 +1,10 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, chmodSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startEmbeddedPostgres } from '../src/kit/embedded-postgres.js';
-import { startServiceProcess } from '../test/helpers/process.js';
-
-export { freePort } from '../test/helpers/process.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 
@@ -34,10 +32,47 @@ function stopper(child: ChildProcess): () => Promise<void> {
     });
 }
 
-/** Runs a service entry (e.g. src/shortener/server.ts) as its own process on a free port. */
+/** A TCP port that was free a moment ago (the kernel's pick). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer().once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+// The benches keep their own process runner rather than the tests' one: they need only start,
+// readiness and stop, and must not depend on test code (nor on the test log audit it obeys).
+const root = path.resolve(here, '..');
+const STARTUP_LIMIT_MS = 60_000;
+
+/** Runs a service entry (e.g. src/shortener/server.ts) as its own process on a free port, once /healthz answers. */
 export async function startService(entry: string, env: Record<string, string>): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
-  const service = await startServiceProcess(entry, env, { keepOutput: 4000 });
-  return { url: service.url, pid: service.child.pid!, stop: async () => void (await service.stop()) };
+  const port = await freePort();
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, entry)], {
+    cwd: root,
+    env: { ...process.env, LOG_LEVEL: 'warn', ...env, PORT: String(port), HOST: '127.0.0.1' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  // The last few kB of output, for the error when the service does not come up.
+  let tail = '';
+  const keep = (d: Buffer) => void (tail = (tail + d.toString()).slice(-4000));
+  child.stdout!.on('data', keep);
+  child.stderr!.on('data', keep);
+  const url = `http://127.0.0.1:${port}`;
+  const stop = stopper(child);
+  const deadline = Date.now() + STARTUP_LIMIT_MS;
+  while (!(await fetch(`${url}/healthz`).then((r) => r.ok, () => false))) {
+    if (child.exitCode !== null) throw new Error(`${entry} exited with ${child.exitCode}: ${tail}`);
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`${entry} did not answer /healthz within ${STARTUP_LIMIT_MS} ms: ${tail}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return { url, pid: child.pid!, stop };
 }
 
 const TICKS_PER_SECOND = 100; // USER_HZ: 100 on every Linux architecture Node runs on (getconf CLK_TCK)

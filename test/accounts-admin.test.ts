@@ -7,21 +7,9 @@ import { type SeedLog, seedAdmin } from '../src/accounts/admin-seed.js';
 import { NO_PERMISSION, NO_TOKEN } from '../src/accounts/auth.js';
 import { type PublicUser, UsersRepository } from '../src/accounts/repository.js';
 import type { App } from '../src/kit/http.js';
-import { copyForAudit } from './helpers/log-audit.js';
-import {
-  LogCapture,
-  type Response,
-  TEST_SECRET,
-  accountsSuite,
-  assertError,
-  bearer,
-  json,
-  loginToken,
-  noSecretInAnyResponse,
-  registerUser,
-  responseBodies,
-  uniqueEmail,
-} from './accounts-harness.js';
+import { LogCapture, copyForAudit } from './helpers/logs.js';
+import { type Response, TEST_SECRET, accountsSuite, assertError, bearer, json, loginToken, noSecretInAnyResponse, registerUser, responseBodies } from './helpers/accounts.js';
+import { uniqueEmail } from './helpers/emails.js';
 
 const suite = accountsSuite();
 const ADMIN_PASSWORD = 'admin password 1';
@@ -169,11 +157,11 @@ test('rule 6: /admin/users without a token is 401, with an invalid token 401, wi
 
 test('every 403 is logged with the user id and the IP, never the token', async () => {
   await app.inject({ method: 'GET', url: '/admin/users', headers: bearer(userToken) });
-  const denial = logs.lines.find((l) => l.event === 'access_denied');
-  assert.ok(denial, logs.text);
+  const denial = logs.lines().find((l) => l.event === 'access_denied');
+  assert.ok(denial, logs.text());
   assert.equal(denial.userId, user.id);
   assert.equal(denial.ip, '127.0.0.1');
-  assert.ok(!logs.text.includes(userToken));
+  assert.ok(!logs.text().includes(userToken));
 });
 
 test('rule 6: an admin gets 200 with a bare array of public users', async () => {

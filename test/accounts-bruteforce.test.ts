@@ -9,8 +9,10 @@ import { manualClock } from '../src/kit/clock.js';
 import type { App } from '../src/kit/http.js';
 import { MemoryCounterStore, connectRedis } from '../src/kit/rate-limit.js';
 import { accountsPasswordHasher } from '../src/accounts/passwords.js';
-import { LogCapture, accountsSuite, assertError, json, noSecretInAnyResponse, registerUser, uniqueEmail } from './accounts-harness.js';
+import { accountsSuite, assertError, json, noSecretInAnyResponse, registerUser } from './helpers/accounts.js';
+import { LogCapture } from './helpers/logs.js';
 import { withoutRedis } from './helpers/redis.js';
+import { uniqueEmail } from './helpers/emails.js';
 
 const suite = accountsSuite();
 const PASSWORD = 'the right password';
@@ -114,11 +116,11 @@ test('throttling is logged with the email hash and the IP, never the email or pa
   const ip = randomIp();
   for (let i = 0; i < 10; i++) await store.hit(loginFailureKeys(victim.email, ip).account, WINDOW_MS);
   assertThrottled(await login(app, victim.email, 'attempted password', ip), 900);
-  const line = logs.lines.find((l) => l.event === 'login_throttled');
-  assert.ok(line, logs.text);
+  const line = logs.lines().find((l) => l.event === 'login_throttled');
+  assert.ok(line, logs.text());
   assert.equal(line.emailHash, emailDigest(victim.email));
   assert.equal(line.ip, ip);
-  assert.ok(!logs.text.includes(victim.email) && !logs.text.includes('attempted password'));
+  assert.ok(!logs.text().includes(victim.email) && !logs.text().includes('attempted password'));
   store.close();
 });
 

@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process';
 import { test } from 'node:test';
 import { accountsConfig, parseDuration } from '../src/accounts/config.js';
 import { ConfigErrors, loadConfig } from '../src/kit/config.js';
-import { copyForAudit } from './helpers/log-audit.js';
+import { copyForAudit } from './helpers/logs.js';
 
 const SECRET = 'x'.repeat(32);
 

@@ -6,7 +6,8 @@ import { accountsPasswordHasher, dummyPasswordHash } from '../src/accounts/passw
 import type { PublicUser } from '../src/accounts/repository.js';
 import { INVALID_CREDENTIALS } from '../src/accounts/service.js';
 import type { App } from '../src/kit/http.js';
-import { accountsSuite, assertError, bearer, json, noSecretInAnyResponse, registerUser, uniqueEmail } from './accounts-harness.js';
+import { accountsSuite, assertError, bearer, json, noSecretInAnyResponse, registerUser } from './helpers/accounts.js';
+import { uniqueEmail } from './helpers/emails.js';
 
 const suite = accountsSuite();
 const PASSWORD = 'a long enough password';

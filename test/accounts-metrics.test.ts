@@ -5,8 +5,9 @@ import { LOGIN_FAILURE_LIMITS, loginFailureKeys } from '../src/accounts/login-th
 import { PasswordHasher } from '../src/kit/password-hasher.js';
 import { createServer, statusEnvelope } from '../src/kit/http.js';
 import { MemoryCounterStore } from '../src/kit/rate-limit.js';
-import { accountsSuite, json, noSecretInAnyResponse, registerUser, uniqueEmail } from './accounts-harness.js';
+import { accountsSuite, json, noSecretInAnyResponse, registerUser } from './helpers/accounts.js';
 import { labelValues, sampleValue, scrape } from './helpers/metrics.js';
+import { uniqueEmail } from './helpers/emails.js';
 
 const suite = accountsSuite();
 const PASSWORD = 'the right password';

@@ -1,20 +1,14 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import net from 'node:net';
 import { test } from 'node:test';
 import { buildApp } from '../src/accounts/app.js';
 import { createPool } from '../src/kit/db.js';
-import { LogCapture, accountsSuite, assertError, bearer, json, noSecretInAnyResponse, responseBodies, testConfig, uniqueEmail } from './accounts-harness.js';
+import { accountsSuite, assertError, bearer, json, noSecretInAnyResponse, responseBodies, testConfig } from './helpers/accounts.js';
+import { LogCapture } from './helpers/logs.js';
+import { uniqueEmail } from './helpers/emails.js';
+import { closedPort } from './helpers/ports.js';
 
 const suite = accountsSuite();
-
-async function closedPort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 test('/healthz answers 200 and /readyz 200 while the database is reachable', async () => {
   const app = await suite.app();
@@ -58,17 +52,17 @@ test('a debug-level log of register, login, me and a failed login holds no passw
   assert.equal((await app.inject({ method: 'GET', url: '/auth/me', headers: bearer(token) })).statusCode, 200);
   assert.equal((await json(app, 'POST', '/auth/login', { email, password: wrongPassword })).statusCode, 401);
 
-  const text = logs.text;
-  assert.ok(logs.lines.length >= 8, 'debug logging produced lines');
+  const text = logs.text();
+  assert.ok(logs.lines().length >= 8, 'debug logging produced lines');
   for (const secret of [password, wrongPassword, token, token.split('.')[2]!, email]) {
     assert.ok(!text.includes(secret), `log contains ${secret.slice(0, 12)}…`);
   }
   assert.doesNotMatch(text, /\$2[aby]\$/);
 
-  const success = logs.lines.find((l) => l.event === 'login_succeeded');
+  const success = logs.lines().find((l) => l.event === 'login_succeeded');
   assert.equal(success?.userId, userId);
   assert.equal(success?.ip, '127.0.0.1');
-  const failure = logs.lines.find((l) => l.event === 'login_failed');
+  const failure = logs.lines().find((l) => l.event === 'login_failed');
   assert.equal(failure?.emailHash, createHash('sha256').update(email).digest('hex'));
   assert.equal(failure?.userId, userId);
   assert.equal(failure?.ip, '127.0.0.1');

@@ -10,7 +10,8 @@ import { accountsPasswordHasher } from '../src/accounts/passwords.js';
 import type { App } from '../src/kit/http.js';
 import type { HashJobKind, PasswordHasher } from '../src/kit/password-hasher.js';
 import { MemoryCounterStore } from '../src/kit/rate-limit.js';
-import { type Response, accountsSuite, json, noSecretInAnyResponse, registerUser, uniqueEmail } from './accounts-harness.js';
+import { type Response, accountsSuite, json, noSecretInAnyResponse, registerUser } from './helpers/accounts.js';
+import { uniqueEmail } from './helpers/emails.js';
 
 const suite = accountsSuite();
 const PASSWORD = 'the right password';

@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import bcrypt from 'bcrypt';
 import { DUPLICATE_EMAIL } from '../src/accounts/service.js';
-import { accountsSuite, assertError, json, noSecretInAnyResponse, registerUser, uniqueEmail } from './accounts-harness.js';
+import { accountsSuite, assertError, json, noSecretInAnyResponse, registerUser } from './helpers/accounts.js';
+import { uniqueEmail } from './helpers/emails.js';
 
 const suite = accountsSuite();
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;

@@ -8,7 +8,8 @@ import { USER_NOT_FOUND } from '../src/accounts/service.js';
 import { INVALID_TOKEN } from '../src/accounts/tokens.js';
 import { manualClock } from '../src/kit/clock.js';
 import type { App } from '../src/kit/http.js';
-import { TEST_SECRET, accountsSuite, assertError, bearer, loginToken, noSecretInAnyResponse, registerUser, uniqueEmail } from './accounts-harness.js';
+import { TEST_SECRET, accountsSuite, assertError, bearer, loginToken, noSecretInAnyResponse, registerUser } from './helpers/accounts.js';
+import { uniqueEmail } from './helpers/emails.js';
 
 const suite = accountsSuite();
 const clock = manualClock(Date.UTC(2026, 0, 1, 12, 0, 0));

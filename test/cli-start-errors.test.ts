@@ -7,7 +7,7 @@ import path from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { startEmbeddedPostgres } from '../src/kit/embedded-postgres.js';
-import { freePorts } from './helpers/process.js';
+import { freePorts } from './helpers/ports.js';
 
 // `npm start` as a newcomer meets it: what stops a start is one line that says
 // what is wrong and how to get past it, never a stack trace, and a start that

@@ -6,7 +6,10 @@ import { after, before, describe, test } from 'node:test';
 import { AuthApiError, AuthSessionMissingError, AuthWeakPasswordError } from '@supabase/supabase-js';
 import pg from 'pg';
 import { PasswordHasher } from '../src/kit/password-hasher.js';
-import { createUser, decodeJwtPart, http, type RunningIdp, signIn, startIdp, supabase } from './helpers/idp.js';
+import { createUser, decodeJwtPart, type RunningIdp, signIn, startIdp } from './helpers/idp.js';
+import { supabase } from './helpers/supabase.js';
+import { uniqueEmail } from './helpers/emails.js';
+import { http } from './helpers/http.js';
 
 let idp: RunningIdp; // autoconfirm on (the local CLI default)
 let confirming: RunningIdp; // autoconfirm off (the hosted default)
@@ -22,8 +25,6 @@ after(async () => {
   await Promise.all([idp?.close(), confirming?.close()]);
 });
 
-let counter = 0;
-const email = (tag: string) => `${tag}-${++counter}-${Date.now()}@example.com`;
 
 function assertAuthError(error: unknown, expected: { name?: string; status: number; code: string | undefined; message: string }) {
   assert.ok(error, 'expected an error');
@@ -36,7 +37,7 @@ function assertAuthError(error: unknown, expected: { name?: string; status: numb
 
 describe('signUp', () => {
   test('autoconfirm on: a session with a full user, expires_at in seconds equal to exp', async () => {
-    const address = email('Signup');
+    const address = uniqueEmail('Signup');
     const { data, error } = await supabase(idp).auth.signUp({ email: address.toUpperCase(), password: 'pw123456', options: { data: { plan: 'pro' } } });
     assert.equal(error, null);
     const session = data.session!;
@@ -88,7 +89,7 @@ describe('signUp', () => {
   });
 
   test('an existing address (any case) with autoconfirm on: 422 user_already_exists', async () => {
-    const address = email('dup');
+    const address = uniqueEmail('dup');
     await supabase(idp).auth.signUp({ email: address, password: 'pw123456' });
     const { data, error } = await supabase(idp).auth.signUp({ email: address.toUpperCase(), password: 'another1' });
     assertAuthError(error, { name: 'AuthApiError', status: 422, code: 'user_already_exists', message: 'User already registered' });
@@ -96,20 +97,20 @@ describe('signUp', () => {
   });
 
   test('password rules: too short 422 weak_password with reasons, too long and missing 400', async () => {
-    const short = await supabase(idp).auth.signUp({ email: email('weak'), password: '12345' });
+    const short = await supabase(idp).auth.signUp({ email: uniqueEmail('weak'), password: '12345' });
     assert.ok(short.error instanceof AuthWeakPasswordError);
     assertAuthError(short.error, { status: 422, code: 'weak_password', message: 'Password should be at least 6 characters.' });
     assert.deepEqual(short.error.reasons, ['length']);
 
-    const long = await supabase(idp).auth.signUp({ email: email('long'), password: 'x'.repeat(73) });
+    const long = await supabase(idp).auth.signUp({ email: uniqueEmail('long'), password: 'x'.repeat(73) });
     assertAuthError(long.error, { status: 400, code: 'validation_failed', message: 'Password cannot be longer than 72 characters' });
     // 37 characters, 74 bytes: told it is too long in bytes, not in characters.
-    const wide = await supabase(idp).auth.signUp({ email: email('wide'), password: 'é'.repeat(37) });
+    const wide = await supabase(idp).auth.signUp({ email: uniqueEmail('wide'), password: 'é'.repeat(37) });
     assertAuthError(wide.error, { status: 400, code: 'validation_failed', message: 'Password cannot be longer than 72 bytes (this one is 74 bytes in UTF-8)' });
-    const exactly72 = await supabase(idp).auth.signUp({ email: email('max'), password: 'x'.repeat(72) });
+    const exactly72 = await supabase(idp).auth.signUp({ email: uniqueEmail('max'), password: 'x'.repeat(72) });
     assert.equal(exactly72.error, null);
 
-    const missing = await supabase(idp).auth.signUp({ email: email('nopw'), password: '' });
+    const missing = await supabase(idp).auth.signUp({ email: uniqueEmail('nopw'), password: '' });
     assertAuthError(missing.error, { status: 400, code: 'validation_failed', message: 'Signup requires a valid password' });
   });
 
@@ -121,7 +122,7 @@ describe('signUp', () => {
   });
 
   test('autoconfirm off: a bare user awaiting confirmation; sign-in says email_not_confirmed only after the password', async () => {
-    const address = email('pending');
+    const address = uniqueEmail('pending');
     const { data, error } = await supabase(confirming).auth.signUp({ email: address, password: 'pw123456' });
     assert.equal(error, null);
     assert.equal(data.session, null);
@@ -141,7 +142,7 @@ describe('signUp', () => {
   });
 
   test('autoconfirm off, confirmed address: a made-up user with no identities (no enumeration)', async () => {
-    const address = email('taken');
+    const address = uniqueEmail('taken');
     const created = await http(confirming, '/auth/v1/admin/users', {
       method: 'POST',
       apikey: confirming.secretKey,
@@ -164,26 +165,26 @@ describe('signUp', () => {
 
 describe('signInWithPassword', () => {
   test('a session, and the same 400 invalid_credentials body for an unknown address and a wrong password', async () => {
-    const user = await createUser(idp, email('login'));
+    const user = await createUser(idp, uniqueEmail('login'));
     const ok = await supabase(idp).auth.signInWithPassword({ email: user.email.toUpperCase(), password: user.password });
     assert.equal(ok.error, null);
     assert.equal(ok.data.user?.id, user.id);
 
-    const unknown = await supabase(idp).auth.signInWithPassword({ email: email('nobody'), password: user.password });
+    const unknown = await supabase(idp).auth.signInWithPassword({ email: uniqueEmail('nobody'), password: user.password });
     const wrong = await supabase(idp).auth.signInWithPassword({ email: user.email, password: 'wrong-password' });
     for (const r of [unknown, wrong]) {
       assert.ok(r.error instanceof AuthApiError);
       assertAuthError(r.error, { status: 400, code: 'invalid_credentials', message: 'Invalid login credentials' });
       assert.deepEqual(r.data, { user: null, session: null });
     }
-    const rawUnknown = await http(idp, '/auth/v1/token?grant_type=password', { method: 'POST', body: { email: email('nobody'), password: 'x' } });
+    const rawUnknown = await http(idp, '/auth/v1/token?grant_type=password', { method: 'POST', body: { email: uniqueEmail('nobody'), password: 'x' } });
     const rawWrong = await http(idp, '/auth/v1/token?grant_type=password', { method: 'POST', body: { email: user.email, password: 'x' } });
     assert.equal(rawUnknown.text, rawWrong.text);
     assert.equal(rawUnknown.text, '{"code":"invalid_credentials","message":"Invalid login credentials"}');
   });
 
   test('an unknown address costs a bcrypt comparison like a wrong password does', async () => {
-    const user = await createUser(idp, email('timing'));
+    const user = await createUser(idp, uniqueEmail('timing'));
     // Work, not wall time, is compared (timings are noise on a shared machine): each attempt must
     // run exactly one bcrypt comparison against a hash of the same cost, on the kit's hasher.
     const original = PasswordHasher.prototype.verify;
@@ -196,7 +197,7 @@ describe('signInWithPassword', () => {
     try {
       await http(idp, '/auth/v1/token?grant_type=password', { method: 'POST', body: { email: user.email, password: 'wrong-password' } });
       const wrong = calls.splice(0);
-      await http(idp, '/auth/v1/token?grant_type=password', { method: 'POST', body: { email: email('ghost'), password: 'wrong-password' } });
+      await http(idp, '/auth/v1/token?grant_type=password', { method: 'POST', body: { email: uniqueEmail('ghost'), password: 'wrong-password' } });
       const unknown = calls.splice(0);
       assert.deepEqual(wrong, ['10']);
       assert.deepEqual(unknown, wrong);
@@ -206,7 +207,7 @@ describe('signInWithPassword', () => {
   });
 
   test('an admin-created user without email_confirm cannot sign in even with autoconfirm on', async () => {
-    const address = email('unconfirmed');
+    const address = uniqueEmail('unconfirmed');
     const res = await http(idp, '/auth/v1/admin/users', { method: 'POST', apikey: idp.secretKey, body: { email: address, password: 'pw123456' } });
     assert.equal(res.status, 200);
     const login = await supabase(idp).auth.signInWithPassword({ email: address, password: 'pw123456' });
@@ -214,7 +215,7 @@ describe('signInWithPassword', () => {
   });
 
   test('a correct password that fails today\'s policy is flagged as weak_password', async () => {
-    const address = email('short');
+    const address = uniqueEmail('short');
     await http(idp, '/auth/v1/admin/users', { method: 'POST', apikey: idp.secretKey, body: { email: address, password: '123', email_confirm: true } });
     const { data, error } = await supabase(idp).auth.signInWithPassword({ email: address, password: '123' });
     assert.equal(error, null);
@@ -247,7 +248,7 @@ describe('error envelope', () => {
   });
 
   test('success responses carry no version header; a body that is not JSON is 400 bad_json', async () => {
-    const user = await createUser(idp, email('hdr'));
+    const user = await createUser(idp, uniqueEmail('hdr'));
     const ok = await http(idp, '/auth/v1/user', { token: user.token });
     assert.equal(ok.status, 200);
     assert.equal(ok.headers.get('x-supabase-api-version'), null);
@@ -262,7 +263,7 @@ describe('error envelope', () => {
 
 describe('refresh tokens', () => {
   test('rotation; the immediately previous token gets the current one; an older one revokes the session', async () => {
-    const user = await createUser(idp, email('rotate'));
+    const user = await createUser(idp, uniqueEmail('rotate'));
     const rt1 = user.refreshToken;
     const first = await supabase(idp).auth.refreshSession({ refresh_token: rt1 });
     assert.equal(first.error, null);
@@ -293,7 +294,7 @@ describe('refresh tokens', () => {
   });
 
   test('two refreshes racing with one token both get the same new token', async () => {
-    const user = await createUser(idp, email('race'));
+    const user = await createUser(idp, uniqueEmail('race'));
     const [a, b] = await Promise.all([
       supabase(idp).auth.refreshSession({ refresh_token: user.refreshToken }),
       supabase(idp).auth.refreshSession({ refresh_token: user.refreshToken }),
@@ -314,7 +315,7 @@ describe('refresh tokens', () => {
 
 describe('getUser and sign-out', () => {
   test('valid token: the user; with only a key: 403 bad_jwt missing sub; non-bearer: 401 no_authorization', async () => {
-    const user = await createUser(idp, email('me'));
+    const user = await createUser(idp, uniqueEmail('me'));
     const { data, error } = await supabase(idp).auth.getUser(user.token);
     assert.equal(error, null);
     assert.equal(data.user?.id, user.id);
@@ -329,7 +330,7 @@ describe('getUser and sign-out', () => {
   });
 
   test('a deleted user: 403 user_not_found (checked before the session); refresh 400 not found', async () => {
-    const user = await createUser(idp, email('gone'));
+    const user = await createUser(idp, uniqueEmail('gone'));
     const del = await supabase(idp, idp.secretKey).auth.admin.deleteUser(user.id);
     assert.equal(del.error, null);
     const { error } = await supabase(idp).auth.getUser(user.token);
@@ -339,7 +340,7 @@ describe('getUser and sign-out', () => {
   });
 
   test('signed out: getUser with the old token is AuthSessionMissingError, its refresh token is gone', async () => {
-    const address = email('bye');
+    const address = uniqueEmail('bye');
     await createUser(idp, address);
     const client = supabase(idp);
     const login = await client.auth.signInWithPassword({ email: address, password: 'correct-horse-1' });
@@ -360,7 +361,7 @@ describe('getUser and sign-out', () => {
   });
 
   test('logout scopes: local ends this session, others the rest, global all', async () => {
-    const user = await createUser(idp, email('scopes'));
+    const user = await createUser(idp, uniqueEmail('scopes'));
     const s2 = await signIn(idp, user.email, user.password);
     const s3 = await signIn(idp, user.email, user.password);
     const alive = async (token: string) => (await http(idp, '/auth/v1/user', { token })).status === 200;
@@ -381,7 +382,7 @@ describe('getUser and sign-out', () => {
 describe('admin', () => {
   test('createUser 200 with the user; deleteUser 200 {}; both need the secret key', async () => {
     const admin = supabase(idp, idp.secretKey).auth.admin;
-    const address = email('admin');
+    const address = uniqueEmail('admin');
     const created = await admin.createUser({ email: address, password: 'pw123456', email_confirm: true, user_metadata: { name: 'A' } });
     assert.equal(created.error, null);
     const user = created.data.user!;
@@ -397,13 +398,13 @@ describe('admin', () => {
     assertAuthError(noEmail.error, { status: 400, code: 'validation_failed', message: 'Cannot create a user without either an email or phone' });
 
     const anonAdmin = supabase(idp).auth.admin;
-    const notAdmin = await anonAdmin.createUser({ email: email('x'), password: 'pw123456' });
+    const notAdmin = await anonAdmin.createUser({ email: uniqueEmail('x'), password: 'pw123456' });
     assertAuthError(notAdmin.error, { name: 'AuthApiError', status: 403, code: 'not_admin', message: 'User not allowed' });
     const notAdminDelete = await anonAdmin.deleteUser(user.id);
     assertAuthError(notAdminDelete.error, { status: 403, code: 'not_admin', message: 'User not allowed' });
     // A user's own token is not admin either, whatever the key.
     const login = await signIn(idp, address, 'pw123456');
-    const withUserToken = await http(idp, '/auth/v1/admin/users', { method: 'POST', apikey: idp.secretKey, token: login.access_token, body: { email: email('y') } });
+    const withUserToken = await http(idp, '/auth/v1/admin/users', { method: 'POST', apikey: idp.secretKey, token: login.access_token, body: { email: uniqueEmail('y') } });
     assert.equal(withUserToken.status, 403);
     assert.deepEqual(withUserToken.json, { code: 'not_admin', message: 'User not allowed' });
 
@@ -421,12 +422,12 @@ describe('admin', () => {
 
   test('hard delete cascades to the user\'s notes; soft delete keeps the row but ends the account', async () => {
     const admin = supabase(idp, idp.secretKey).auth.admin;
-    const hard = await createUser(idp, email('cascade'));
+    const hard = await createUser(idp, uniqueEmail('cascade'));
     await db.query(`INSERT INTO public.notes (user_id, title) VALUES ($1, 'n')`, [hard.id]);
     await admin.deleteUser(hard.id);
     assert.equal((await db.query('SELECT 1 FROM public.notes WHERE user_id = $1', [hard.id])).rowCount, 0);
 
-    const soft = await createUser(idp, email('soft'));
+    const soft = await createUser(idp, uniqueEmail('soft'));
     await db.query(`INSERT INTO public.notes (user_id, title) VALUES ($1, 'kept')`, [soft.id]);
     const res = await admin.deleteUser(soft.id, true);
     assert.equal(res.error, null);
@@ -459,7 +460,7 @@ describe('getClaims and JWKS', () => {
     assert.equal(key.use, 'sig');
     assert.equal('d' in key, false);
 
-    const user = await createUser(idp, email('claims'));
+    const user = await createUser(idp, uniqueEmail('claims'));
     assert.equal(decodeJwtPart(user.token, 0).kid, key.kid);
     const client = supabase(idp);
     const { data, error } = await client.auth.getClaims(user.token);
@@ -503,7 +504,7 @@ describe('gateway', () => {
     assert.equal(rest.status, 401);
     assert.deepEqual(rest.error, { message: 'Invalid API key', hint: 'Double check your Supabase `anon` or `service_role` API key.' });
     // A user JWT is no API key.
-    const user = await createUser(idp, email('gw'));
+    const user = await createUser(idp, uniqueEmail('gw'));
     const jwtAsKey = await http(idp, '/rest/v1/notes', { apikey: user.token, token: user.token });
     assert.equal(jwtAsKey.status, 401);
     assert.equal((jwtAsKey.json as { message: string }).message, 'Invalid API key');

@@ -6,15 +6,16 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, test } from 'node:test';
-import pg from 'pg';
 import { authenticatorRoleName } from '../src/idp/authenticator.js';
 import { openIdp, prepareIdpRoles } from '../src/idp/bootstrap.js';
 import { idpConfig } from '../src/idp/config.js';
 import { loadConfig } from '../src/kit/config.js';
 import { withDatabase } from '../src/kit/db.js';
-import { adminUrl } from './helpers/database.js';
-import { supabase, TEST_PUBLISHABLE_KEY, TEST_SECRET_KEY, TEST_SIGNING_KEY } from './helpers/idp.js';
-import { testLogLevel } from './helpers/log-audit.js';
+import { adminUrl, withClient } from './helpers/database.js';
+import { TEST_PUBLISHABLE_KEY, TEST_SECRET_KEY, TEST_SIGNING_KEY } from './helpers/idp.js';
+import { testLogLevel } from './helpers/logs.js';
+import { supabase } from './helpers/supabase.js';
+import { uniqueEmail } from './helpers/emails.js';
 
 const runId = process.env.TEST_RUN_ID ?? 'tlocal';
 const cleanups: (() => Promise<void>)[] = [];
@@ -22,27 +23,17 @@ after(async () => {
   for (const cleanup of cleanups.reverse()) await cleanup();
 });
 
-async function asSuperuser<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return await fn(client);
-  } finally {
-    await client.end();
-  }
-}
-
 /** An empty database owned by a new login role of the same name, closed to PUBLIC, as the README has users create it. */
 async function ownDatabase(): Promise<{ name: string; url: string; superuserUrl: string }> {
   const name = `${runId}_idprole_${randomBytes(4).toString('hex')}`;
   const password = randomBytes(18).toString('base64url');
-  await asSuperuser(adminUrl(), async (admin) => {
+  await withClient(adminUrl(), async (admin) => {
     await admin.query(`CREATE ROLE "${name}" LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS PASSWORD '${password}'`);
     await admin.query(`CREATE DATABASE "${name}" OWNER "${name}"`);
     await admin.query(`REVOKE ALL ON DATABASE "${name}" FROM PUBLIC`);
   });
   cleanups.push(() =>
-    asSuperuser(adminUrl(), async (admin) => {
+    withClient(adminUrl(), async (admin) => {
       await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
       await admin.query(`DROP ROLE IF EXISTS "${authenticatorRoleName(name)}"`);
       await admin.query(`DROP ROLE IF EXISTS "${name}"`);
@@ -76,15 +67,15 @@ test('as its own role, with the roles prepared by the superuser: migrations, sig
     await idp.close();
   });
   const url = await idp.app.listen({ port: 0, host: '127.0.0.1' });
-  const client = supabase({ url, publishableKey: TEST_PUBLISHABLE_KEY, secretKey: TEST_SECRET_KEY, databaseUrl: db.url, close: async () => {} });
-  const email = `role-${randomBytes(4).toString('hex')}@example.com`;
+  const client = supabase({ url, publishableKey: TEST_PUBLISHABLE_KEY, secretKey: TEST_SECRET_KEY });
+  const email = uniqueEmail('role');
   const signUp = await client.auth.signUp({ email, password: 'own-role-pw-1' });
   assert.equal(signUp.error, null);
   const inserted = await client.from('notes').insert({ title: 'through the prepared login role' }).select('title');
   assert.equal(inserted.error, null);
   assert.deepEqual(inserted.data, [{ title: 'through the prepared login role' }]);
 
-  const owners = await asSuperuser(db.superuserUrl, async (admin) => {
+  const owners = await withClient(db.superuserUrl, async (admin) => {
     const { rows } = await admin.query<{ owner: string }>(
       `SELECT DISTINCT tableowner AS owner FROM pg_tables WHERE schemaname IN ('public', 'auth')`,
     );

@@ -9,14 +9,13 @@ import type { FastifyRequest } from 'fastify';
 import { unexpectedAuthError } from '../src/idp/auth/errors.js';
 import { toRestError } from '../src/idp/rest/errors.js';
 import { type RunningIdp, startIdp } from './helpers/idp.js';
-import { testLogLevel } from './helpers/log-audit.js';
-import { captureLogs } from './helpers/shortener.js';
+import { captureLogs, testLogLevel } from './helpers/logs.js';
 
 const logs = captureLogs();
 let idp: RunningIdp;
 
 before(async () => {
-  idp = await startIdp({ env: { LOG_LEVEL: testLogLevel('info') }, logStream: logs.stream });
+  idp = await startIdp({ env: { LOG_LEVEL: testLogLevel('info') }, logStream: logs });
 });
 
 after(async () => {

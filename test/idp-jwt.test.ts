@@ -8,7 +8,9 @@ import { exportJWK, SignJWT } from 'jose';
 import pg from 'pg';
 import { manualClock } from '../src/kit/clock.js';
 import { withLowSSignature } from '../src/kit/jws.js';
-import { createUser, decodeJwtPart, http, type RunningIdp, startIdp, supabase, TEST_SIGNING_KEY } from './helpers/idp.js';
+import { createUser, decodeJwtPart, type RunningIdp, startIdp, TEST_SIGNING_KEY } from './helpers/idp.js';
+import { supabase } from './helpers/supabase.js';
+import { http } from './helpers/http.js';
 
 const clock = manualClock(Date.now());
 const EXPIRY = 3600;

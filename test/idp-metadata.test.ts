@@ -5,7 +5,9 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { MAX_METADATA_BYTES, MAX_METADATA_DEPTH } from '../src/idp/auth/metadata.js';
-import { type RunningIdp, startIdp, supabase } from './helpers/idp.js';
+import { type RunningIdp, startIdp } from './helpers/idp.js';
+import { supabase } from './helpers/supabase.js';
+import { uniqueEmail } from './helpers/emails.js';
 
 let idp: RunningIdp;
 let db: pg.Client;
@@ -20,8 +22,6 @@ after(async () => {
   await idp?.close();
 });
 
-let counter = 0;
-const email = (tag: string) => `${tag}-${++counter}-${Date.now()}@example.com`;
 const PASSWORD = 'correct-horse-1';
 
 /** An object whose JSON is exactly `bytes` long: {"k":"xxx…"}. */
@@ -51,7 +51,7 @@ function assertRefused(error: unknown, message: RegExp) {
 
 describe('metadata limits', () => {
   test('sign-up with 900 KB of data is refused with 400 validation_failed and stores nothing', async () => {
-    const address = email('huge');
+    const address = uniqueEmail('huge');
     const { data, error } = await supabase(idp).auth.signUp({ email: address, password: PASSWORD, options: { data: ofJsonSize(900_000) } });
     assertRefused(error, /^data must be at most 4096 bytes as JSON \(got 900000\)$/);
     assert.equal(data.session, null);
@@ -59,27 +59,27 @@ describe('metadata limits', () => {
   });
 
   test('sign-up data: exactly the limit passes, one byte more does not; the same for depth', async () => {
-    const atLimit = await supabase(idp).auth.signUp({ email: email('at-limit'), password: PASSWORD, options: { data: ofJsonSize(MAX_METADATA_BYTES) } });
+    const atLimit = await supabase(idp).auth.signUp({ email: uniqueEmail('at-limit'), password: PASSWORD, options: { data: ofJsonSize(MAX_METADATA_BYTES) } });
     assert.equal(atLimit.error, null);
     assert.ok(atLimit.data.session);
 
-    const over = await supabase(idp).auth.signUp({ email: email('over'), password: PASSWORD, options: { data: ofJsonSize(MAX_METADATA_BYTES + 1) } });
+    const over = await supabase(idp).auth.signUp({ email: uniqueEmail('over'), password: PASSWORD, options: { data: ofJsonSize(MAX_METADATA_BYTES + 1) } });
     assertRefused(over.error, /^data must be at most 4096 bytes as JSON \(got 4097\)$/);
 
-    const deepest = await supabase(idp).auth.signUp({ email: email('deepest'), password: PASSWORD, options: { data: nested(MAX_METADATA_DEPTH) } });
+    const deepest = await supabase(idp).auth.signUp({ email: uniqueEmail('deepest'), password: PASSWORD, options: { data: nested(MAX_METADATA_DEPTH) } });
     assert.equal(deepest.error, null);
-    const tooDeep = await supabase(idp).auth.signUp({ email: email('too-deep'), password: PASSWORD, options: { data: nested(MAX_METADATA_DEPTH + 1) } });
+    const tooDeep = await supabase(idp).auth.signUp({ email: uniqueEmail('too-deep'), password: PASSWORD, options: { data: nested(MAX_METADATA_DEPTH + 1) } });
     assertRefused(tooDeep.error, /^data must not nest objects or arrays more than 10 levels deep$/);
     // Arrays count as levels too.
-    const arrays = await supabase(idp).auth.signUp({ email: email('arrays'), password: PASSWORD, options: { data: { a: [[[[[[[[[[]]]]]]]]]] } } });
+    const arrays = await supabase(idp).auth.signUp({ email: uniqueEmail('arrays'), password: PASSWORD, options: { data: { a: [[[[[[[[[[]]]]]]]]]] } } });
     assertRefused(arrays.error, /more than 10 levels deep/);
   });
 
   test('size is counted in UTF-8 bytes, not characters', async () => {
     // 1,100 × "€" is 1,100 characters but 3,300 bytes; with the escaping of JSON none, so 3,308 in all.
-    const fits = await supabase(idp).auth.signUp({ email: email('euro'), password: PASSWORD, options: { data: { k: '€'.repeat(1100) } } });
+    const fits = await supabase(idp).auth.signUp({ email: uniqueEmail('euro'), password: PASSWORD, options: { data: { k: '€'.repeat(1100) } } });
     assert.equal(fits.error, null);
-    const over = await supabase(idp).auth.signUp({ email: email('euro-over'), password: PASSWORD, options: { data: { k: '€'.repeat(1400) } } });
+    const over = await supabase(idp).auth.signUp({ email: uniqueEmail('euro-over'), password: PASSWORD, options: { data: { k: '€'.repeat(1400) } } });
     assertRefused(over.error, /got 4208\)$/);
   });
 
@@ -92,7 +92,7 @@ describe('metadata limits', () => {
       { attrs: { app_metadata: nested(MAX_METADATA_DEPTH + 1) }, message: /^app_metadata must not nest/ },
     ];
     for (const { attrs, message } of cases) {
-      const address = email('admin-over');
+      const address = uniqueEmail('admin-over');
       const { error } = await admin.createUser({ email: address, password: PASSWORD, email_confirm: true, ...attrs });
       assertRefused(error, message);
       assert.equal(await userCount(address), 0);
@@ -100,7 +100,7 @@ describe('metadata limits', () => {
   });
 
   test('with both metadata objects at the limit the access token stays under 12 KB', async () => {
-    const address = email('largest');
+    const address = uniqueEmail('largest');
     const created = await supabase(idp, idp.secretKey).auth.admin.createUser({
       email: address,
       password: PASSWORD,

@@ -9,7 +9,10 @@ import { BCRYPT_COST, idpPasswordHasher } from '../src/idp/auth/passwords.js';
 import { idpConfig } from '../src/idp/config.js';
 import { loadConfig } from '../src/kit/config.js';
 import type { PasswordHasher } from '../src/kit/password-hasher.js';
-import { TEST_PUBLISHABLE_KEY, TEST_SECRET_KEY, http, type RunningIdp, startIdp, supabase } from './helpers/idp.js';
+import { TEST_PUBLISHABLE_KEY, TEST_SECRET_KEY, type RunningIdp, startIdp } from './helpers/idp.js';
+import { supabase } from './helpers/supabase.js';
+import { uniqueEmail } from './helpers/emails.js';
+import { http } from './helpers/http.js';
 
 let idp: RunningIdp;
 let hasher: PasswordHasher;
@@ -27,20 +30,18 @@ after(async () => {
   await Promise.all([hasher.close(), busyHasher.close()]);
 });
 
-let counter = 0;
-const email = (tag: string) => `${tag}-${++counter}-${Date.now()}@example.com`;
 
 test('signup, sign-in and admin createUser hash and compare on the kit hasher, at cost 10', async () => {
   const before = { ...hasher.started };
-  const address = email('kit');
+  const address = uniqueEmail('kit');
   const client = supabase(idp);
   const { error: signUpError } = await client.auth.signUp({ email: address, password: 'pw123456' });
   assert.equal(signUpError, null);
   const { error: signInError } = await client.auth.signInWithPassword({ email: address, password: 'pw123456' });
   assert.equal(signInError, null);
-  const { error: wrongError } = await client.auth.signInWithPassword({ email: email('nobody'), password: 'pw123456' });
+  const { error: wrongError } = await client.auth.signInWithPassword({ email: uniqueEmail('nobody'), password: 'pw123456' });
   assert.equal(wrongError?.code, 'invalid_credentials');
-  const created = await http(idp, '/auth/v1/admin/users', { method: 'POST', apikey: idp.secretKey, body: { email: email('admin'), password: 'pw123456' } });
+  const created = await http(idp, '/auth/v1/admin/users', { method: 'POST', apikey: idp.secretKey, body: { email: uniqueEmail('admin'), password: 'pw123456' } });
   assert.equal(created.status, 200, created.text);
   assert.deepEqual({ hash: hasher.started.hash - before.hash, verify: hasher.started.verify - before.verify }, { hash: 2, verify: 2 });
 
@@ -56,7 +57,7 @@ test('signup, sign-in and admin createUser hash and compare on the kit hasher, a
 
 test('a full hashing queue: signups answer 503 request_timeout with Retry-After, never 500', async () => {
   const responses = await Promise.all(
-    Array.from({ length: 8 }, () => http(busyIdp, '/auth/v1/signup', { method: 'POST', body: { email: email('flood'), password: 'pw123456' } })),
+    Array.from({ length: 8 }, () => http(busyIdp, '/auth/v1/signup', { method: 'POST', body: { email: uniqueEmail('flood'), password: 'pw123456' } })),
   );
   const statuses = responses.map((r) => r.status);
   assert.ok(statuses.every((s) => s === 200 || s === 503), statuses.join(','));
@@ -74,9 +75,9 @@ test('a full hashing queue: signups answer 503 request_timeout with Retry-After,
 
 test('an unversioned client gets the older {code, error_code, msg} shape; supabase-js sees a retryable error', async () => {
   const flood = Array.from({ length: 6 }, () =>
-    http(busyIdp, '/auth/v1/signup', { method: 'POST', headers: { 'x-supabase-api-version': '' }, body: { email: email('old'), password: 'pw123456' } }),
+    http(busyIdp, '/auth/v1/signup', { method: 'POST', headers: { 'x-supabase-api-version': '' }, body: { email: uniqueEmail('old'), password: 'pw123456' } }),
   );
-  const viaClient = supabase(busyIdp).auth.signUp({ email: email('sdk'), password: 'pw123456' });
+  const viaClient = supabase(busyIdp).auth.signUp({ email: uniqueEmail('sdk'), password: 'pw123456' });
   const [responses, sdk] = await Promise.all([Promise.all(flood), viaClient]);
   const refused = responses.filter((r) => r.status === 503);
   assert.ok(refused.length >= 1, responses.map((r) => r.status).join(','));

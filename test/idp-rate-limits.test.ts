@@ -5,12 +5,14 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
-import { AuthApiError, createClient, type SupabaseClient } from '@supabase/supabase-js';
-import WebSocket from 'ws';
+import { AuthApiError, type SupabaseClient } from '@supabase/supabase-js';
 import { loadConfig } from '../src/kit/config.js';
 import { idpConfig } from '../src/idp/config.js';
-import { http, type RunningIdp, startIdp, supabase, TEST_PUBLISHABLE_KEY, TEST_SECRET_KEY } from './helpers/idp.js';
+import { type RunningIdp, startIdp, TEST_PUBLISHABLE_KEY, TEST_SECRET_KEY } from './helpers/idp.js';
+import { uniqueEmail } from './helpers/emails.js';
 import { withoutRedis } from './helpers/redis.js';
+import { supabase } from './helpers/supabase.js';
+import { http } from './helpers/http.js';
 
 const TOKEN_LIMIT = 5;
 const SIGNUP_LIMIT = 3;
@@ -45,15 +47,10 @@ const nextIp = (() => {
   const base = `10.${randomBytes(1)[0]}.${randomBytes(1)[0]}`;
   return () => `${base}.${++n}`;
 })();
-const uniqueEmail = (tag: string) => `${tag}-${randomBytes(4).toString('hex')}@example.com`;
 
 /** supabase-js as the helper builds it, with the header a trusted proxy adds for a client at `ip`. */
 function clientAt(target: RunningIdp, ip: string): SupabaseClient {
-  return createClient(target.url, target.publishableKey, {
-    auth: { persistSession: false, autoRefreshToken: false, detectSessionInUrl: false },
-    realtime: { transport: WebSocket as unknown as never },
-    global: { headers: { 'X-Forwarded-For': ip } },
-  });
+  return supabase(target, target.publishableKey, { 'X-Forwarded-For': ip });
 }
 
 function assertRateLimited(error: unknown, code: string, message: string) {

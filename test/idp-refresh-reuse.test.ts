@@ -9,7 +9,9 @@ import { AuthSessionMissingError } from '@supabase/supabase-js';
 import { idpConfig } from '../src/idp/config.js';
 import { manualClock } from '../src/kit/clock.js';
 import { ConfigErrors, loadConfig } from '../src/kit/config.js';
-import { createUser, type RunningIdp, startIdp, supabase, TEST_PUBLISHABLE_KEY, TEST_SECRET_KEY } from './helpers/idp.js';
+import { createUser, type RunningIdp, startIdp, TEST_PUBLISHABLE_KEY, TEST_SECRET_KEY } from './helpers/idp.js';
+import { supabase } from './helpers/supabase.js';
+import { uniqueEmail } from './helpers/emails.js';
 
 const clock = manualClock(Date.now());
 let idp: RunningIdp;
@@ -21,8 +23,6 @@ after(async () => {
   await idp?.close();
 });
 
-let counter = 0;
-const email = (tag: string) => `${tag}-${++counter}-${Date.now()}@example.com`;
 const INTERVAL_MS = 10_000;
 
 function assertAuthError(error: unknown, expected: { status: number; code: string; message: string }) {
@@ -35,7 +35,7 @@ const NOT_FOUND = { status: 400, code: 'refresh_token_not_found', message: 'Inva
 
 /** A session rotated once: rt1 (replaced now) and rt2 (current) with its access token. */
 async function rotatedOnce() {
-  const user = await createUser(idp, email('reuse'));
+  const user = await createUser(idp, uniqueEmail('reuse'));
   const rotated = await supabase(idp).auth.refreshSession({ refresh_token: user.refreshToken });
   assert.equal(rotated.error, null);
   return { previous: user.refreshToken, current: rotated.data.session!.refresh_token, accessToken: rotated.data.session!.access_token };

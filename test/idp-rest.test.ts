@@ -4,7 +4,9 @@
 import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, test } from 'node:test';
 import pg from 'pg';
-import { createUser, http, type RawResponse, type RunningIdp, startIdp, supabase } from './helpers/idp.js';
+import { createUser, type RunningIdp, startIdp } from './helpers/idp.js';
+import { supabase } from './helpers/supabase.js';
+import { http, type RawResponse } from './helpers/http.js';
 
 let idp: RunningIdp;
 let db: pg.Client;

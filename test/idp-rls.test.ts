@@ -9,7 +9,8 @@ import { authenticatorPassword, authenticatorRoleName, authenticatorUrl } from '
 import { openIdp } from '../src/idp/bootstrap.js';
 import { idpConfig } from '../src/idp/config.js';
 import { loadConfig } from '../src/kit/config.js';
-import { createUser, http, type RunningIdp, startIdp, TEST_PUBLISHABLE_KEY, TEST_SECRET_KEY, TEST_SIGNING_KEY } from './helpers/idp.js';
+import { createUser, type RunningIdp, startIdp, TEST_PUBLISHABLE_KEY, TEST_SECRET_KEY, TEST_SIGNING_KEY } from './helpers/idp.js';
+import { http } from './helpers/http.js';
 
 let idp: RunningIdp;
 let db: pg.Client;

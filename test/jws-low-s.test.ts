@@ -9,11 +9,13 @@ import { after, before, describe, test } from 'node:test';
 import { ACCESS_TOKEN_AUDIENCE, SigningKeys } from '../src/idp/keys.js';
 import { systemClock } from '../src/kit/clock.js';
 import { hasLowSSignature, isLowSEs256Signature, toLowSEs256Signature, withLowSSignature } from '../src/kit/jws.js';
-import { createUser, http, type RunningIdp, startIdp, supabase, TEST_SIGNING_KEY } from './helpers/idp.js';
+import { createUser, type RunningIdp, startIdp, TEST_SIGNING_KEY } from './helpers/idp.js';
 import { HttpError } from '../src/kit/errors.js';
 import { localTokenVerifier } from '../src/notes/token-verifier.js';
-import { call, type RunningNotes, startNotes } from './helpers/notes.js';
+import { type RunningNotes, startNotes } from './helpers/notes.js';
 import { malleated } from './resilience/fuzz/jwt-forge.js';
+import { supabase } from './helpers/supabase.js';
+import { call, http } from './helpers/http.js';
 
 const P256_ORDER = 0xffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551n;
 const sOf = (token: string) => BigInt(`0x${Buffer.from(token.split('.')[2]!, 'base64url').subarray(32).toString('hex')}`);

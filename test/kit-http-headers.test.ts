@@ -11,11 +11,11 @@ import { type App, createServer, statusEnvelope } from '../src/kit/http.js';
 import { buildApp as buildNotes } from '../src/notes/app.js';
 import { notesConfig } from '../src/notes/config.js';
 import { buildApp as buildShortener } from '../src/shortener/app.js';
-import { testConfig as accountsTestConfig } from './accounts-harness.js';
+import { testConfig as accountsTestConfig } from './helpers/accounts.js';
 import { freshDatabase, type TestDatabase } from './helpers/database.js';
 import { type RunningIdp, startIdp } from './helpers/idp.js';
-import { testLogLevel } from './helpers/log-audit.js';
-import { captureLogs, createCode, shortenerMigrations, shortenerTestConfig } from './helpers/shortener.js';
+import { captureLogs, testLogLevel } from './helpers/logs.js';
+import { createCode, shortenerMigrations, shortenerTestConfig } from './helpers/shortener.js';
 
 type Headers = Record<string, string | string[] | number | undefined>;
 
@@ -202,7 +202,7 @@ describe('credentials in query strings never reach the logs', () => {
 
   it('every logged URL has their values replaced by [redacted]; other parameters stay', async () => {
     const logs = captureLogs();
-    const app = await createServer({ title: 'redact', logLevel: testLogLevel('info'), logStream: logs.stream, errorBody: statusEnvelope, readiness: async () => {} });
+    const app = await createServer({ title: 'redact', logLevel: testLogLevel('info'), logStream: logs, errorBody: statusEnvelope, readiness: async () => {} });
     try {
       await app.inject({ method: 'GET', url: `/healthz${query}` });
       await app.inject({ method: 'GET', url: `/nowhere${query}` });
@@ -225,7 +225,7 @@ describe('credentials in query strings never reach the logs', () => {
 
   it('a service (the shortener) logs its requests the same way', async () => {
     const logs = captureLogs();
-    const app = await buildShortener(shortenerTestConfig({ LOG_LEVEL: testLogLevel('info') }), { pool: shortenerPool, logStream: logs.stream });
+    const app = await buildShortener(shortenerTestConfig({ LOG_LEVEL: testLogLevel('info') }), { pool: shortenerPool, logStream: logs });
     try {
       await app.inject({ method: 'GET', url: `/api/links/nope${query}` });
       const text = logs.text();

@@ -15,9 +15,8 @@ import { watchRequestStream } from '../src/kit/request-stream.js';
 import { type App, createServer, statusEnvelope } from '../src/kit/http.js';
 import type { HttpSettings } from '../src/kit/http-limits.js';
 import { adminUrl } from './helpers/database.js';
-import { testLogLevel } from './helpers/log-audit.js';
-import { freePort } from './helpers/process.js';
-import { captureLogs } from './helpers/shortener.js';
+import { captureLogs, testLogLevel } from './helpers/logs.js';
+import { freePort } from './helpers/ports.js';
 
 const pools: Pool[] = [];
 after(async () => {
@@ -26,7 +25,7 @@ after(async () => {
 
 async function listening(http: HttpSettings, routes: (app: App) => void = () => {}) {
   const logs = captureLogs();
-  const app = await createServer({ title: 'limits', logLevel: testLogLevel('info'), logStream: logs.stream, errorBody: statusEnvelope, readiness: async () => {}, http });
+  const app = await createServer({ title: 'limits', logLevel: testLogLevel('info'), logStream: logs, errorBody: statusEnvelope, readiness: async () => {}, http });
   app.post('/echo', { schema: { body: Type.Object({ name: Type.String() }) } }, async (request) => request.body);
   routes(app);
   await app.listen({ port: 0, host: '127.0.0.1' });

@@ -4,7 +4,7 @@ import { describe, it } from 'node:test';
 import { Type } from '@sinclair/typebox';
 import { badRequest, HttpError, notFound } from '../src/kit/errors.js';
 import { type App, createServer, statusEnvelope } from '../src/kit/http.js';
-import { captureLogs } from './helpers/shortener.js';
+import { captureLogs } from './helpers/logs.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
@@ -16,7 +16,7 @@ async function withServer<T>(
   const app = await createServer({
     title: 'test',
     logLevel: 'info',
-    logStream: logs.stream,
+    logStream: logs,
     errorBody: statusEnvelope,
     readiness: opts.ready ?? (async () => {}),
     trustProxy: opts.trustProxy,
@@ -324,7 +324,7 @@ describe('createServer: health, readiness, docs, proxies', () => {
 describe('createServer: draining', () => {
   it('a keep-alive connection whose request is in flight at close is closed after its response', async () => {
     const logs = captureLogs();
-    const app = await createServer({ title: 'drain', logLevel: 'silent', logStream: logs.stream, errorBody: statusEnvelope, readiness: async () => {} });
+    const app = await createServer({ title: 'drain', logLevel: 'silent', logStream: logs, errorBody: statusEnvelope, readiness: async () => {} });
     let release!: () => void;
     const gate = new Promise<void>((resolve) => (release = resolve));
     let entered!: () => void;

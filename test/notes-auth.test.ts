@@ -7,19 +7,9 @@ import { after, before, describe, test } from 'node:test';
 import { importPKCS8, SignJWT, type JWTPayload } from 'jose';
 import { withLowSSignature } from '../src/kit/jws.js';
 import { startIdp, TEST_SIGNING_KEY, type RunningIdp } from './helpers/idp.js';
-import {
-  call,
-  decodeJwt,
-  recordingFetch,
-  serviceClient,
-  signUp,
-  startNotes,
-  storedNote,
-  tamperedToken,
-  unsignedToken,
-  type RunningNotes,
-  type TestUser,
-} from './helpers/notes.js';
+import { decodeJwt, recordingFetch, signUp, startNotes, storedNote, tamperedToken, unsignedToken, type RunningNotes, type TestUser } from './helpers/notes.js';
+import { serviceClient } from './helpers/supabase.js';
+import { call } from './helpers/http.js';
 
 const MISSING = { message: 'Missing bearer token' };
 const INVALID = { message: 'Invalid or expired token' };

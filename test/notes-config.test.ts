@@ -7,8 +7,10 @@ import { after, before, describe, test } from 'node:test';
 import { ConfigErrors, loadConfig } from '../src/kit/config.js';
 import { notesConfig } from '../src/notes/config.js';
 import { startIdp, type RunningIdp } from './helpers/idp.js';
-import { call, closedPort, startNotes, startUpstream } from './helpers/notes.js';
-import { copyForAudit } from './helpers/log-audit.js';
+import { startNotes, startUpstream } from './helpers/notes.js';
+import { copyForAudit } from './helpers/logs.js';
+import { call } from './helpers/http.js';
+import { closedPort } from './helpers/ports.js';
 
 interface Exited {
   code: number | null;

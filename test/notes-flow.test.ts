@@ -5,7 +5,9 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { startIdp, type RunningIdp } from './helpers/idp.js';
-import { call, decodeJwt, PASSWORD, recordingFetch, signUp, startNotes, uniqueEmail, type RunningNotes } from './helpers/notes.js';
+import { decodeJwt, PASSWORD, recordingFetch, signUp, startNotes, type RunningNotes } from './helpers/notes.js';
+import { uniqueEmail } from './helpers/emails.js';
+import { call } from './helpers/http.js';
 
 let idp: RunningIdp;
 before(async () => {

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { createUser, type RunningIdp, startIdp } from './helpers/idp.js';
-import { userClient } from './helpers/notes.js';
+import { userClient } from './helpers/supabase.js';
 
 let idp: RunningIdp;
 let db: pg.Client;

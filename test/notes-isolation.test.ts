@@ -5,7 +5,9 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { startIdp, type RunningIdp } from './helpers/idp.js';
-import { call, signUp, startNotes, storedNote, userClient, type RunningNotes, type TestUser } from './helpers/notes.js';
+import { signUp, startNotes, storedNote, type RunningNotes, type TestUser } from './helpers/notes.js';
+import { userClient } from './helpers/supabase.js';
+import { call } from './helpers/http.js';
 
 type Channel = 'notes' | 'rest';
 type Role = 'authenticated' | 'anon';

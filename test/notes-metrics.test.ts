@@ -5,7 +5,9 @@ import { after, before, test } from 'node:test';
 import { idpEndpointKind } from '../src/notes/idp-metrics.js';
 import { startIdp, type RunningIdp } from './helpers/idp.js';
 import { labelValues, sampleValue } from './helpers/metrics.js';
-import { call, closedPort, PASSWORD, signUp, startNotes, startUpstream, type RunningNotes } from './helpers/notes.js';
+import { PASSWORD, signUp, startNotes, startUpstream, type RunningNotes } from './helpers/notes.js';
+import { call } from './helpers/http.js';
+import { closedPort } from './helpers/ports.js';
 
 let idp: RunningIdp;
 let notes: RunningNotes;

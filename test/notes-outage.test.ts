@@ -4,7 +4,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { startIdp, type RunningIdp } from './helpers/idp.js';
-import { call, closedPort, forwardPort, PASSWORD, signUp, startNotes, startUpstream, uniqueEmail, type Reply, type RunningNotes } from './helpers/notes.js';
+import { PASSWORD, signUp, startNotes, startUpstream, type RunningNotes } from './helpers/notes.js';
+import { uniqueEmail } from './helpers/emails.js';
+import { call, type Reply } from './helpers/http.js';
+import { closedPort, forwardPort } from './helpers/ports.js';
 
 const UNAVAILABLE = { message: 'Identity provider unavailable, try again shortly' };
 

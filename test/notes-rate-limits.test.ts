@@ -5,7 +5,9 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { type RunningIdp, startIdp } from './helpers/idp.js';
-import { call, PASSWORD, type RunningNotes, startNotes, uniqueEmail } from './helpers/notes.js';
+import { PASSWORD, type RunningNotes, startNotes } from './helpers/notes.js';
+import { uniqueEmail } from './helpers/emails.js';
+import { call } from './helpers/http.js';
 
 const TOKEN_LIMIT = 4;
 const SIGNUP_LIMIT = 2;

@@ -5,7 +5,10 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { createClient, isAuthApiError, isAuthRetryableFetchError } from '@supabase/supabase-js';
 import { startIdp, type RunningIdp } from './helpers/idp.js';
-import { closedPort, decodeJwt, PASSWORD, serviceClient, uniqueEmail, userClient } from './helpers/notes.js';
+import { decodeJwt, PASSWORD } from './helpers/notes.js';
+import { serviceClient, userClient } from './helpers/supabase.js';
+import { uniqueEmail } from './helpers/emails.js';
+import { closedPort } from './helpers/ports.js';
 
 let idp: RunningIdp;
 before(async () => {

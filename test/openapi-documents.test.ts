@@ -16,10 +16,11 @@ import { type Pool, createPool, readMigrations } from '../src/kit/db.js';
 import { type App, createServer, statusEnvelope } from '../src/kit/http.js';
 import { responseMismatches } from '../src/kit/openapi.js';
 import { buildApp as buildShortener } from '../src/shortener/app.js';
-import { MIGRATIONS_DIR as ACCOUNTS_MIGRATIONS, testConfig as accountsTestConfig } from './accounts-harness.js';
+import { MIGRATIONS_DIR as ACCOUNTS_MIGRATIONS, testConfig as accountsTestConfig } from './helpers/accounts.js';
 import { type TestDatabase, freshDatabase } from './helpers/database.js';
 import { type RunningIdp, startIdp } from './helpers/idp.js';
-import { type RunningNotes, startNotes, uniqueEmail } from './helpers/notes.js';
+import { uniqueEmail } from './helpers/emails.js';
+import { type RunningNotes, startNotes } from './helpers/notes.js';
 import { shortenerMigrations, shortenerTestConfig, uniqueIp } from './helpers/shortener.js';
 
 type Doc = {

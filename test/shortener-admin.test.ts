@@ -8,8 +8,8 @@ import { buildApp } from '../src/shortener/app.js';
 import { MAX_CODE_ATTEMPTS } from '../src/shortener/links.js';
 import { LinkRepository } from '../src/shortener/repository.js';
 import { RESERVED_CODE_PREFIXES, isReservedCode } from '../src/shortener/reserved-codes.js';
-import { freshDatabase, type TestDatabase } from './helpers/database.js';
-import { assertEnvelope, createCode, createLink, shortenerMigrations, shortenerTestConfig, watchQueries } from './helpers/shortener.js';
+import { freshDatabase, type TestDatabase, watchQueries } from './helpers/database.js';
+import { assertEnvelope, createCode, createLink, shortenerMigrations, shortenerTestConfig } from './helpers/shortener.js';
 
 const ADMIN_KEY = 'k'.repeat(20) + '-admin-key-for-tests';
 const AUTH = { authorization: `Bearer ${ADMIN_KEY}` };

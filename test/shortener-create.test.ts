@@ -8,9 +8,9 @@ import { buildApp } from '../src/shortener/app.js';
 import { CODE_PATTERN } from '../src/shortener/codes.js';
 import { MAX_CODE_ATTEMPTS } from '../src/shortener/links.js';
 import { freshDatabase, type TestDatabase } from './helpers/database.js';
+import { captureLogs } from './helpers/logs.js';
 import {
   assertEnvelope,
-  captureLogs,
   countLinks,
   createCode,
   createLink,
@@ -347,7 +347,7 @@ describe('POST /api/links: code allocation (rule 2)', () => {
           calls += 1;
           return 'bad-cod';
         },
-        logStream: logs.stream,
+        logStream: logs,
       },
       { LOG_LEVEL: 'error' },
     );

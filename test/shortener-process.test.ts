@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import http from 'node:http';
-import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { freshDatabase, type TestDatabase } from './helpers/database.js';
 import { shortenerMigrations } from './helpers/shortener.js';
-import { copyForAudit } from './helpers/log-audit.js';
+import { copyForAudit } from './helpers/logs.js';
+import { freePort } from './helpers/ports.js';
 
 // The real process: `node --import tsx src/shortener/server.ts`, configured by its environment only.
 
@@ -60,14 +60,6 @@ async function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Pr
   } finally {
     clearTimeout(timer);
   }
-}
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 async function waitFor(condition: () => boolean | Promise<boolean>, ms: number, what: string): Promise<void> {

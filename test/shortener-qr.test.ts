@@ -7,8 +7,8 @@ import { HttpError } from '../src/kit/errors.js';
 import type { App } from '../src/kit/http.js';
 import { buildApp } from '../src/shortener/app.js';
 import { QR_CACHE_CONTROL, QR_SIZE, RenderGate } from '../src/shortener/routes/link-qr.js';
-import { freshDatabase, type TestDatabase } from './helpers/database.js';
-import { assertEnvelope, createCode, shortenerMigrations, shortenerTestConfig, watchQueries } from './helpers/shortener.js';
+import { freshDatabase, type TestDatabase, watchQueries } from './helpers/database.js';
+import { assertEnvelope, createCode, shortenerMigrations, shortenerTestConfig } from './helpers/shortener.js';
 
 // jsqr is CommonJS whose module.exports is the function itself, while its types declare an ES default export.
 const jsQR = jsQRModule as unknown as typeof jsQRModule.default;

@@ -8,15 +8,8 @@ import type { App } from '../src/kit/http.js';
 import { buildApp } from '../src/shortener/app.js';
 import { LinkRepository } from '../src/shortener/repository.js';
 import type { Visit } from '../src/shortener/visits.js';
-import { freshDatabase, type TestDatabase } from './helpers/database.js';
-import {
-  assertEnvelope,
-  clicksOf,
-  createCode,
-  shortenerMigrations,
-  shortenerTestConfig,
-  watchQueries,
-} from './helpers/shortener.js';
+import { freshDatabase, type TestDatabase, watchQueries } from './helpers/database.js';
+import { assertEnvelope, clicksOf, createCode, shortenerMigrations, shortenerTestConfig } from './helpers/shortener.js';
 
 let db: TestDatabase;
 let pool: Pool;

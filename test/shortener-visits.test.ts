@@ -8,8 +8,8 @@ import { randomCode } from '../src/shortener/codes.js';
 import { LinkService } from '../src/shortener/links.js';
 import { LinkRepository } from '../src/shortener/repository.js';
 import { AgentParser, classifyAgent, DIRECT, referrerHost } from '../src/shortener/visits.js';
-import { freshDatabase, type TestDatabase } from './helpers/database.js';
-import { assertEnvelope, clicksOf, createCode, shortenerMigrations, shortenerTestConfig, watchQueries } from './helpers/shortener.js';
+import { freshDatabase, type TestDatabase, watchQueries } from './helpers/database.js';
+import { assertEnvelope, clicksOf, createCode, shortenerMigrations, shortenerTestConfig } from './helpers/shortener.js';
 
 // Visit analytics: what a counted redirect records, that it commits with the
 // click, that nothing identifying is kept, and the visits endpoint.

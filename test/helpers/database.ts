@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { type Migration, migrate, withDatabase } from '../../src/kit/db.js';
+import { type Migration, type Pool, migrate, withDatabase } from '../../src/kit/db.js';
 
 // Every test file gets its own database, cloned from a template that was
 // migrated once per run: CREATE DATABASE … TEMPLATE copies files, far faster
@@ -14,8 +14,9 @@ export function adminUrl(): string {
 
 const runId = () => process.env.TEST_RUN_ID ?? 'tlocal';
 
-async function withAdmin<T>(fn: (c: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: adminUrl() });
+/** One connection to `url` for the length of `fn`. */
+export async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
     return await fn(client);
@@ -23,6 +24,8 @@ async function withAdmin<T>(fn: (c: pg.Client) => Promise<T>): Promise<T> {
     await client.end();
   }
 }
+
+const withAdmin = <T>(fn: (c: pg.Client) => Promise<T>): Promise<T> => withClient(adminUrl(), fn);
 
 export interface TestDatabase {
   url: string;
@@ -68,4 +71,37 @@ export async function freshDatabase(scope: string, migrations: Migration[], prep
     url: withDatabase(adminUrl(), name),
     drop: () => withAdmin(async (admin) => void (await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`))),
   };
+}
+
+export interface QueryLog {
+  /** SQL text of every pool.query call made through the pool since watching began. */
+  queries: string[];
+  /** Connections checked out (pool.query checks one out too). */
+  connects: number;
+  stop(): void;
+}
+
+/**
+ * Records every statement the app sends through this pool object, by
+ * wrapping its own query and connect methods (the database stays real).
+ */
+export function watchQueries(pool: Pool): QueryLog {
+  const log: QueryLog = { queries: [], connects: 0, stop: () => {} };
+  const target = pool as unknown as Record<'query' | 'connect', (...args: unknown[]) => unknown>;
+  const originalQuery = target.query;
+  const originalConnect = target.connect;
+  target.query = function (this: unknown, ...args: unknown[]) {
+    const first = args[0];
+    log.queries.push(typeof first === 'string' ? first : String((first as { text?: string }).text));
+    return originalQuery.apply(pool, args);
+  };
+  target.connect = function (this: unknown, ...args: unknown[]) {
+    log.connects += 1;
+    return originalConnect.apply(pool, args);
+  };
+  log.stop = () => {
+    target.query = originalQuery;
+    target.connect = originalConnect;
+  };
+  return log;
 }

@@ -3,7 +3,6 @@
 import { generateKeyPairSync } from 'node:crypto';
 import type { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
 import { type Clock, systemClock } from '../../src/kit/clock.js';
 import { loadConfig } from '../../src/kit/config.js';
 import { createPool, migrate, readMigrations } from '../../src/kit/db.js';
@@ -11,10 +10,9 @@ import type { PasswordHasher } from '../../src/kit/password-hasher.js';
 import { authenticatorRoleName } from '../../src/idp/authenticator.js';
 import { openIdp } from '../../src/idp/bootstrap.js';
 import { idpConfig } from '../../src/idp/config.js';
-import { adminUrl, freshDatabase, type TestDatabase } from './database.js';
-import { testLogLevel } from './log-audit.js';
-import { createClient, type SupabaseClient } from '@supabase/supabase-js';
-import WebSocket from 'ws';
+import { adminUrl, freshDatabase, type TestDatabase, withClient } from './database.js';
+import { http } from './http.js';
+import { testLogLevel } from './logs.js';
 
 export interface RunningIdp {
   url: string;
@@ -49,19 +47,7 @@ const appMigrationsDir = fileURLToPath(new URL('../../supabase/migrations', impo
 export async function startIdp(
   opts: { autoconfirm?: boolean; jwtExpirySeconds?: number; clock?: Clock; env?: Record<string, string>; logStream?: Writable; passwordHasher?: PasswordHasher } = {},
 ): Promise<RunningIdp> {
-  const idpMigrations = await readMigrations(idpMigrationsDir);
-  const appMigrations = await readMigrations(appMigrationsDir);
-  // The template gets both migration sets under their own scopes (as the idp applies them at
-  // start), so each test database is a plain clone and the idp's start finds nothing to do.
-  const db = await freshDatabase('idp', idpMigrations, async (url) => {
-    const pool = createPool(url, { max: 1 });
-    try {
-      await migrate(pool, 'idp', idpMigrations);
-      await migrate(pool, 'supabase', appMigrations);
-    } finally {
-      await pool.end();
-    }
-  });
+  const db = await idpDatabase();
   const config = loadConfig(idpConfig, {
     PORT: '0',
     HOST: '127.0.0.1',
@@ -91,64 +77,38 @@ export async function startIdp(
     async close() {
       await idp.app.close();
       await idp.close();
-      await dropIdpDatabase(db);
+      await db.drop();
     },
   };
+}
+
+/**
+ * A fresh idp database of the test run. The template gets both migration sets under their own
+ * scopes (as the idp applies them at start), so each database is a plain clone and the idp's
+ * start finds nothing to do; drop() also removes the cluster-wide login role the idp creates.
+ */
+export async function idpDatabase(): Promise<TestDatabase> {
+  const idpMigrations = await readMigrations(idpMigrationsDir);
+  const appMigrations = await readMigrations(appMigrationsDir);
+  const db = await freshDatabase('idp', idpMigrations, async (url) => {
+    const pool = createPool(url, { max: 1 });
+    try {
+      await migrate(pool, 'idp', idpMigrations);
+      await migrate(pool, 'supabase', appMigrations);
+    } finally {
+      await pool.end();
+    }
+  });
+  return { ...db, drop: () => dropIdpDatabase(db) };
 }
 
 /** Drops an idp test database and its login role, which is cluster-wide and would otherwise stay behind. */
 export async function dropIdpDatabase(db: TestDatabase): Promise<void> {
   await db.drop();
-  const admin = new pg.Client({ connectionString: adminUrl() });
-  await admin.connect();
-  try {
-    await admin.query(`DROP ROLE IF EXISTS ${admin.escapeIdentifier(authenticatorRoleName(db.name))}`);
-  } finally {
-    await admin.end();
-  }
+  await withClient(adminUrl(), (admin) => admin.query(`DROP ROLE IF EXISTS ${admin.escapeIdentifier(authenticatorRoleName(db.name))}`));
 }
 
-// ---- helpers for the idp's own tests: supabase-js clients and raw HTTP --------------------------
-
-/** supabase-js exactly as the notes service configures it on Node 20. */
-export function supabase(idp: RunningIdp, key: string = idp.publishableKey): SupabaseClient {
-  return createClient(idp.url, key, {
-    auth: { persistSession: false, autoRefreshToken: false, detectSessionInUrl: false },
-    realtime: { transport: WebSocket as unknown as never },
-  });
-}
-
-export interface RawResponse {
-  status: number;
-  headers: Headers;
-  text: string;
-  json: unknown;
-}
-
-/** One HTTP request to the idp; `apikey` defaults to the publishable key (null: none). */
-export async function http(
-  idp: RunningIdp,
-  path: string,
-  opts: { method?: string; apikey?: string | null; token?: string; headers?: Record<string, string>; body?: unknown; rawBody?: string } = {},
-): Promise<RawResponse> {
-  const headers: Record<string, string> = { 'x-supabase-api-version': '2024-01-01', ...opts.headers };
-  const apikey = opts.apikey === undefined ? idp.publishableKey : opts.apikey;
-  if (apikey !== null) headers.apikey = apikey;
-  if (opts.token !== undefined) headers.authorization = `Bearer ${opts.token}`;
-  let body: string | undefined;
-  if (opts.rawBody !== undefined) body = opts.rawBody;
-  else if (opts.body !== undefined) body = JSON.stringify(opts.body);
-  if (body !== undefined && headers['content-type'] === undefined) headers['content-type'] = 'application/json';
-  const res = await fetch(`${idp.url}${path}`, { method: opts.method ?? 'GET', headers, body });
-  const text = await res.text();
-  let json: unknown;
-  try {
-    json = text === '' ? undefined : JSON.parse(text);
-  } catch {
-    json = undefined;
-  }
-  return { status: res.status, headers: res.headers, text, json };
-}
+// ---- the idp's own tests: raw HTTP ------------------------------------------------------------
 
 /** Signs a user in through the token endpoint and returns the session body. */
 export async function signIn(idp: RunningIdp, email: string, password: string): Promise<{ access_token: string; refresh_token: string; user: { id: string } }> {

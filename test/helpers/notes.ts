@@ -1,23 +1,16 @@
 // Shared pieces of the notes tests (not a test file itself): a notes app on real
 // HTTP pointed at an idp, a small JSON client, users made through the notes API,
-// supabase-js clients as a third party would build them, and token forging.
-import { randomUUID } from 'node:crypto';
+// and token forging.
 import { once } from 'node:events';
 import net from 'node:net';
-import { Writable } from 'node:stream';
-import { createClient, type SupabaseClient } from '@supabase/supabase-js';
-import WebSocket from 'ws';
 import { loadConfig } from '../../src/kit/config.js';
 import type { App } from '../../src/kit/http.js';
 import { buildApp, type NotesDeps } from '../../src/notes/app.js';
 import { notesConfig } from '../../src/notes/config.js';
-import { copyForAudit, testLogLevel } from './log-audit.js';
-
-export interface IdpEndpoint {
-  url: string;
-  publishableKey: string;
-  secretKey: string;
-}
+import { uniqueEmail } from './emails.js';
+import { call } from './http.js';
+import { captureLogs, testLogLevel } from './logs.js';
+import { type IdpEndpoint, serviceClient } from './supabase.js';
 
 export interface RunningNotes {
   url: string;
@@ -36,46 +29,20 @@ export async function startNotes(idp: IdpEndpoint, env: Record<string, string> =
     LOG_LEVEL: testLogLevel('warn'),
     ...env,
   });
-  const logs: Array<Record<string, unknown>> = [];
-  const logStream = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      copyForAudit(chunk);
-      for (const line of chunk.toString().split('\n')) if (line.trim()) logs.push(JSON.parse(line) as Record<string, unknown>);
-      done();
-    },
-  });
-  const app = await buildApp(config, { logStream, ...deps });
+  const logs = captureLogs();
+  const app = await buildApp(config, { logStream: logs, ...deps });
   const url = await app.listen({ port: 0, host: '127.0.0.1' });
-  return { url, app, logs, close: () => app.close() };
-}
-
-export interface Reply {
-  status: number;
-  body: any;
-  headers: Headers;
-}
-
-/** One JSON request with fetch. `token` becomes `Authorization: Bearer <token>`. */
-export async function call(
-  baseUrl: string,
-  method: string,
-  path: string,
-  opts: { token?: string; body?: unknown; headers?: Record<string, string> } = {},
-): Promise<Reply> {
-  const headers: Record<string, string> = { ...opts.headers };
-  if (opts.token !== undefined) headers.authorization = `Bearer ${opts.token}`;
-  if (opts.body !== undefined) headers['content-type'] = 'application/json';
-  const res = await fetch(`${baseUrl}${path}`, {
-    method,
-    headers,
-    body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
-  });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : undefined, headers: res.headers };
+  return {
+    url,
+    app,
+    get logs() {
+      return logs.lines();
+    },
+    close: () => app.close(),
+  };
 }
 
 export const PASSWORD = 'correct-horse-battery-staple';
-export const uniqueEmail = (tag = 'user') => `${tag}-${randomUUID().slice(0, 8)}@example.com`;
 
 export interface TestUser {
   id: string;
@@ -92,24 +59,6 @@ export async function signUp(notesUrl: string, tag?: string): Promise<TestUser> 
   const login = await call(notesUrl, 'POST', '/auth/login', { body: { email, password: PASSWORD } });
   if (login.status !== 200) throw new Error(`login: ${login.status} ${JSON.stringify(login.body)}`);
   return { id: registered.body.id, email, token: login.body.access_token, refreshToken: login.body.refresh_token };
-}
-
-const clientOptions = {
-  auth: { persistSession: false, autoRefreshToken: false, detectSessionInUrl: false },
-  realtime: { transport: WebSocket as never },
-};
-
-/** supabase-js with the publishable key and, when given, a user's token: what any client of the idp could do. */
-export function userClient(idp: IdpEndpoint, token?: string): SupabaseClient {
-  return createClient(idp.url, idp.publishableKey, {
-    ...clientOptions,
-    ...(token ? { global: { headers: { Authorization: `Bearer ${token}` } } } : {}),
-  });
-}
-
-/** supabase-js with the secret key: admin calls, and reads that bypass row-level security. */
-export function serviceClient(idp: IdpEndpoint): SupabaseClient {
-  return createClient(idp.url, idp.secretKey, clientOptions);
 }
 
 /** A note as the store holds it, read past RLS; undefined when there is none. */
@@ -138,45 +87,6 @@ export function tamperedToken(token: string, change: Record<string, unknown>): s
 /** An unsigned token (`alg: none`) with the given claims. */
 export function unsignedToken(payload: Record<string, unknown>): string {
   return `${b64url({ alg: 'none', typ: 'JWT' })}.${b64url(payload)}.`;
-}
-
-/** A port nothing listens on right now (it was free a moment ago). */
-export async function closedPort(): Promise<number> {
-  const server = net.createServer();
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address() as net.AddressInfo;
-  server.close();
-  await once(server, 'close');
-  return port;
-}
-
-/** A TCP forwarder on a fixed port to `target`: makes a closed port reachable later. */
-export async function forwardPort(port: number, target: string): Promise<{ close(): Promise<void> }> {
-  const { hostname, port: targetPort } = new URL(target);
-  const sockets = new Set<net.Socket>();
-  const server = net.createServer((client) => {
-    const upstream = net.connect(Number(targetPort), hostname);
-    sockets.add(client).add(upstream);
-    client.pipe(upstream).pipe(client);
-    const drop = () => {
-      client.destroy();
-      upstream.destroy();
-      sockets.delete(client);
-      sockets.delete(upstream);
-    };
-    client.on('error', drop).on('close', drop);
-    upstream.on('error', drop).on('close', drop);
-  });
-  server.listen(port, '127.0.0.1');
-  await once(server, 'listening');
-  return {
-    async close() {
-      for (const s of sockets) s.destroy();
-      server.close();
-      await once(server, 'close');
-    },
-  };
 }
 
 export type StubAnswer = { status: number; body?: unknown; headers?: Record<string, string> } | 'forward' | 'hang';

@@ -1,31 +1,13 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { copyForAudit, testLogLevel } from './log-audit.js';
+import { copyForAudit, testLogLevel } from './logs.js';
+import { freePort } from './ports.js';
 
 // A service run exactly as users run it: its own process, its entry file,
 // configured by environment variables. Used by process-level tests and benches.
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
-
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-/** `count` free ports, all different (the kernel may hand the same free port to two calls in a row). */
-export async function freePorts(count: number): Promise<number[]> {
-  const ports = new Set<number>();
-  while (ports.size < count) ports.add(await freePort());
-  return [...ports];
-}
 
 export interface ServiceProcess {
   url: string;

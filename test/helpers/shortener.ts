@@ -1,11 +1,10 @@
 import assert from 'node:assert/strict';
-import { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { loadConfig } from '../../src/kit/config.js';
 import { type Migration, type Pool, readMigrations } from '../../src/kit/db.js';
 import type { App } from '../../src/kit/http.js';
 import { type ShortenerConfig, shortenerConfig } from '../../src/shortener/config.js';
-import { copyForAudit, testLogLevel } from './log-audit.js';
+import { testLogLevel } from './logs.js';
 
 export const SHORTENER_MIGRATIONS_DIR = fileURLToPath(new URL('../../src/shortener/migrations', import.meta.url));
 
@@ -49,58 +48,6 @@ export async function countLinks(pool: Pool): Promise<number> {
 export async function clicksOf(pool: Pool, code: string): Promise<number | undefined> {
   const { rows } = await pool.query<{ clicks: number }>('SELECT clicks FROM links WHERE code = $1', [code]);
   return rows[0]?.clicks;
-}
-
-export interface QueryLog {
-  /** SQL text of every pool.query call made through the pool since watching began. */
-  queries: string[];
-  /** Connections checked out (pool.query checks one out too). */
-  connects: number;
-  stop(): void;
-}
-
-/**
- * Records every statement the app sends through this pool object, by
- * wrapping its own query and connect methods (the database stays real).
- */
-export function watchQueries(pool: Pool): QueryLog {
-  const log: QueryLog = { queries: [], connects: 0, stop: () => {} };
-  const target = pool as unknown as Record<'query' | 'connect', (...args: unknown[]) => unknown>;
-  const originalQuery = target.query;
-  const originalConnect = target.connect;
-  target.query = function (this: unknown, ...args: unknown[]) {
-    const first = args[0];
-    log.queries.push(typeof first === 'string' ? first : String((first as { text?: string }).text));
-    return originalQuery.apply(pool, args);
-  };
-  target.connect = function (this: unknown, ...args: unknown[]) {
-    log.connects += 1;
-    return originalConnect.apply(pool, args);
-  };
-  log.stop = () => {
-    target.query = originalQuery;
-    target.connect = originalConnect;
-  };
-  return log;
-}
-
-/** A log stream for createServer that keeps every JSON line. */
-export function captureLogs(): { stream: Writable; lines: () => Array<Record<string, unknown>>; text: () => string } {
-  const chunks: string[] = [];
-  const stream = new Writable({
-    write(chunk: Buffer | string, _enc, done) {
-      copyForAudit(chunk);
-      chunks.push(chunk.toString());
-      done();
-    },
-  });
-  const text = () => chunks.join('');
-  const lines = () =>
-    text()
-      .split('\n')
-      .filter((l) => l.length > 0)
-      .map((l) => JSON.parse(l) as Record<string, unknown>);
-  return { stream, lines, text };
 }
 
 /** The error envelope of the shortener, checked strictly: exactly these three keys. Returns the message. */

@@ -12,11 +12,13 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
 import { authenticatorPassword } from '../../src/idp/authenticator.js';
-import { freePorts, startServiceProcess } from '../helpers/process.js';
-import { createLink, createNote, notesUser, registerAccount, uniqueEmail } from './helpers/api.js';
+import { startServiceProcess } from '../helpers/process.js';
+import { createLink, createNote, notesUser, registerAccount } from './helpers/api.js';
 import { reportFigures } from './helpers/figures.js';
+import { uniqueEmail } from '../helpers/emails.js';
+import { freePorts } from '../helpers/ports.js';
+import { withClient } from '../helpers/database.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const SERVICES_WITH_A_DATABASE = ['idp', 'accounts', 'shortener'];
@@ -81,16 +83,6 @@ function cluster() {
     service: (name: string, database = name) => url(name, secrets[`DATABASE_PASSWORD_${name.toUpperCase()}`]!, database),
     url,
   };
-}
-
-async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return await fn(client);
-  } finally {
-    await client.end();
-  }
 }
 
 /** The SQLSTATE of connecting with `url`, or 'connected'. */

@@ -5,11 +5,14 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { TestDatabase } from '../helpers/database.js';
-import { freePort, type ServiceProcess } from '../helpers/process.js';
-import { createNote, NOTES_PASSWORD, notesUser, uniqueEmail } from './helpers/api.js';
+import { type ServiceProcess } from '../helpers/process.js';
+import { createNote, NOTES_PASSWORD, notesUser } from './helpers/api.js';
 import { percentile, reportFigures, round } from './helpers/figures.js';
 import { jsonOf, keepAliveAgent, type Outcome, type RequestSpec, runLoad, send, type Target, waitUntil } from './helpers/http.js';
-import { ensureStopped, idpDatabase, startIdpProcess, startNotesProcess } from './helpers/services.js';
+import { ensureStopped, startIdpProcess, startNotesProcess } from './helpers/services.js';
+import { uniqueEmail } from '../helpers/emails.js';
+import { freePort } from '../helpers/ports.js';
+import { idpDatabase } from '../helpers/idp.js';
 
 const UNAVAILABLE = { message: 'Identity provider unavailable, try again shortly' };
 /** A refused connection is answered at once; 5 s is the bound on any answer during the outage. */

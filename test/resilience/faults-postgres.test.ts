@@ -12,11 +12,12 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test, type TestContext } from 'node:test';
 import { QUERY_TIMEOUT_MARGIN_MS } from '../../src/kit/db.js';
 import type { ServiceProcess } from '../helpers/process.js';
-import { accountToken, createLink, createNote, NOTES_PASSWORD, notesUser, registerAccount, uniqueEmail } from './helpers/api.js';
+import { accountToken, createLink, createNote, NOTES_PASSWORD, notesUser, registerAccount } from './helpers/api.js';
 import { percentile, reportFigures, round } from './helpers/figures.js';
 import { jsonOf, keepAliveAgent, type Outcome, type RequestSpec, send, sleep, type Target } from './helpers/http.js';
 import { queryOnce, type RestartablePostgres, startRestartablePostgres } from './helpers/postgres.js';
 import { ACCOUNTS_ADMIN, clientIps, ensureStopped, IDP_KEYS, startAccounts, startIdpProcess, startNotesProcess, startShortener } from './helpers/services.js';
+import { uniqueEmail } from '../helpers/emails.js';
 
 /** A refused connection is answered at once; a hung one within the pool's 3 s connectionTimeoutMillis. */
 const OUTAGE_ANSWER_BOUND_MS = 5000;

@@ -9,22 +9,12 @@ import { after, before, test, type TestContext } from 'node:test';
 import type { TestDatabase } from '../helpers/database.js';
 import type { ServiceProcess } from '../helpers/process.js';
 import { reportFigures, round } from './helpers/figures.js';
-import {
-  ACCOUNTS_ADMIN,
-  IDP_KEYS,
-  clientIps,
-  ensureStopped,
-  idpDatabase,
-  serviceDatabase,
-  startAccounts,
-  startIdpProcess,
-  startNotesProcess,
-  startShortener,
-} from './helpers/services.js';
+import { ACCOUNTS_ADMIN, IDP_KEYS, clientIps, ensureStopped, serviceDatabase, startAccounts, startIdpProcess, startNotesProcess, startShortener } from './helpers/services.js';
 import { checkResponseBody, type ServiceName } from './fuzz/envelopes.js';
 import { createRng, runSeed } from './fuzz/prng.js';
 import { type HttpOutcome, keepAliveClient, rawExchange } from './fuzz/raw-http.js';
 import { type FuzzCase, type FuzzContext, requestGenerator, toRawBytes } from './fuzz/requests.js';
+import { idpDatabase } from '../helpers/idp.js';
 
 const seed = runSeed();
 const REQUESTS = Number(process.env.FUZZ_REQUESTS ?? 20_000);

@@ -8,16 +8,9 @@ import { createPrivateKey } from 'node:crypto';
 import { after, before, test } from 'node:test';
 import { reportFigures } from './helpers/figures.js';
 import { accountsCorpus, decodePart, idpCorpus } from './fuzz/jwt-forge.js';
-import {
-  idpRequest,
-  request,
-  type Running,
-  type RunningIdp,
-  startAccountsInProcess,
-  startIdpInProcess,
-  startNotesInProcess,
-} from './fuzz/in-process.js';
+import { type Running, type RunningIdp, startAccountsInProcess, startIdpInProcess, startNotesInProcess } from './fuzz/in-process.js';
 import { findLeaks } from './fuzz/secrets.js';
+import { idpRequest, request } from '../helpers/http.js';
 
 let accounts: Awaited<ReturnType<typeof startAccountsInProcess>>;
 let idp: RunningIdp;

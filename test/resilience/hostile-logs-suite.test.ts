@@ -1,6 +1,6 @@
 // Log hygiene over the whole suite: `npm test` runs once more with TEST_LOG_LEVEL=debug, so
 // every service a test starts (in-process or as a process) logs at debug, and every line a test
-// keeps for its own assertions is printed too (test/helpers/log-audit.ts). Everything that run
+// keeps for its own assertions is printed too (test/helpers/logs.ts). Everything that run
 // printed is then searched for credentials: each password the suite's sources send, the test
 // API keys and JWT secret, and anything shaped like a bcrypt hash, a JWT, an API key or a
 // private key (each test file generates its own idp signing key, found by that shape). The
@@ -11,7 +11,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { TEST_SECRET } from '../accounts-harness.js';
+import { TEST_SECRET } from '../helpers/accounts.js';
 import { adminUrl } from '../helpers/database.js';
 import { TEST_PUBLISHABLE_KEY, TEST_SECRET_KEY } from '../helpers/idp.js';
 import { reportFigures } from './helpers/figures.js';

@@ -11,13 +11,13 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { authenticatorPassword, authenticatorRoleName } from '../../src/idp/authenticator.js';
 import type { TestDatabase } from '../helpers/database.js';
-import { RELAXED_RATE_LIMITS } from '../helpers/idp.js';
+import { RELAXED_RATE_LIMITS, idpDatabase } from '../helpers/idp.js';
 import { type ServiceProcess, startServiceProcess } from '../helpers/process.js';
 import { reportFigures } from './helpers/figures.js';
-import { ensureStopped, idpDatabase, serviceDatabase } from './helpers/services.js';
+import { ensureStopped, serviceDatabase } from './helpers/services.js';
 import { hmacToken } from './fuzz/jwt-forge.js';
-import { idpRequest, request } from './fuzz/in-process.js';
 import { findLeaks, type Secret } from './fuzz/secrets.js';
+import { idpRequest, request } from '../helpers/http.js';
 
 // Only what the test sets: nothing CI exports for the runner leaks into the services.
 const BLANK = { DATABASE_URL: '', REDIS_URL: '', TRUST_PROXY: '', BASE_URL: '', NODE_OPTIONS: '', LOG_LEVEL: 'trace' };

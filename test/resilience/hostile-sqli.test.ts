@@ -10,19 +10,9 @@ import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { reportFigures } from './helpers/figures.js';
 import { hmacToken } from './fuzz/jwt-forge.js';
-import {
-  idpRequest,
-  type JsonReply,
-  request,
-  type Running,
-  type RunningIdp,
-  startAccountsInProcess,
-  startIdpInProcess,
-  startNotesInProcess,
-  SHORTENER_ADMIN_KEY,
-  startShortenerInProcess,
-} from './fuzz/in-process.js';
+import { type Running, type RunningIdp, startAccountsInProcess, startIdpInProcess, startNotesInProcess, SHORTENER_ADMIN_KEY, startShortenerInProcess } from './fuzz/in-process.js';
 import { findLeaks } from './fuzz/secrets.js';
+import { idpRequest, type JsonReply, request } from '../helpers/http.js';
 
 export const SQL_PAYLOADS: readonly string[] = [
   "' OR '1'='1",

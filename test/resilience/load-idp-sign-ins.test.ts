@@ -9,7 +9,8 @@ import { after, before, test } from 'node:test';
 import type { TestDatabase } from '../helpers/database.js';
 import { reportFigures, round } from './helpers/figures.js';
 import { keepAliveAgent, send } from './helpers/http.js';
-import { ensureStopped, IDP_KEYS, idpDatabase, startIdpProcess } from './helpers/services.js';
+import { ensureStopped, IDP_KEYS, startIdpProcess } from './helpers/services.js';
+import { idpDatabase } from '../helpers/idp.js';
 
 const SIGN_INS = 150;
 const READS = 40;

@@ -10,8 +10,9 @@ import type { TestDatabase } from '../helpers/database.js';
 import type { ServiceProcess } from '../helpers/process.js';
 import { reportFigures, round } from './helpers/figures.js';
 import { keepAliveAgent, send, type Target } from './helpers/http.js';
-import { registerAccount, uniqueEmail } from './helpers/api.js';
+import { registerAccount } from './helpers/api.js';
 import { clientIps, ensureStopped, serviceDatabase, startAccounts } from './helpers/services.js';
+import { uniqueEmail } from '../helpers/emails.js';
 
 const FLOOD = 60;
 const PASSWORD = 'resilience-pw-1';

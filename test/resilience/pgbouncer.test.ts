@@ -16,12 +16,14 @@ import { createPool, type Migration, migrate } from '../../src/kit/db.js';
 import { adminUrl, freshDatabase, type TestDatabase } from '../helpers/database.js';
 import type { ServiceProcess } from '../helpers/process.js';
 import { shortenerMigrations } from '../helpers/shortener.js';
-import { createNote, notesUser, uniqueEmail } from './helpers/api.js';
+import { createNote, notesUser } from './helpers/api.js';
 import { reportFigures, round } from './helpers/figures.js';
 import { jsonOf, keepAliveAgent, send, type Target } from './helpers/http.js';
 import { findPgBouncer, type PgBouncer, startPgBouncer } from './helpers/pgbouncer.js';
 import { queryOnce } from './helpers/postgres.js';
-import { ensureStopped, IDP_KEYS, idpDatabase, startAccounts, startIdpProcess, startNotesProcess, startShortener } from './helpers/services.js';
+import { ensureStopped, IDP_KEYS, startAccounts, startIdpProcess, startNotesProcess, startShortener } from './helpers/services.js';
+import { uniqueEmail } from '../helpers/emails.js';
+import { idpDatabase } from '../helpers/idp.js';
 
 const POOL_SIZE = 4; // server connections per (database, user); each service instance's pool holds up to 20 clients
 const REDIRECTS = 4000;

@@ -10,22 +10,14 @@ import assert from 'node:assert/strict';
 import { after, describe, test, type TestContext } from 'node:test';
 import type { TestDatabase } from '../helpers/database.js';
 import type { ServiceProcess } from '../helpers/process.js';
-import { accountToken, createLink, createNote, NOTES_PASSWORD, notesUser, registerAccount, uniqueEmail } from './helpers/api.js';
+import { accountToken, createLink, createNote, NOTES_PASSWORD, notesUser, registerAccount } from './helpers/api.js';
 import { reportFigures, round } from './helpers/figures.js';
 import { CREATE_LIMIT } from '../../src/shortener/app.js';
 import { keepAliveAgent, type Outcome, type RequestSpec, runLoad, sleep, type Target, jsonOf } from './helpers/http.js';
 import { mb, type MemorySample, memoryProbe } from './helpers/memory.js';
-import {
-  ACCOUNTS_ADMIN,
-  clientIps,
-  ensureStopped,
-  idpDatabase,
-  serviceDatabase,
-  startAccounts,
-  startIdpProcess,
-  startNotesProcess,
-  startShortener,
-} from './helpers/services.js';
+import { ACCOUNTS_ADMIN, clientIps, ensureStopped, serviceDatabase, startAccounts, startIdpProcess, startNotesProcess, startShortener } from './helpers/services.js';
+import { uniqueEmail } from '../helpers/emails.js';
+import { idpDatabase } from '../helpers/idp.js';
 
 const REQUESTS = 200_000;
 /**

@@ -2,7 +2,6 @@
 // listeners on 127.0.0.1), each with its log lines captured, for the property, JWT and SQL
 // injection files. The fuzz and log-hygiene files run the real processes instead.
 import { generateKeyPairSync } from 'node:crypto';
-import { Writable } from 'node:stream';
 import { buildApp as buildAccounts } from '../../../src/accounts/app.js';
 import { accountsConfig } from '../../../src/accounts/config.js';
 import { openIdp } from '../../../src/idp/bootstrap.js';
@@ -15,20 +14,9 @@ import { notesConfig } from '../../../src/notes/config.js';
 import { buildApp as buildShortener } from '../../../src/shortener/app.js';
 import { shortenerConfig } from '../../../src/shortener/config.js';
 import type { TestDatabase } from '../../helpers/database.js';
-import { RELAXED_RATE_LIMITS } from '../../helpers/idp.js';
-import { idpDatabase, serviceDatabase } from '../helpers/services.js';
-
-/** Every log line an app writes, kept as text. */
-export class LogCapture extends Writable {
-  private chunks: string[] = [];
-  override _write(chunk: Buffer | string, _enc: BufferEncoding, done: () => void): void {
-    this.chunks.push(chunk.toString());
-    done();
-  }
-  text(): string {
-    return this.chunks.join('');
-  }
-}
+import { LogCapture } from '../../helpers/logs.js';
+import { RELAXED_RATE_LIMITS, idpDatabase } from '../../helpers/idp.js';
+import { serviceDatabase } from '../helpers/services.js';
 
 export interface Running {
   url: string;
@@ -165,46 +153,4 @@ export async function startNotesInProcess(
   const app = await buildNotes(config, { logStream: logs, ...(opts.fetch ? { fetch: opts.fetch } : {}) });
   const url = await listen(app);
   return { url, app, logs, close: () => app.close() };
-}
-
-export interface JsonReply {
-  status: number;
-  headers: Headers;
-  text: string;
-  body: any;
-}
-
-/** One request with fetch; `body` is sent as JSON unless `raw` is given. */
-export async function request(
-  baseUrl: string,
-  method: string,
-  path: string,
-  opts: { body?: unknown; raw?: string; headers?: Record<string, string>; token?: string } = {},
-): Promise<JsonReply> {
-  const headers: Record<string, string> = { ...opts.headers };
-  if (opts.token !== undefined) headers.authorization = `Bearer ${opts.token}`;
-  const payload = opts.raw ?? (opts.body === undefined ? undefined : JSON.stringify(opts.body));
-  if (payload !== undefined && headers['content-type'] === undefined) headers['content-type'] = 'application/json';
-  const res = await fetch(`${baseUrl}${path}`, { method, headers, body: payload, redirect: 'manual' });
-  const text = await res.text();
-  let body: unknown;
-  try {
-    body = text === '' ? undefined : JSON.parse(text);
-  } catch {
-    body = undefined;
-  }
-  return { status: res.status, headers: res.headers, text, body };
-}
-
-/** Requests to the idp with its gateway headers; `apikey` defaults to the publishable key. */
-export function idpRequest(
-  idp: { url: string; publishableKey: string },
-  method: string,
-  path: string,
-  opts: { body?: unknown; raw?: string; headers?: Record<string, string>; token?: string; apikey?: string | null } = {},
-): Promise<JsonReply> {
-  const apikey = opts.apikey === undefined ? idp.publishableKey : opts.apikey;
-  const headers: Record<string, string> = { 'x-supabase-api-version': '2024-01-01', ...opts.headers };
-  if (apikey !== null) headers.apikey = apikey;
-  return request(idp.url, method, path, { ...opts, headers });
 }

@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { type Target, jsonOf, send } from './http.js';
 
 // The few calls the tests make to set a scene, each failing loudly when the
@@ -11,8 +10,6 @@ function expectStatus(what: string, outcome: Awaited<ReturnType<typeof send>>, s
   }
   return jsonOf(outcome) as Record<string, any>;
 }
-
-export const uniqueEmail = (tag: string) => `${tag}-${randomUUID().slice(0, 12)}@example.com`;
 
 /** POST /api/links from `ip` (through a trusted proxy); returns the code. */
 export async function createLink(target: Target, ip: string, url = 'https://example.com/resilience'): Promise<string> {

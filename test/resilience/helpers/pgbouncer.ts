@@ -3,7 +3,7 @@ import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { freePort } from '../../helpers/process.js';
+import { freePort } from '../../helpers/ports.js';
 
 // PgBouncer (the Debian package's binary) as a child process of the test, in
 // transaction pooling mode in front of the run's PostgreSQL: each transaction,

@@ -4,7 +4,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { ensureDatabase, withDatabase } from '../../../src/kit/db.js';
 import { type EmbeddedPostgres, startEmbeddedPostgres } from '../../../src/kit/embedded-postgres.js';
-import { freePort } from '../../helpers/process.js';
+import { freePort } from '../../helpers/ports.js';
 
 // A PostgreSQL of the test's own, which it may stop and start again: the
 // machine's server is shared by every other test and is never touched.

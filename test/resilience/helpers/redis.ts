@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import net from 'node:net';
-import { freePort } from '../../helpers/process.js';
 import { waitUntil } from './http.js';
+import { freePort } from '../../helpers/ports.js';
 
 // A redis-server of the test's own on a free port, without persistence, that
 // the test may kill and start again on the same port. The machine's Redis is

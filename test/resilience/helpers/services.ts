@@ -3,9 +3,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createPool, migrate, readMigrations } from '../../../src/kit/db.js';
+import { readMigrations } from '../../../src/kit/db.js';
 import { freshDatabase, type TestDatabase } from '../../helpers/database.js';
-import { dropIdpDatabase, RELAXED_RATE_LIMITS } from '../../helpers/idp.js';
+import { RELAXED_RATE_LIMITS } from '../../helpers/idp.js';
 import { type ServiceProcess, startServiceProcess } from '../../helpers/process.js';
 
 // The services as users run them (their own process, configured by environment
@@ -112,28 +112,6 @@ const migrationsOf = (dir: string) => readMigrations(fileURLToPath(new URL(`../.
 /** A fresh, migrated database of the test run for the shortener or accounts. */
 export async function serviceDatabase(service: 'shortener' | 'accounts'): Promise<TestDatabase> {
   return freshDatabase(service, await migrationsOf(`src/${service}/migrations`));
-}
-
-/**
- * A fresh idp database on the test run's server, prepared like test/helpers/idp.ts does (same
- * template); drop() also removes the cluster-wide login role the idp creates for it.
- */
-export async function idpDatabase(): Promise<TestDatabase> {
-  const idpMigrations = await migrationsOf('src/idp/migrations');
-  const appMigrations = await migrationsOf('supabase/migrations');
-  const db = await freshDatabase('idp', idpMigrations, async (url) => {
-    const pool = createPool(url, { max: 1 });
-    try {
-      await migrate(pool, 'idp', idpMigrations);
-      await migrate(pool, 'supabase', appMigrations);
-    } finally {
-      await pool.end();
-    }
-  });
-  return {
-    ...db,
-    drop: () => dropIdpDatabase(db),
-  };
 }
 
 /** Stops a process if it still runs (SIGKILL: cleanup after a failed test must not wait). */

@@ -2,21 +2,19 @@
 // apps built with buildApp, and every response body any of them sends
 // collected, so each file can assert that no body ever carries a password hash.
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
-import { PassThrough } from 'node:stream';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import type { InjectOptions } from 'fastify';
-import { loadConfig } from '../src/kit/config.js';
-import { type Pool, createPool, readMigrations } from '../src/kit/db.js';
-import type { App } from '../src/kit/http.js';
-import { type AccountsDeps, buildApp } from '../src/accounts/app.js';
-import { type AccountsConfig, accountsConfig } from '../src/accounts/config.js';
-import type { PublicUser } from '../src/accounts/repository.js';
-import { type TestDatabase, freshDatabase } from './helpers/database.js';
-import { copyForAudit, testLogLevel } from './helpers/log-audit.js';
+import { loadConfig } from '../../src/kit/config.js';
+import { type Pool, createPool, readMigrations } from '../../src/kit/db.js';
+import type { App } from '../../src/kit/http.js';
+import { type AccountsDeps, buildApp } from '../../src/accounts/app.js';
+import { type AccountsConfig, accountsConfig } from '../../src/accounts/config.js';
+import type { PublicUser } from '../../src/accounts/repository.js';
+import { type TestDatabase, freshDatabase } from './database.js';
+import { testLogLevel } from './logs.js';
 
-export const MIGRATIONS_DIR = fileURLToPath(new URL('../src/accounts/migrations', import.meta.url));
+export const MIGRATIONS_DIR = fileURLToPath(new URL('../../src/accounts/migrations', import.meta.url));
 export const TEST_SECRET = 'test-secret-0123456789-abcdefghijklmnopqrstuvwxyz';
 
 /**
@@ -27,31 +25,8 @@ export function testConfig(env: Record<string, string> = {}): AccountsConfig {
   return loadConfig(accountsConfig, { JWT_SECRET: TEST_SECRET, LOG_LEVEL: testLogLevel('silent'), REGISTER_MAX_PER_IP: '1000000', ...env });
 }
 
-/** An address no other test (nor an earlier run sharing Redis) uses. */
-export function uniqueEmail(label = 'user'): string {
-  return `${label}-${randomBytes(5).toString('hex')}@example.com`;
-}
-
 /** Every body sent by an app built here, errors included. */
 export const responseBodies: string[] = [];
-
-/** Log lines of apps built with `captureLogs`. */
-export class LogCapture extends PassThrough {
-  text = '';
-  constructor() {
-    super();
-    this.on('data', (chunk: Buffer) => {
-      copyForAudit(chunk);
-      this.text += chunk.toString('utf8');
-    });
-  }
-  get lines(): Array<Record<string, unknown>> {
-    return this.text
-      .split('\n')
-      .filter(Boolean)
-      .map((line) => JSON.parse(line) as Record<string, unknown>);
-  }
-}
 
 export interface Suite {
   readonly db: TestDatabase;
