@@ -70,15 +70,16 @@ function row(link) {
   return el(
     'tr',
     { 'data-code': link.code },
-    el('td', {}, el('a', { href: `/stats/${link.code}`, 'aria-label': `Stats of ${link.code}` }, link.code)),
-    el('td', { class: 'url' }, link.original_url),
-    el('td', { class: 'num' }, formatNumber(link.clicks)),
-    el('td', {}, el('span', { class: `badge ${s}` }, s)),
-    el('td', {}, link.expires_at ? formatInstant(link.expires_at) : '—'),
-    el('td', { class: 'num' }, link.max_visits ? formatNumber(link.max_visits) : '—'),
+    // data-label: the column's name, shown beside each value where the table is laid out as cards (narrow screens).
+    el('td', { 'data-label': 'Code' }, el('a', { href: `/stats/${link.code}`, 'aria-label': `Stats of ${link.code}` }, link.code)),
+    el('td', { class: 'url', 'data-label': 'Goes to' }, link.original_url),
+    el('td', { class: 'num', 'data-label': 'Clicks' }, formatNumber(link.clicks)),
+    el('td', { 'data-label': 'State' }, el('span', { class: `badge ${s}` }, s)),
+    el('td', { 'data-label': 'Expires' }, link.expires_at ? formatInstant(link.expires_at) : '—'),
+    el('td', { class: 'num', 'data-label': 'Max visits' }, link.max_visits ? formatNumber(link.max_visits) : '—'),
     el(
       'td',
-      {},
+      { 'data-label': 'Actions' },
       el(
         'div',
         { class: 'actions' },

@@ -74,10 +74,10 @@ function show(link) {
   original.href = link.original_url;
   original.textContent = link.original_url;
   const limits = [];
-  if (link.expires_at) limits.push(`expires ${formatInstant(link.expires_at)}`);
-  if (link.max_visits) limits.push(`at most ${link.max_visits} visit${link.max_visits === 1 ? '' : 's'}`);
+  if (link.expires_at) limits.push(`Expires ${formatInstant(link.expires_at)}.`);
+  if (link.max_visits) limits.push(`Allows ${link.max_visits} visit${link.max_visits === 1 ? '' : 's'}.`);
   const limitsBox = document.getElementById('limits');
-  limitsBox.textContent = limits.length ? `This link ${limits.join(' and ')}.` : '';
+  limitsBox.textContent = limits.join(' ');
   limitsBox.hidden = limits.length === 0;
   document.getElementById('stats-link').href = `/stats/${encodeURIComponent(link.code)}`;
   const qr = document.getElementById('qr');
