@@ -123,7 +123,7 @@ describe('shortener web pages in Chromium', { skip }, () => {
   const targetHits: string[] = [];
 
   before(async () => {
-    if (chromiumMissing) assert.fail(`Chromium not found at ${CHROMIUM}: the browser tests must run under CI (set CHROMIUM_PATH)`);
+    if (chromiumMissing) assert.fail(`Chromium not found at ${CHROMIUM}: under CI the browser tests must run, never be skipped (install chromium or set CHROMIUM_PATH)`);
     target = http.createServer((req, res) => {
       // The browser also asks the target for its favicon; only the pages it is sent to count.
       if (req.url !== '/favicon.ico') targetHits.push(req.url ?? '');
@@ -149,7 +149,7 @@ describe('shortener web pages in Chromium', { skip }, () => {
     await shortener?.app.close();
     await pool?.end();
     await db?.drop();
-    await new Promise((resolve) => target?.close(resolve));
+    if (target) await new Promise((resolve) => target.close(resolve));
   });
 
   /** Every request of a page stayed on the service's origin (the target page aside). */
