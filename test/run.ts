@@ -12,7 +12,8 @@ import { startEmbeddedPostgres } from '../src/kit/embedded-postgres.js';
 
 const suite = process.argv[2] === '--suite' ? process.argv[3]! : 'unit';
 const explicitFiles = process.argv.slice(process.argv[2] === '--suite' ? 4 : 2);
-const testDir = path.resolve('test', suite === 'resilience' ? 'resilience' : '.');
+// unit: test/*.test.ts; resilience and browser: their own folders, run on demand only.
+const testDir = path.resolve('test', suite === 'resilience' || suite === 'browser' ? suite : '.');
 
 function testFiles(): string[] {
   if (explicitFiles.length > 0) return explicitFiles;

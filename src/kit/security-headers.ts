@@ -5,7 +5,8 @@ import type { FastifyInstance } from 'fastify';
 // every response (errors and 404s included), with these choices:
 // - Content-Security-Policy: the APIs answer JSON and never need to load
 //   anything, so nothing is allowed. The Swagger UI under /docs sends its own
-//   policy (see docsContentSecurityPolicy) that allows its own assets.
+//   policy (see docsContentSecurityPolicy) that allows its own assets, and
+//   the HTML pages theirs (pageSecurityHeaders).
 // - Frames: neither the APIs nor /docs may be framed (X-Frame-Options DENY,
 //   frame-ancestors 'none'), against clickjacking of the docs page.
 // - Referrer-Policy strict-origin-when-cross-origin: the browsers' own default,
@@ -59,3 +60,26 @@ export const docsContentSecurityPolicy = (policy: string): string =>
     .map((directive) => directive.trim())
     .filter((directive) => directive !== '' && directive !== 'upgrade-insecure-requests')
     .join('; ');
+
+/**
+ * Route option (`helmet: pageSecurityHeaders`) for the HTML pages of a
+ * service: they load their own scripts, styles and images, call their own API
+ * and nothing else, with no inline script or style (the pages carry none), so
+ * an injected <script> or style attribute does not run. The other headers stay
+ * the global ones.
+ */
+export const pageSecurityHeaders = {
+  contentSecurityPolicy: {
+    useDefaults: false,
+    directives: {
+      'default-src': ["'self'"],
+      'script-src': ["'self'"],
+      'style-src': ["'self'"],
+      'img-src': ["'self'", 'data:'],
+      'connect-src': ["'self'"],
+      'frame-ancestors': ["'none'"],
+      'base-uri': ["'none'"],
+      'form-action': ["'self'"],
+    },
+  },
+};

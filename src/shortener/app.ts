@@ -18,6 +18,7 @@ import { isReservedCode } from './reserved-codes.js';
 import { adminLinksRoutes } from './routes/admin-links.js';
 import { SHORTENER_DOCUMENT } from './routes/schemas.js';
 import { linkQrRoute } from './routes/link-qr.js';
+import { webPagesRoutes } from './routes/web-pages.js';
 
 export const CREATE_LIMIT = { max: 10, windowMs: 60_000 };
 /** How often past days' visitor salts are deleted (a visit on a new day deletes them too). */
@@ -77,12 +78,13 @@ export async function buildApp(
   saltSweep.unref();
   app.addHook('onClose', async () => clearInterval(saltSweep));
 
-  // Rule 7: the API routes first, the catch-all redirect last.
+  // Rule 7: the API routes and the web pages first, the catch-all redirect last.
   createLinkRoute(app, links, createLimiter, config.BASE_URL, config.RATE_LIMIT_IPV6_PREFIX);
   linkStatsRoute(app, links);
   adminLinksRoutes(app, repo, config.BASE_URL, config.SHORTENER_ADMIN_KEY);
   linkQrRoute(app, links, config.BASE_URL);
   linkVisitsRoute(app, links);
+  webPagesRoutes(app, links);
   redirectRoute(app, links);
   return app;
 }

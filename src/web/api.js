@@ -1,0 +1,83 @@
+// Shared by the services' pages: calls to the service's own JSON API, and
+// building DOM nodes without innerHTML (text is always set as text).
+
+/** A refusal of the API: its status, its envelope's message, and Retry-After in seconds when sent. */
+export class ApiError extends Error {
+  constructor(status, message, retryAfter) {
+    super(message);
+    this.status = status;
+    this.retryAfter = retryAfter;
+  }
+}
+
+/**
+ * Calls the API: `body` goes as JSON; answers `{ data, headers }` for a 2xx and
+ * throws ApiError otherwise (a network failure too, as status 0).
+ */
+export async function api(path, { method = 'GET', body, headers = {} } = {}) {
+  const init = { method, headers: { accept: 'application/json', ...headers } };
+  if (body !== undefined) {
+    init.headers['content-type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  let res;
+  try {
+    res = await fetch(path, init);
+  } catch {
+    throw new ApiError(0, 'The service could not be reached. Check your connection and try again.');
+  }
+  let envelope;
+  try {
+    envelope = await res.json();
+  } catch {
+    envelope = undefined;
+  }
+  if (!res.ok) {
+    const retry = Number(res.headers.get('retry-after'));
+    throw new ApiError(res.status, envelope?.message ?? `The service answered ${res.status}`, Number.isFinite(retry) && retry > 0 ? retry : undefined);
+  }
+  return { data: envelope?.data, headers: res.headers };
+}
+
+/** el('a', { href: '/x', class: 'btn' }, 'text', child): attributes set one by one, children as text or nodes. */
+export function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (name.startsWith('on') && typeof value === 'function') node.addEventListener(name.slice(2), value);
+    else node.setAttribute(name, value === true ? '' : String(value));
+  }
+  node.append(...children.flat().filter((c) => c !== undefined && c !== null && c !== false).map((c) => (c instanceof Node ? c : String(c))));
+  return node;
+}
+
+/** A datetime-local value ("2026-12-31T23:59") as an ISO 8601 timestamp with this browser's offset at that date. */
+export function localToIso(value) {
+  const date = new Date(value);
+  if (Number.isNaN(date.getTime())) return undefined;
+  const offset = -date.getTimezoneOffset();
+  const sign = offset >= 0 ? '+' : '-';
+  const pad = (n) => String(Math.trunc(Math.abs(n))).padStart(2, '0');
+  const seconds = value.length === 16 ? ':00' : '';
+  return `${value}${seconds}${sign}${pad(offset / 60)}:${pad(offset % 60)}`;
+}
+
+/** An ISO instant as the value of a datetime-local input, in this browser's time zone. */
+export function isoToLocal(iso) {
+  const d = new Date(iso);
+  const pad = (n) => String(n).padStart(2, '0');
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
+}
+
+/** An ISO instant for people: date and time in this browser's locale and zone. */
+export function formatInstant(iso) {
+  return new Date(iso).toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' });
+}
+
+export const formatNumber = (n) => Number(n).toLocaleString();
+
+/** Shows `message` in a live status element (role="status" or "alert"), or hides it when empty. */
+export function say(node, message) {
+  node.textContent = message ?? '';
+  node.hidden = !message;
+}

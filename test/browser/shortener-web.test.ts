@@ -1,0 +1,375 @@
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
+import type { Clock } from '../../src/kit/clock.js';
+import { createPool, type Pool } from '../../src/kit/db.js';
+import type { App } from '../../src/kit/http.js';
+import { buildApp } from '../../src/shortener/app.js';
+import { freshDatabase, type TestDatabase } from '../helpers/database.js';
+import { freePort } from '../helpers/process.js';
+import { createCode, shortenerMigrations, shortenerTestConfig } from '../helpers/shortener.js';
+
+// The shortener's web pages in a real Chromium, driven by clicks, against the
+// real service (in-process, listening on 127.0.0.1) and PostgreSQL. Screenshots
+// of every page at 360 and 1,280 pixels go to test-artifacts/screenshots/.
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+const SCREENSHOTS = path.join(root, 'test-artifacts', 'screenshots');
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+// As root, Chromium needs --no-sandbox; the networking flags stop its background
+// connections (updates, sync, QUIC probes), which fail here and must not leave the machine.
+const CHROMIUM_ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+const ADMIN_KEY = 'browser-test-admin-key-0123456789abcdef';
+const WIDTHS = [360, 1280] as const;
+const AXE_SOURCE = readFileSync(path.join(root, 'node_modules', 'axe-core', 'axe.min.js'), 'utf8');
+
+const chromiumMissing = !existsSync(CHROMIUM);
+// Under CI a missing browser fails the suite; elsewhere it may skip, saying why.
+const skip = chromiumMissing && !process.env.CI ? `Chromium not found at ${CHROMIUM} (install it or set CHROMIUM_PATH)` : false;
+if (skip) console.log(`# skipping the browser tests: ${skip}`);
+
+interface Shortener {
+  app: App;
+  origin: string;
+  /** Milliseconds added to the real time on the service's clock. */
+  shift: { ms: number };
+}
+
+async function startShortener(pool: Pool): Promise<Shortener> {
+  const port = await freePort();
+  const origin = `http://127.0.0.1:${port}`;
+  const shift = { ms: 0 };
+  const clock: Clock = () => Date.now() + shift.ms;
+  const app = await buildApp(shortenerTestConfig({ BASE_URL: origin, SHORTENER_ADMIN_KEY: ADMIN_KEY }), { pool, clock });
+  await app.listen({ port, host: '127.0.0.1' });
+  return { app, origin, shift };
+}
+
+/** What went wrong on a page: console errors, uncaught exceptions, failed requests, and every request's URL. */
+interface PageWatch {
+  problems: string[];
+  urls: string[];
+}
+
+function watch(page: Page): PageWatch {
+  const w: PageWatch = { problems: [], urls: [] };
+  page.on('console', (m) => {
+    if (m.type() === 'error') w.problems.push(`console: ${m.text()}`);
+  });
+  page.on('pageerror', (e) => w.problems.push(`pageerror: ${e.message}`));
+  page.on('requestfailed', (r) => w.problems.push(`requestfailed: ${r.url()} ${r.failure()?.errorText}`));
+  page.on('request', (r) => w.urls.push(r.url()));
+  return w;
+}
+
+/**
+ * Nothing went wrong on the page but the API refusals the test caused on
+ * purpose (Chromium logs each non-2xx fetch as "Failed to load resource").
+ */
+function assertClean(w: PageWatch, expectedStatuses: number[] = []): void {
+  const unexpected = w.problems.filter((p) => {
+    const m = /Failed to load resource: the server responded with a status of (\d+)/.exec(p);
+    return !(m && expectedStatuses.includes(Number(m[1])));
+  });
+  assert.deepEqual(unexpected, []);
+}
+
+async function assertAccessible(page: Page, name: string): Promise<void> {
+  // Evaluated rather than added as a <script>: the pages' CSP refuses inline scripts.
+  await page.evaluate(AXE_SOURCE);
+  const violations = await page.evaluate(async () => {
+    const axe = (globalThis as unknown as { axe: { run(): Promise<{ violations: Array<{ id: string; impact: string; help: string; nodes: Array<{ target: unknown }> }> }> } }).axe;
+    const result = await axe.run();
+    return result.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, targets: v.nodes.map((n) => JSON.stringify(n.target)).slice(0, 5) }));
+  });
+  const serious = violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+  assert.deepEqual(serious, [], `${name}: serious or critical accessibility violations`);
+}
+
+/** Full-page screenshots at each width, as `<name>-<width>.png`. */
+async function screenshots(page: Page, name: string): Promise<void> {
+  mkdirSync(SCREENSHOTS, { recursive: true });
+  for (const width of WIDTHS) {
+    await page.setViewportSize({ width, height: 800 });
+    // Let layout and the chart's resize observer settle.
+    await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+    await page.screenshot({ path: path.join(SCREENSHOTS, `${name}-${width}.png`), fullPage: true });
+  }
+  await page.setViewportSize({ width: 1280, height: 800 });
+}
+
+describe('shortener web pages in Chromium', { skip }, () => {
+  let db: TestDatabase;
+  let pool: Pool;
+  let shortener: Shortener;
+  let target: http.Server;
+  let targetOrigin: string;
+  let browser: Browser;
+  let context: BrowserContext;
+  const targetHits: string[] = [];
+
+  before(async () => {
+    if (chromiumMissing) assert.fail(`Chromium not found at ${CHROMIUM}: under CI the browser tests must run, never be skipped (install chromium or set CHROMIUM_PATH)`);
+    target = http.createServer((req, res) => {
+      // The browser also asks the target for its favicon; only the pages it is sent to count.
+      if (req.url !== '/favicon.ico') targetHits.push(req.url ?? '');
+      res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
+      res.end('<!doctype html><html lang="en"><head><title>Target page</title></head><body><main><h1>Target page</h1></main></body></html>');
+    });
+    await new Promise<void>((resolve) => target.listen(0, '127.0.0.1', resolve));
+    targetOrigin = `http://127.0.0.1:${(target.address() as AddressInfo).port}`;
+    db = await freshDatabase('shortener', await shortenerMigrations());
+    pool = createPool(db.url, { max: 5 });
+    shortener = await startShortener(pool);
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, timeout: 60_000 });
+    // Headless Chromium says "HeadlessChrome", which the service rightly counts as a bot; the
+    // visits of this test are meant as a person's, so the context sends desktop Chrome's agent.
+    const userAgent = `Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/${browser.version()} Safari/537.36`;
+    context = await browser.newContext({ viewport: { width: 1280, height: 800 }, userAgent });
+    context.setDefaultTimeout(20_000);
+  });
+
+  after(async () => {
+    await context?.close();
+    await browser?.close();
+    await shortener?.app.close();
+    await pool?.end();
+    await db?.drop();
+    if (target) await new Promise((resolve) => target.close(resolve));
+  });
+
+  /** Every request of a page stayed on the service's origin (the target page aside). */
+  function assertSameOrigin(w: PageWatch, origin = shortener.origin): void {
+    const elsewhere = w.urls.filter((u) => !u.startsWith(`${origin}/`) && !u.startsWith(`${targetOrigin}/`) && !u.startsWith('data:'));
+    assert.deepEqual(elsewhere, []);
+  }
+
+  it('creates a link through the form, follows it to the target, and shows the visit on the stats page', async () => {
+    const page = await context.newPage();
+    const w = watch(page);
+    const home = await page.goto(`${shortener.origin}/`);
+    assert.equal(home?.status(), 200);
+    assert.match(home?.headers()['content-security-policy'] ?? '', /script-src 'self'/);
+    await assertAccessible(page, 'create page (empty)');
+
+    // A 400 is shown next to the form, in the API's words.
+    await page.getByLabel('Long URL').fill('ftp://example.com/file');
+    await page.getByRole('button', { name: 'Shorten' }).click();
+    await page.locator('#create-error').waitFor({ state: 'visible' });
+    assert.match(await page.locator('#create-error').textContent() ?? '', /url protocol "ftp:" is not allowed/);
+    assert.equal(await page.getByLabel('Long URL').getAttribute('aria-invalid'), 'true');
+
+    const destination = `${targetOrigin}/landing?from=browser`;
+    await page.getByLabel('Long URL').fill(destination);
+    await page.getByLabel('Maximum visits (optional)').fill('5');
+    await page.getByLabel('Expires (optional)').fill('2099-12-31T23:30');
+    await page.getByRole('button', { name: 'Shorten' }).click();
+    await page.locator('#result').waitFor({ state: 'visible' });
+    assert.equal(await page.locator('#create-error').isHidden(), true);
+    const shortUrl = await page.getByLabel('Short URL').inputValue();
+    assert.match(shortUrl, new RegExp(`^${shortener.origin}/[0-9a-zA-Z]{7}$`));
+    const code = shortUrl.slice(-7);
+    const stored = await pool.query<{ max_visits: string; expires_at: Date }>('SELECT max_visits, expires_at FROM links WHERE code = $1', [code]);
+    assert.equal(Number(stored.rows[0]?.max_visits), 5);
+    // The datetime-local value went out with the browser's offset, so the instant is the one typed.
+    const typed = await page.evaluate(() => new Date('2099-12-31T23:30').toISOString());
+    assert.equal(stored.rows[0]?.expires_at.toISOString(), typed);
+    // The QR code image loaded (an SVG from the API).
+    const qrWidth = await page.locator('#qr').evaluate(async (img: HTMLImageElement) => {
+      await img.decode();
+      return img.naturalWidth;
+    });
+    assert.ok(qrWidth > 0, 'QR code image did not load');
+    await page.getByRole('button', { name: 'Copy' }).click();
+    await page.locator('#copy-status').waitFor({ state: 'visible' });
+    await assertAccessible(page, 'create page (result)');
+    await screenshots(page, 'create');
+
+    // Follow the short link: a 302 from the service, then the target page.
+    const visitor = await context.newPage();
+    const vw = watch(visitor);
+    const landed = await visitor.goto(shortUrl);
+    assert.equal(landed?.url(), destination);
+    assert.equal(await visitor.title(), 'Target page');
+    assert.equal(landed?.request().redirectedFrom()?.url(), shortUrl);
+    assert.equal((await landed?.request().redirectedFrom()?.response())?.status(), 302);
+    assert.deepEqual(targetHits, ['/landing?from=browser']);
+    assertClean(vw);
+    await visitor.close();
+
+    // The stats page, reached by its link, shows that visit.
+    await page.getByRole('link', { name: 'View its stats' }).click();
+    await page.waitForURL(`${shortener.origin}/stats/${code}`);
+    await page.locator('#total-visits').filter({ hasText: '1' }).waitFor();
+    assert.equal(await page.locator('#clicks').textContent(), '1');
+    assert.equal(await page.locator('#state').textContent(), 'active');
+    assert.equal(await page.locator('#total-humans').textContent(), '1');
+    assert.equal(await page.locator('#total-unique').textContent(), '1');
+    // The chart's data: one hourly bucket (the current hour) holds the visit.
+    const hourly = await page.locator('#series-table tbody tr').evaluateAll((rows) => rows.map((r) => [...r.querySelectorAll('td')].map((td) => td.textContent)));
+    assert.ok(hourly.length >= 24 && hourly.length <= 25, `${hourly.length} hourly buckets`);
+    assert.deepEqual(hourly.filter((r) => r[1] !== '0').map((r) => r.slice(1)), [['1', '1']]);
+    assert.equal(await page.locator('#chart canvas').count(), 1);
+    assert.deepEqual(await page.locator('#top-referrers tbody tr').evaluateAll((rows) => rows.map((r) => r.textContent)), ['(direct)1']);
+    assert.deepEqual(await page.locator('#top-browsers tbody tr').evaluateAll((rows) => rows.map((r) => r.textContent)), ['Chrome1']);
+    assert.deepEqual(await page.locator('#top-operating_systems tbody tr').evaluateAll((rows) => rows.map((r) => r.textContent)), ['Linux1']);
+    assert.equal(await page.locator('#top-devices tbody tr td.num').textContent(), '1');
+    // Another preset: 7 days per day, the visit in today's bucket.
+    await page.getByLabel('7 days').check();
+    await page.locator('#range-label').filter({ hasText: '7 days' }).waitFor();
+    const daily = await page.locator('#series-table tbody tr').evaluateAll((rows) => rows.map((r) => [...r.querySelectorAll('td')].map((td) => td.textContent)));
+    assert.deepEqual(daily.filter((r) => r[1] !== '0').map((r) => r.slice(1)), [['1', '1']]);
+    // A chosen range: whole UTC days, today included.
+    await page.getByLabel('Chosen dates').check();
+    await page.getByRole('button', { name: 'Show' }).click();
+    await page.locator('#range-label').filter({ hasText: 'per day (UTC)' }).waitFor();
+    assert.equal(await page.locator('#total-visits').textContent(), '1');
+    await page.getByLabel('30 days').check();
+    await page.locator('#range-label').filter({ hasText: '30 days' }).waitFor();
+    await assertAccessible(page, 'stats page');
+    await screenshots(page, 'stats');
+    assertClean(w, [400]);
+    assertSameOrigin(w);
+    await page.close();
+  });
+
+  it('an unknown or malformed code gets the not-found page with a 404', async () => {
+    const page = await context.newPage();
+    const w = watch(page);
+    for (const code of ['zzzzzzz', 'bad']) {
+      const res = await page.goto(`${shortener.origin}/stats/${code}`);
+      assert.equal(res?.status(), 404);
+      assert.equal(await page.getByRole('heading', { level: 1 }).textContent(), 'Link not found');
+    }
+    await assertAccessible(page, 'not-found page');
+    await screenshots(page, 'not-found');
+    // Chromium logs the 404 of the document itself.
+    assertClean(w, [404]);
+    assertSameOrigin(w);
+    await page.close();
+  });
+
+  it('the 11th create within a minute shows the wait, counts it down and enables the button again', async () => {
+    // Its own service, so the window of 127.0.0.1 starts here; its clock is moved so the wait is seconds, not a minute.
+    const own = await startShortener(pool);
+    const page = await context.newPage();
+    const w = watch(page);
+    try {
+      await page.goto(`${own.origin}/`);
+      const windowStart = Date.now();
+      const button = page.getByRole('button', { name: 'Shorten' });
+      let previous = '';
+      for (let i = 1; i <= 10; i++) {
+        await page.getByLabel('Long URL').fill(`${targetOrigin}/page-${i}`);
+        await button.click();
+        await page.waitForFunction((before) => {
+          const v = (document.getElementById('short-url') as HTMLInputElement).value;
+          return v !== '' && v !== before;
+        }, previous);
+        previous = await page.getByLabel('Short URL').inputValue();
+      }
+      // 56 s of the 60 s window gone on the service's clock: the 11th waits about 4 s.
+      own.shift.ms = windowStart + 56_000 - Date.now();
+      await page.getByLabel('Long URL').fill(`${targetOrigin}/page-11`);
+      await button.click();
+      const wait = page.locator('#create-wait');
+      await wait.waitFor({ state: 'visible' });
+      const first = Number(/in (\d+) second/.exec((await wait.textContent()) ?? '')?.[1]);
+      assert.ok(first >= 1 && first <= 5, `wait shown: ${await wait.textContent()}`);
+      assert.equal(await button.isDisabled(), true);
+      await screenshots(page, 'create-rate-limited');
+      // The count goes down, then the wait disappears and the button works again.
+      if (first > 1) await wait.filter({ hasText: `in ${first - 1} second` }).waitFor();
+      await wait.waitFor({ state: 'hidden', timeout: 20_000 });
+      assert.equal(await button.isDisabled(), false);
+      await button.click();
+      await page.waitForFunction((before) => (document.getElementById('short-url') as HTMLInputElement).value !== before, previous);
+      assertClean(w, [429]);
+      assertSameOrigin(w, own.origin);
+    } finally {
+      await page.close();
+      await own.app.close();
+    }
+  });
+
+  it('admin: a wrong key is told, then the right one lists, searches, disables (410), edits and deletes after confirming (404)', async () => {
+    const tag = `admin-ui-${Date.now()}`;
+    const codes: string[] = [];
+    for (let i = 0; i < 3; i++) codes.push(await createCode(shortener.app, `https://example.org/${tag}/${i}`));
+    const others = await createCode(shortener.app, 'https://example.net/not-in-the-search');
+    const page = await context.newPage();
+    const w = watch(page);
+    await page.goto(`${shortener.origin}/admin`);
+    await assertAccessible(page, 'admin key form');
+    await page.getByLabel('Admin key (SHORTENER_ADMIN_KEY)').fill('not-the-key');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.locator('#key-error').filter({ hasText: 'was not accepted' }).waitFor();
+    assert.equal(await page.evaluate(() => sessionStorage.getItem('shortener-admin-key')), null);
+    await screenshots(page, 'admin-key');
+
+    await page.getByLabel('Admin key (SHORTENER_ADMIN_KEY)').fill(ADMIN_KEY);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.locator('#admin').waitFor({ state: 'visible' });
+    assert.equal(await page.evaluate(() => sessionStorage.getItem('shortener-admin-key')), ADMIN_KEY);
+    assert.equal(await page.evaluate(() => localStorage.length), 0);
+    await page.locator(`tr[data-code="${others}"]`).waitFor();
+
+    await page.getByLabel('Search by code or URL').fill(tag);
+    await page.getByRole('button', { name: 'Search' }).click();
+    await page.locator('#total').filter({ hasText: '(3 matching)' }).waitFor();
+    const rows = page.locator('#links-table tbody tr');
+    assert.deepEqual((await rows.evaluateAll((trs) => trs.map((tr) => (tr as HTMLElement).dataset.code))).sort(), [...codes].sort());
+
+    // Disable: the short link answers 410.
+    const [disabled, edited, deleted] = codes as [string, string, string];
+    await page.getByRole('button', { name: `Disable ${disabled}` }).click();
+    await page.getByRole('button', { name: `Enable ${disabled}` }).waitFor();
+    assert.equal((await fetch(`${shortener.origin}/${disabled}`, { redirect: 'manual' })).status, 410);
+
+    // Edit: max visits and expiry.
+    await page.getByRole('button', { name: `Edit ${edited}` }).click();
+    await page.getByLabel('Maximum visits').fill('3');
+    await page.getByLabel('Expires', { exact: true }).fill('2099-01-01T12:00');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await page.locator(`tr[data-code="${edited}"] td.num`).nth(1).filter({ hasText: '3' }).waitFor();
+    const stats = (await (await fetch(`${shortener.origin}/api/links/${edited}`)).json()) as { data: { max_visits: number; expires_at: string } };
+    assert.equal(stats.data.max_visits, 3);
+    assert.equal(stats.data.expires_at, await page.evaluate(() => new Date('2099-01-01T12:00').toISOString()));
+
+    // Delete: cancelling keeps the link; confirming removes it, and the short link is a 404.
+    await page.getByRole('button', { name: `Delete ${deleted}` }).click();
+    const dialog = page.getByRole('dialog', { name: `Delete ${deleted}?` });
+    await dialog.waitFor({ state: 'visible' });
+    await screenshots(page, 'admin-delete-dialog');
+    await dialog.getByRole('button', { name: 'Cancel' }).click();
+    await dialog.waitFor({ state: 'hidden' });
+    assert.equal((await fetch(`${shortener.origin}/${deleted}`, { redirect: 'manual' })).status, 302);
+    await page.getByRole('button', { name: `Delete ${deleted}` }).click();
+    await dialog.getByRole('button', { name: 'Delete' }).click();
+    await page.locator('#total').filter({ hasText: '(2 matching)' }).waitFor();
+    assert.equal(await page.locator(`tr[data-code="${deleted}"]`).count(), 0);
+    assert.equal((await fetch(`${shortener.origin}/${deleted}`, { redirect: 'manual' })).status, 404);
+
+    // Each row links to its stats page.
+    assert.equal(await page.getByRole('link', { name: `Stats of ${edited}` }).getAttribute('href'), `/stats/${edited}`);
+    await assertAccessible(page, 'admin list');
+    await screenshots(page, 'admin');
+    assertClean(w, [401]);
+    assertSameOrigin(w);
+    await page.close();
+  });
+});

@@ -1,0 +1,92 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { createPool, type Pool } from '../src/kit/db.js';
+import type { App } from '../src/kit/http.js';
+import { buildApp } from '../src/shortener/app.js';
+import { freshDatabase, type TestDatabase } from './helpers/database.js';
+import { createCode, shortenerMigrations, shortenerTestConfig } from './helpers/shortener.js';
+
+// The web pages as HTTP resources (what a browser is sent), without a browser:
+// test/browser/ drives them in Chromium.
+
+const PAGE_CSP = "default-src 'self';script-src 'self';style-src 'self';img-src 'self' data:;connect-src 'self';frame-ancestors 'none';base-uri 'none';form-action 'self'";
+
+let db: TestDatabase;
+let pool: Pool;
+let app: App;
+
+before(async () => {
+  db = await freshDatabase('shortener', await shortenerMigrations());
+  pool = createPool(db.url, { max: 3 });
+  app = await buildApp(shortenerTestConfig(), { pool });
+});
+
+after(async () => {
+  await app.close();
+  await pool.end();
+  await db.drop();
+});
+
+describe('shortener web pages', () => {
+  it('serves /, /admin and the stats page of a link as HTML under the pages policy', async () => {
+    const code = await createCode(app);
+    for (const url of ['/', '/admin', `/stats/${code}`]) {
+      const res = await app.inject({ method: 'GET', url });
+      assert.equal(res.statusCode, 200, url);
+      assert.equal(res.headers['content-type'], 'text/html; charset=utf-8');
+      assert.equal(res.headers['content-security-policy'], PAGE_CSP, url);
+      assert.equal(res.headers['x-frame-options'], 'DENY');
+      assert.match(res.body, /^<!doctype html>\n<html lang="en">/);
+      // No inline script or style: every script is a file, no style attribute anywhere.
+      assert.doesNotMatch(res.body, /<script(?![^>]*\bsrc=)[^>]*>|<style|\sstyle=/);
+    }
+  });
+
+  it('an unknown, malformed or deleted code gets the not-found page with a 404', async () => {
+    const code = await createCode(app);
+    await pool.query('DELETE FROM links WHERE code = $1', [code]);
+    for (const url of ['/stats/zzzzzzz', '/stats/..%2Fetc', '/stats/abc', `/stats/${code}`]) {
+      const res = await app.inject({ method: 'GET', url });
+      assert.equal(res.statusCode, 404, url);
+      assert.match(res.body, /<h1>Link not found<\/h1>/, url);
+    }
+  });
+
+  it('serves the assets (uPlot from its package) with their types, and 304 when unchanged', async () => {
+    const types: Record<string, RegExp> = {
+      '/assets/style.css': /^text\/css/,
+      '/assets/api.js': /^text\/javascript/,
+      '/assets/icon.svg': /^image\/svg\+xml/,
+      '/assets/shortener/create.js': /^text\/javascript/,
+      '/assets/shortener/stats.js': /^text\/javascript/,
+      '/assets/shortener/admin.js': /^text\/javascript/,
+      '/assets/vendor/uPlot.esm.js': /^text\/javascript/,
+      '/assets/vendor/uPlot.min.css': /^text\/css/,
+    };
+    for (const [url, type] of Object.entries(types)) {
+      const res = await app.inject({ method: 'GET', url });
+      assert.equal(res.statusCode, 200, url);
+      assert.match(String(res.headers['content-type']), type, url);
+      assert.equal(res.headers['cache-control'], 'no-cache');
+      const again = await app.inject({ method: 'GET', url, headers: { 'if-none-match': String(res.headers.etag) } });
+      assert.equal(again.statusCode, 304, url);
+    }
+    // Only the listed files: nothing else under /assets reaches the file system.
+    for (const url of ['/assets/serve.ts', '/assets/../package.json', '/assets/shortener/index.html', '/assets/vendor/uPlot.cjs.js']) {
+      assert.equal((await app.inject({ method: 'GET', url })).statusCode, 404, url);
+    }
+  });
+
+  it('leaves the API as it was: its own policy, and the redirect still catches every code', async () => {
+    const code = await createCode(app, 'https://example.com/web');
+    const stats = await app.inject({ method: 'GET', url: `/api/links/${code}` });
+    assert.equal(stats.statusCode, 200);
+    assert.match(String(stats.headers['content-security-policy']), /^default-src 'none'/);
+    const redirect = await app.inject({ method: 'GET', url: `/${code}` });
+    assert.equal(redirect.statusCode, 302);
+    assert.equal(redirect.headers.location, 'https://example.com/web');
+    // The pages are out of the API document.
+    const openapi = (await app.inject({ method: 'GET', url: '/docs/json' })).json() as { paths: Record<string, unknown> };
+    for (const path of ['/', '/admin', '/stats/{code}', '/assets/style.css']) assert.equal(openapi.paths[path], undefined, path);
+  });
+});
