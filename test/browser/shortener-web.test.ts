@@ -11,7 +11,7 @@ import { createPool, type Pool } from '../../src/kit/db.js';
 import type { App } from '../../src/kit/http.js';
 import { buildApp } from '../../src/shortener/app.js';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
-import { freePort } from '../helpers/process.js';
+import { freePort } from '../helpers/ports.js';
 import { createCode, shortenerMigrations, shortenerTestConfig } from '../helpers/shortener.js';
 
 // The shortener's web pages in a real Chromium, driven by clicks, against the
