@@ -194,7 +194,9 @@ describe('shortener: create, redirect and stats inputs', () => {
   });
 
   test('codes: any path segment that is not ^[0-9a-zA-Z]{7}$ is a 404 in the envelope without a single database query', async (t) => {
-    const routes = /^(healthz|readyz|docs)(\/|$)|^api(\/|$)/;
+    // Paths the service serves itself: its probes, documents, API, pages (`/`, which `.` and `..`
+    // resolve to, `/admin`, `/stats/…`) and their assets; everything else at the top is a code.
+    const routes = /^(healthz|readyz|docs|admin|stats|assets)(\/|$)|^api(\/|$)|^\.{0,2}$/;
     const malformed = fc.oneof(
       fc.string({ unit: 'binary', maxLength: 300 }),
       fc.stringMatching(/^[0-9a-zA-Z]{0,6}$/),
