@@ -324,13 +324,6 @@ export class FixedWindowLimiter {
     return this.decide(await this.store.hit(key, this.windowMs));
   }
 
-  /** Whether the key is already over its limit, without counting (for limits on failures only). */
-  async check(key: string): Promise<RateLimitDecision> {
-    const state = await this.store.peek(key);
-    const decision = this.decide(state);
-    return { ...decision, limited: (state?.count ?? 0) >= this.max };
-  }
-
   async reset(key: string): Promise<void> {
     await this.store.reset(key);
   }
