@@ -357,26 +357,29 @@ describe('POST /api/links: code allocation (rule 2)', () => {
     assert.match(logs.text(), /links_code_check/);
   });
 
-  it('never issues a code that is a path of the service (healthz)', async () => {
-    const issued: string[] = [];
-    await withApp(
-      async (app) => {
-        const res = await createLink(app, 'https://example.com/');
-        assert.equal(res.status, 201);
-        assert.equal((res.body.data as { code: string }).code, 'Normal1');
-      },
-      {
-        generateCode: () => {
-          const code = issued.length === 0 ? 'healthz' : 'Normal1';
-          issued.push(code);
-          return code;
+  for (const [route, next] of [['healthz', 'Normal1'], ['metrics', 'Normal2']] as const) {
+    it(`never issues a code that is a path of the service (${route})`, async () => {
+      const issued: string[] = [];
+      await withApp(
+        async (app) => {
+          const res = await createLink(app, 'https://example.com/');
+          assert.equal(res.status, 201);
+          assert.equal((res.body.data as { code: string }).code, next);
         },
-      },
-    );
-    assert.deepEqual(issued, ['healthz', 'Normal1']);
-    const { rowCount } = await pool.query("SELECT 1 FROM links WHERE code = 'healthz'");
-    assert.equal(rowCount, 0);
-  });
+        {
+          generateCode: () => {
+            const code = issued.length === 0 ? route : next;
+            issued.push(code);
+            return code;
+          },
+        },
+      );
+      assert.deepEqual(issued, [route, next]);
+      const { rowCount } = await pool.query('SELECT 1 FROM links WHERE code = $1', [route]);
+      assert.equal(rowCount, 0);
+    });
+  }
+
 
   it('a generator that only yields reserved codes ends in 503 after 5 attempts, nothing inserted', async () => {
     let calls = 0;

@@ -118,25 +118,4 @@ describe('shortener metrics', () => {
       await pool.query("DELETE FROM links WHERE code = 'metrics'");
     }
   });
-
-  it('never issues the code "metrics"', async () => {
-    const issued: string[] = [];
-    await withApp(
-      async (app) => {
-        const res = await createLink(app, 'https://example.com/');
-        assert.equal(res.status, 201);
-        assert.equal((res.body.data as { code: string }).code, 'Normal2');
-      },
-      {
-        generateCode: () => {
-          const code = issued.length === 0 ? 'metrics' : 'Normal2';
-          issued.push(code);
-          return code;
-        },
-      },
-    );
-    assert.deepEqual(issued, ['metrics', 'Normal2']);
-    const { rowCount } = await pool.query("SELECT 1 FROM links WHERE code = 'metrics'");
-    assert.equal(rowCount, 0);
-  });
 });
