@@ -8,10 +8,11 @@ import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { type ConfigOf, commonVars, connectionUrl, int, loadConfigOrExit, str } from './kit/config.js';
+import { type ConfigOf, commonVars, connectionUrl, int, loadConfigOrExit, oneOf, str } from './kit/config.js';
+import { generateEs256PrivateKeyPem } from './kit/es256-keys.js';
 import { ensureDatabase, withDatabase } from './kit/db.js';
 import { checkEmbeddedPostgresCanRun, startEmbeddedPostgres } from './kit/embedded-postgres.js';
-import { loadOrCreateSecret, redactSecret } from './kit/secrets.js';
+import { loadOrCreateSecret } from './kit/secrets.js';
 import { processLogger } from './kit/service.js';
 
 const { PORT: _port, HOST: _host, ...shared } = commonVars(0);
@@ -26,10 +27,18 @@ const launcherConfig = {
   NOTES_PORT: int({ default: 9999, min: 1, max: 65535 }),
   IDP_PORT: int({ default: 54321, min: 1, max: 65535 }),
   JWT_SECRET: str({ minBytes: 32 }),
+  /** Passed through to accounts; with ES256 its JWT_PRIVATE_KEY is generated here when unset. */
+  JWT_ALGORITHM: oneOf(['HS256', 'ES256'] as const, { default: 'HS256' }),
+  JWT_PRIVATE_KEY: str(),
   IDP_SECRET_KEY: str(),
   IDP_PUBLISHABLE_KEY: str(),
   SHORTENER_ADMIN_KEY: str({ minBytes: 32 }),
   REDIS_URL: connectionUrl(['redis:', 'rediss:']),
+  /** Where accounts and the idp send mail; unset, a local development mailbox (maildev) receives it. */
+  SMTP_URL: connectionUrl(['smtp:', 'smtps:']),
+  /** The development mailbox, on 127.0.0.1: its SMTP port and its web page. */
+  MAILDEV_SMTP_PORT: int({ default: 1025, min: 1, max: 65535 }),
+  MAILDEV_WEB_PORT: int({ default: 1080, min: 1, max: 65535 }),
 };
 type LauncherConfig = ConfigOf<typeof launcherConfig>;
 
@@ -55,29 +64,45 @@ interface ServiceSpec {
 
 async function secrets(cfg: LauncherConfig) {
   const jwtSecret = cfg.JWT_SECRET ?? (await loadOrCreateSecret(dataDir, 'JWT_SECRET', () => randomBytes(48).toString('base64url')));
+  // Made here, not by accounts itself: the services start at once, and two processes writing
+  // secrets.json together would lose one of the keys.
+  const jwtPrivateKey =
+    cfg.JWT_ALGORITHM === 'ES256' ? (cfg.JWT_PRIVATE_KEY ?? (await loadOrCreateSecret(dataDir, 'JWT_PRIVATE_KEY', generateEs256PrivateKeyPem))) : undefined;
   const secretKey = cfg.IDP_SECRET_KEY ?? (await loadOrCreateSecret(dataDir, 'IDP_SECRET_KEY', () => `sb_secret_${randomBytes(24).toString('base64url')}`));
   const publishableKey =
     cfg.IDP_PUBLISHABLE_KEY ??
     (await loadOrCreateSecret(dataDir, 'IDP_PUBLISHABLE_KEY', () => `sb_publishable_${randomBytes(24).toString('base64url')}`));
   const shortenerAdminKey =
     cfg.SHORTENER_ADMIN_KEY ?? (await loadOrCreateSecret(dataDir, 'SHORTENER_ADMIN_KEY', () => randomBytes(32).toString('base64url')));
-  return { jwtSecret, secretKey, publishableKey, shortenerAdminKey };
+  return { jwtSecret, jwtPrivateKey, secretKey, publishableKey, shortenerAdminKey };
 }
 
-function servicesToRun(cfg: LauncherConfig, keys: Awaited<ReturnType<typeof secrets>>): ServiceSpec[] {
+function servicesToRun(cfg: LauncherConfig, keys: Awaited<ReturnType<typeof secrets>>, smtpUrl: string | undefined): ServiceSpec[] {
   const idpUrl = `http://${urlHost}:${cfg.IDP_PORT}`;
+  // The two services that send mail; MAIL_FROM, when set, reaches them from the environment.
+  const mail: Record<string, string> = smtpUrl ? { SMTP_URL: smtpUrl } : {};
   const all: ServiceSpec[] = [
     {
       name: 'idp',
       port: cfg.IDP_PORT,
       // notes connects from 127.0.0.1 and names its caller in X-Forwarded-For, which the idp's
       // per-address rate limits must believe (besides any proxy the user trusts).
-      env: { IDP_SECRET_KEY: keys.secretKey, IDP_PUBLISHABLE_KEY: keys.publishableKey, TRUST_PROXY: [cfg.TRUST_PROXY, '127.0.0.1'].filter(Boolean).join(',') },
+      env: {
+        IDP_SECRET_KEY: keys.secretKey,
+        IDP_PUBLISHABLE_KEY: keys.publishableKey,
+        TRUST_PROXY: [cfg.TRUST_PROXY, '127.0.0.1'].filter(Boolean).join(','),
+        ...mail,
+      },
       database: true,
       // Loaded only when the idp runs, like its server file.
       prepareDatabase: async (url) => (await import('./idp/bootstrap.js')).prepareIdpRoles(url, keys.secretKey),
     },
-    { name: 'accounts', port: cfg.ACCOUNTS_PORT, env: { JWT_SECRET: keys.jwtSecret }, database: true },
+    {
+      name: 'accounts',
+      port: cfg.ACCOUNTS_PORT,
+      env: { JWT_SECRET: keys.jwtSecret, ...(keys.jwtPrivateKey ? { JWT_PRIVATE_KEY: keys.jwtPrivateKey } : {}), ...mail },
+      database: true,
+    },
     {
       name: 'shortener',
       port: cfg.SHORTENER_PORT,
@@ -97,9 +122,10 @@ function servicesToRun(cfg: LauncherConfig, keys: Awaited<ReturnType<typeof secr
 async function waitHealthy(port: number, child: ChildProcess): Promise<boolean> {
   for (let i = 0; i < 600 && child.exitCode === null; i++) {
     try {
-      if ((await fetch(`http://${urlHost}:${port}/healthz`)).ok) return true;
+      // Each try is bounded: a port that accepts and never answers must not hold the start for ever.
+      if ((await fetch(`http://${urlHost}:${port}/healthz`, { signal: AbortSignal.timeout(2000) })).ok) return true;
     } catch {
-      // not listening yet
+      // not listening yet, or no answer within the try
     }
     await new Promise((r) => setTimeout(r, 100));
   }
@@ -107,16 +133,48 @@ async function waitHealthy(port: number, child: ChildProcess): Promise<boolean> 
 }
 
 /** Whether something already listens on the port (checked before anything starts, so the answer names the variable that moves it). */
-function portInUse(port: number): Promise<boolean> {
+function portInUse(port: number, on: string = host): Promise<boolean> {
   return new Promise((resolve) => {
     const probe = createNetServer();
     probe.once('error', (err: NodeJS.ErrnoException) => resolve(err.code === 'EADDRINUSE'));
-    probe.listen({ port, host, exclusive: true }, () => probe.close(() => resolve(false)));
+    probe.listen({ port, host: on, exclusive: true }, () => probe.close(() => resolve(false)));
   });
 }
 
+/** The development mailbox listens on the loopback interface only, whatever HOST says: it shows every mail's links. */
+const MAILBOX_HOST = '127.0.0.1';
+
+/**
+ * maildev: an SMTP server that keeps what it receives (the last 500 mails, under
+ * DATA_DIR/maildev) and shows it on a web page. Loaded only when it runs.
+ */
+const devMailboxSmtpUrl = (cfg: LauncherConfig) => `smtp://${MAILBOX_HOST}:${cfg.MAILDEV_SMTP_PORT}`;
+
+async function startDevMailbox(cfg: LauncherConfig): Promise<{ smtpUrl: string; webUrl: string; stop(): Promise<void> }> {
+  const { MailDev } = await import('maildev');
+  const maildev = new MailDev({
+    smtp: cfg.MAILDEV_SMTP_PORT,
+    ip: MAILBOX_HOST,
+    web: cfg.MAILDEV_WEB_PORT,
+    webIp: MAILBOX_HOST,
+    mailDirectory: path.join(dataDir, 'maildev'),
+    maxEmails: 500,
+    silent: true,
+  });
+  await maildev.start();
+  return {
+    smtpUrl: devMailboxSmtpUrl(cfg),
+    webUrl: `http://${MAILBOX_HOST}:${cfg.MAILDEV_WEB_PORT}`,
+    stop: () => maildev.stop(),
+  };
+}
+
 // Before anything is written under DATA_DIR.
-const PORT_VARIABLES = ['IDP_PORT', 'ACCOUNTS_PORT', 'SHORTENER_PORT', 'NOTES_PORT'] as const;
+const SERVICE_PORTS = ['IDP_PORT', 'ACCOUNTS_PORT', 'SHORTENER_PORT', 'NOTES_PORT'] as const;
+const MAILBOX_PORTS = ['MAILDEV_SMTP_PORT', 'MAILDEV_WEB_PORT'] as const;
+const PORT_VARIABLES: ReadonlyArray<(typeof SERVICE_PORTS)[number] | (typeof MAILBOX_PORTS)[number]> = config.SMTP_URL
+  ? SERVICE_PORTS
+  : [...SERVICE_PORTS, ...MAILBOX_PORTS];
 for (const [i, variable] of PORT_VARIABLES.entries()) {
   const twin = PORT_VARIABLES.slice(0, i).find((other) => config[other] === config[variable]);
   if (twin) {
@@ -125,8 +183,9 @@ for (const [i, variable] of PORT_VARIABLES.entries()) {
   }
 }
 for (const variable of PORT_VARIABLES) {
-  if (await portInUse(config[variable])) {
-    process.stderr.write(`npm start: port ${config[variable]} is already in use on ${host}; set ${variable} to another port\n`);
+  const onHost = (MAILBOX_PORTS as readonly string[]).includes(variable) ? MAILBOX_HOST : host;
+  if (await portInUse(config[variable], onHost)) {
+    process.stderr.write(`npm start: port ${config[variable]} is already in use on ${onHost}; set ${variable} to another port\n`);
     process.exit(1);
   }
 }
@@ -137,7 +196,7 @@ if (!config.DATABASE_URL) {
   });
 }
 const keys = await secrets(config);
-const services = servicesToRun(config, keys);
+const services = servicesToRun(config, keys, config.SMTP_URL ?? devMailboxSmtpUrl(config));
 let stopDatabase = async () => {};
 /** Each service's DATABASE_URL. On the embedded database, each service connects as a login role of its own; the superuser stays here. */
 const databaseUrls = new Map<string, string>();
@@ -176,6 +235,15 @@ function databaseUrlOf(s: ServiceSpec): { DATABASE_URL?: string } {
   return url ? { DATABASE_URL: url } : {};
 }
 
+// Started once the database is ready, so a start that fails before leaves nothing running.
+const mailbox = config.SMTP_URL
+  ? undefined
+  : await startDevMailbox(config).catch(async (err: Error) => {
+      process.stderr.write(`npm start: the development mailbox (maildev) did not start: ${err.message}\n`);
+      await stopDatabase();
+      process.exit(1);
+    });
+
 const children = new Map<string, ChildProcess>();
 let stopping = false;
 
@@ -187,6 +255,8 @@ async function stopAll(code: number, signal: NodeJS.Signals = 'SIGTERM'): Promis
     .map((c) => new Promise((resolve) => c.once('exit', resolve)));
   for (const child of children.values()) child.kill(signal);
   await Promise.all(exits);
+  // After the services: they send what they queued before they stop.
+  await mailbox?.stop().catch(() => {});
   await stopDatabase();
   process.exit(code);
 }
@@ -218,10 +288,12 @@ if (healthy.every(Boolean) && !stopping) {
   process.stdout.write(
     `\nAll services are up (listening on ${host}; set HOST to change it):\n${lines.join('\n')}\n` +
       `Database: ${config.DATABASE_URL ? 'DATABASE_URL' : `embedded PostgreSQL in ${path.join(dataDir, 'pg')}`}\n` +
+      `Mail: ${mailbox ? `development mailbox at ${mailbox.webUrl} (SMTP ${mailbox.smtpUrl}; set SMTP_URL to send real mail)` : 'sent through SMTP_URL'}\n` +
       `idp publishable key (public by design): ${keys.publishableKey}\n` +
+      // Secrets are named, never shown in part: a terminal's scrollback and a captured log are not safe places.
       `Secret keys (generated once into ${secretsFile}, mode 0600, unless set in the environment): ` +
-      `IDP_SECRET_KEY ${redactSecret(keys.secretKey)}, JWT_SECRET ${redactSecret(keys.jwtSecret)}, SHORTENER_ADMIN_KEY ${redactSecret(keys.shortenerAdminKey)}` +
-      `${config.DATABASE_URL ? '' : ', DATABASE_PASSWORD_<SERVICE>'}\n` +
+      `IDP_SECRET_KEY, JWT_SECRET, ${keys.jwtPrivateKey ? 'JWT_PRIVATE_KEY, ' : ''}SHORTENER_ADMIN_KEY${config.DATABASE_URL ? '' : ', DATABASE_PASSWORD_<SERVICE>'}\n` +
+      `  read one with: node -pe "require('${secretsFile}').SHORTENER_ADMIN_KEY"\n` +
       `Admin account: ${config.ADMIN_EMAIL ? `${config.ADMIN_EMAIL} (ADMIN_EMAIL)` : 'none (set ADMIN_EMAIL and ADMIN_PASSWORD)'}\n` +
       'Press Ctrl-C to stop.\n\n',
   );

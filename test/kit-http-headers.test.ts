@@ -4,18 +4,15 @@
 // out of the logs.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { buildApp as buildAccounts } from '../src/accounts/app.js';
-import { loadConfig } from '../src/kit/config.js';
 import { createPool, type Pool } from '../src/kit/db.js';
-import { type App, createServer, statusEnvelope } from '../src/kit/http.js';
-import { buildApp as buildNotes } from '../src/notes/app.js';
-import { notesConfig } from '../src/notes/config.js';
-import { buildApp as buildShortener } from '../src/shortener/app.js';
-import { testConfig as accountsTestConfig } from './helpers/accounts.js';
+import { type App, buildHttpApp } from '../src/kit/http.js';
+import { statusEnvelope } from '../src/kit/status-envelope.js';
+import { buildAccounts } from './helpers/accounts.js';
 import { freshDatabase, type TestDatabase } from './helpers/database.js';
 import { type RunningIdp, startIdp } from './helpers/idp.js';
-import { captureLogs, testLogLevel } from './helpers/logs.js';
-import { createCode, shortenerMigrations, shortenerTestConfig } from './helpers/shortener.js';
+import { LogCapture, testLogLevel } from './helpers/logs.js';
+import { startNotes } from './helpers/notes.js';
+import { createCode, shortenerMigrations, withShortener } from './helpers/shortener.js';
 
 type Headers = Record<string, string | string[] | number | undefined>;
 
@@ -25,6 +22,12 @@ function assertSecurityHeaders(headers: Headers, what: string): void {
   assert.equal(headers['referrer-policy'], 'strict-origin-when-cross-origin', what);
   assert.equal(headers['x-frame-options'], 'DENY', what);
   assert.equal(headers['cross-origin-resource-policy'], 'same-origin', what);
+  assert.equal(headers['cross-origin-opener-policy'], 'same-origin', what);
+  assert.equal(headers['origin-agent-cluster'], '?1', what);
+  assert.equal(headers['x-dns-prefetch-control'], 'off', what);
+  assert.equal(headers['x-download-options'], 'noopen', what);
+  assert.equal(headers['x-permitted-cross-domain-policies'], 'none', what);
+  assert.equal(headers['x-xss-protection'], '0', what);
   assert.equal(headers['cross-origin-embedder-policy'], undefined, `${what}: no COEP`);
   assert.equal(headers['strict-transport-security'], undefined, `${what}: no HSTS unless configured`);
   const csp = String(headers['content-security-policy']);
@@ -51,8 +54,7 @@ after(async () => {
 
 describe('security headers on every service', () => {
   it('shortener: on its 201, its 302 redirect, a 404 and an error', async () => {
-    const app = await buildShortener(shortenerTestConfig(), { pool: shortenerPool });
-    try {
+    await withShortener({ pool: shortenerPool }, async (app) => {
       const created = await app.inject({ method: 'POST', url: '/api/links', payload: { url: 'https://example.com/headers' }, remoteAddress: '10.9.9.1' });
       assert.equal(created.statusCode, 201);
       assertSecurityHeaders(created.headers, 'shortener 201');
@@ -66,13 +68,12 @@ describe('security headers on every service', () => {
       const bad = await app.inject({ method: 'POST', url: '/api/links', headers: { 'content-type': 'application/json' }, payload: '{' });
       assert.equal(bad.statusCode, 400);
       assertSecurityHeaders(bad.headers, 'shortener 400');
-    } finally {
-      await app.close();
-    }
+    });
   });
 
   it('accounts: on health, a 401 and a 404', async () => {
-    const app = await buildAccounts(accountsTestConfig(), { pool: shortenerPool });
+    // Health, 401 and 404 need no table: the shortener's database serves.
+    const { app, close } = await buildAccounts({ pool: shortenerPool });
     try {
       assertSecurityHeaders((await app.inject({ method: 'GET', url: '/healthz' })).headers, 'accounts 200');
       const me = await app.inject({ method: 'GET', url: '/auth/me' });
@@ -80,20 +81,19 @@ describe('security headers on every service', () => {
       assertSecurityHeaders(me.headers, 'accounts 401');
       assertSecurityHeaders((await app.inject({ method: 'GET', url: '/nothing' })).headers, 'accounts 404');
     } finally {
-      await app.close();
+      await close();
     }
   });
 
   it('notes: on health and a 401', async () => {
-    const config = loadConfig(notesConfig, { IDP_URL: idp.url, IDP_SECRET_KEY: idp.secretKey, IDP_PUBLISHABLE_KEY: idp.publishableKey, LOG_LEVEL: testLogLevel('silent') });
-    const app = await buildNotes(config);
+    const { app, close } = await startNotes(idp);
     try {
       assertSecurityHeaders((await app.inject({ method: 'GET', url: '/healthz' })).headers, 'notes 200');
       const notes = await app.inject({ method: 'GET', url: '/notes' });
       assert.equal(notes.statusCode, 401);
       assertSecurityHeaders(notes.headers, 'notes 401');
     } finally {
-      await app.close();
+      await close();
     }
   });
 
@@ -127,7 +127,7 @@ describe('security headers on every service', () => {
 
 describe('/docs under its own policy, HSTS only when configured', () => {
   async function kitApp(http: { hstsMaxAge?: number } = {}): Promise<App> {
-    return createServer({ title: 'headers', logLevel: testLogLevel('silent'), errorBody: statusEnvelope, readiness: async () => {}, http });
+    return buildHttpApp({ title: 'headers', logLevel: testLogLevel('silent'), errorBody: statusEnvelope, readiness: async () => {}, http });
   }
 
   it('the Swagger UI page loads: its policy allows its own scripts and styles, and every asset it names is served', async () => {
@@ -175,13 +175,9 @@ describe('/docs under its own policy, HSTS only when configured', () => {
       await hsts.close();
     }
     // Through the variable every service reads.
-    const config = shortenerTestConfig({ HSTS_MAX_AGE: '600' });
-    const shortener = await buildShortener(config, { pool: shortenerPool });
-    try {
+    await withShortener({ pool: shortenerPool, env: { HSTS_MAX_AGE: '600' } }, async (shortener) => {
       assert.equal((await shortener.inject({ method: 'GET', url: '/healthz' })).headers['strict-transport-security'], 'max-age=600');
-    } finally {
-      await shortener.close();
-    }
+    });
   });
 });
 
@@ -201,8 +197,8 @@ describe('credentials in query strings never reach the logs', () => {
     .join('&')}&q=visible`;
 
   it('every logged URL has their values replaced by [redacted]; other parameters stay', async () => {
-    const logs = captureLogs();
-    const app = await createServer({ title: 'redact', logLevel: testLogLevel('info'), logStream: logs, errorBody: statusEnvelope, readiness: async () => {} });
+    const logs = new LogCapture();
+    const app = await buildHttpApp({ title: 'redact', logLevel: testLogLevel('info'), logStream: logs, errorBody: statusEnvelope, readiness: async () => {} });
     try {
       await app.inject({ method: 'GET', url: `/healthz${query}` });
       await app.inject({ method: 'GET', url: `/nowhere${query}` });
@@ -224,15 +220,11 @@ describe('credentials in query strings never reach the logs', () => {
   });
 
   it('a service (the shortener) logs its requests the same way', async () => {
-    const logs = captureLogs();
-    const app = await buildShortener(shortenerTestConfig({ LOG_LEVEL: testLogLevel('info') }), { pool: shortenerPool, logStream: logs });
-    try {
+    await withShortener({ pool: shortenerPool, env: { LOG_LEVEL: testLogLevel('info') } }, async (app, { logs }) => {
       await app.inject({ method: 'GET', url: `/api/links/nope${query}` });
       const text = logs.text();
       assert.ok(text.includes('[redacted]'), text);
       for (const value of Object.values(secrets)) assert.ok(!text.includes(value) && !text.includes(encodeURIComponent(value)), value);
-    } finally {
-      await app.close();
-    }
+    });
   });
 });

@@ -1,6 +1,6 @@
 // Deadlines, the connection cap and the classification of failures that are
 // nobody's bug (a client gone mid-body, a database out of reach, a pool with
-// no free connection, a process out of file descriptors), on createServer
+// no free connection, a process out of file descriptors), on buildHttpApp
 // listening on real sockets, with real PostgreSQL pools.
 import assert from 'node:assert/strict';
 import type { IncomingMessage } from 'node:http';
@@ -12,10 +12,11 @@ import { Type } from '@sinclair/typebox';
 import { classifyError, descriptorsExhaustedRecently } from '../src/kit/classify-error.js';
 import { createPool, isDatabaseUnavailable, type Pool } from '../src/kit/db.js';
 import { watchRequestStream } from '../src/kit/request-stream.js';
-import { type App, createServer, statusEnvelope } from '../src/kit/http.js';
+import { type App, buildHttpApp } from '../src/kit/http.js';
+import { statusEnvelope } from '../src/kit/status-envelope.js';
 import type { HttpSettings } from '../src/kit/http-limits.js';
 import { adminUrl } from './helpers/database.js';
-import { captureLogs, testLogLevel } from './helpers/logs.js';
+import { LogCapture, testLogLevel } from './helpers/logs.js';
 import { freePort } from './helpers/ports.js';
 
 const pools: Pool[] = [];
@@ -24,8 +25,8 @@ after(async () => {
 });
 
 async function listening(http: HttpSettings, routes: (app: App) => void = () => {}) {
-  const logs = captureLogs();
-  const app = await createServer({ title: 'limits', logLevel: testLogLevel('info'), logStream: logs, errorBody: statusEnvelope, readiness: async () => {}, http });
+  const logs = new LogCapture();
+  const app = await buildHttpApp({ title: 'limits', logLevel: testLogLevel('info'), logStream: logs, errorBody: statusEnvelope, readiness: async () => {}, http });
   app.post('/echo', { schema: { body: Type.Object({ name: Type.String() }) } }, async (request) => request.body);
   routes(app);
   await app.listen({ port: 0, host: '127.0.0.1' });

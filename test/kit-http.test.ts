@@ -1,19 +1,21 @@
 import assert from 'node:assert/strict';
-import type { AddressInfo } from 'node:net';
+import { once } from 'node:events';
+import net, { type AddressInfo } from 'node:net';
 import { describe, it } from 'node:test';
 import { Type } from '@sinclair/typebox';
 import { badRequest, HttpError, notFound } from '../src/kit/errors.js';
-import { type App, createServer, statusEnvelope } from '../src/kit/http.js';
-import { captureLogs } from './helpers/logs.js';
+import { type App, buildHttpApp } from '../src/kit/http.js';
+import { statusEnvelope } from '../src/kit/status-envelope.js';
+import { LogCapture } from './helpers/logs.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
 async function withServer<T>(
-  fn: (app: App, logs: ReturnType<typeof captureLogs>) => Promise<T>,
+  fn: (app: App, logs: LogCapture) => Promise<T>,
   opts: { ready?: () => Promise<void>; trustProxy?: string } = {},
 ): Promise<T> {
-  const logs = captureLogs();
-  const app = await createServer({
+  const logs = new LogCapture();
+  const app = await buildHttpApp({
     title: 'test',
     logLevel: 'info',
     logStream: logs,
@@ -76,7 +78,7 @@ async function withServer<T>(
   }
 }
 
-describe('createServer: request ids', () => {
+describe('buildHttpApp: request ids', () => {
   it('generates a UUID request id and echoes it in x-request-id and the logs', async () => {
     await withServer(async (app, logs) => {
       const res = await app.inject({ method: 'GET', url: '/healthz' });
@@ -109,7 +111,7 @@ describe('createServer: request ids', () => {
   });
 });
 
-describe('createServer: logs', () => {
+describe('buildHttpApp: logs', () => {
   it('writes JSON lines and redacts authorization, passwords and tokens wherever they appear', async () => {
     await withServer(async (app, logs) => {
       const res = await app.inject({
@@ -166,7 +168,7 @@ describe('createServer: logs', () => {
   });
 });
 
-describe('createServer: error envelope', () => {
+describe('buildHttpApp: error envelope', () => {
   it('HttpError keeps its status, message and headers', async () => {
     await withServer(async (app) => {
       const res = await app.inject({ method: 'GET', url: '/throws/http' });
@@ -267,7 +269,7 @@ describe('createServer: error envelope', () => {
   });
 });
 
-describe('createServer: health, readiness, docs, proxies', () => {
+describe('buildHttpApp: health, readiness, docs, proxies', () => {
   it('/healthz is 200; /readyz follows the readiness check and answers 503 JSON without the cause', async () => {
     let ready = true;
     await withServer(
@@ -321,10 +323,10 @@ describe('createServer: health, readiness, docs, proxies', () => {
   });
 });
 
-describe('createServer: draining', () => {
-  it('a keep-alive connection whose request is in flight at close is closed after its response', async () => {
-    const logs = captureLogs();
-    const app = await createServer({ title: 'drain', logLevel: 'silent', logStream: logs, errorBody: statusEnvelope, readiness: async () => {} });
+describe('buildHttpApp: draining', () => {
+  /** A listening app whose GET /slow stays in its handler until `release()`. */
+  async function slowServer() {
+    const app = await buildHttpApp({ title: 'drain', logLevel: 'silent', logStream: new LogCapture(), errorBody: statusEnvelope, readiness: async () => {} });
     let release!: () => void;
     const gate = new Promise<void>((resolve) => (release = resolve));
     let entered!: () => void;
@@ -335,7 +337,11 @@ describe('createServer: draining', () => {
       return { done: true };
     });
     await app.listen({ port: 0, host: '127.0.0.1' });
-    const { port } = app.server.address() as AddressInfo;
+    return { app, port: (app.server.address() as AddressInfo).port, inHandler, release };
+  }
+
+  it('a keep-alive connection whose request is in flight at close is closed after its response', async () => {
+    const { app, port, inHandler, release } = await slowServer();
     const response = fetch(`http://127.0.0.1:${port}/slow`);
     await inHandler;
     const closed = app.close();
@@ -349,6 +355,35 @@ describe('createServer: draining', () => {
     const started = Date.now();
     await closed;
     assert.ok(Date.now() - started < 3000, `close took ${Date.now() - started} ms`);
+  });
+
+  it('connections that never send a request, or stop inside their headers, do not hold the drain; a request in flight is still served', async () => {
+    const { app, port, inHandler, release } = await slowServer();
+    // A browser's preconnect (nothing sent) and a half-sent header section: neither is a request
+    // in flight. Before, Node's close() left both open and the drain never ended.
+    const silent = net.connect(port, '127.0.0.1');
+    const halfway = net.connect(port, '127.0.0.1', () => halfway.write('GET /slow HTTP/1.1\r\nHost: x\r\n'));
+    const closedAt = (socket: net.Socket) => {
+      socket.on('error', () => {});
+      return new Promise<number>((resolve) => socket.once('close', () => resolve(Date.now())));
+    };
+    const silentClosed = closedAt(silent);
+    const halfwayClosed = closedAt(halfway);
+    await Promise.all([once(silent, 'connect'), once(halfway, 'connect')]);
+    const response = fetch(`http://127.0.0.1:${port}/slow`);
+    await inHandler;
+    const started = Date.now();
+    let closedAfter: number | undefined;
+    const closed = app.close().then(() => (closedAfter = Date.now() - started));
+    // Both unused connections end while the request is still in its handler.
+    await Promise.all([silentClosed, halfwayClosed]);
+    assert.equal(closedAfter, undefined, 'the drain waited for the request in flight');
+    release();
+    const res = await response;
+    assert.equal(res.status, 200);
+    assert.deepEqual(await res.json(), { done: true });
+    await closed;
+    assert.ok(closedAfter! < 3000, `close took ${closedAfter} ms`);
   });
 });
 

@@ -2,14 +2,15 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { commonVars, loadConfig } from '../src/kit/config.js';
 import { createPool, type PoolClient } from '../src/kit/db.js';
-import { type App, createServer, type ServerOptions, statusEnvelope } from '../src/kit/http.js';
+import { type App, buildHttpApp, type HttpAppOptions } from '../src/kit/http.js';
+import { statusEnvelope } from '../src/kit/status-envelope.js';
 import { adminUrl } from './helpers/database.js';
 import { sampleValue, scrape } from './helpers/metrics.js';
 
 const TOKEN = 'metrics-token-0123456789abcdef';
 
-async function withServer<T>(fn: (app: App) => Promise<T>, opts: Partial<ServerOptions> = {}): Promise<T> {
-  const app = await createServer({ title: 'test', logLevel: 'silent', errorBody: statusEnvelope, readiness: async () => {}, ...opts });
+async function withServer<T>(fn: (app: App) => Promise<T>, opts: Partial<HttpAppOptions> = {}): Promise<T> {
+  const app = await buildHttpApp({ title: 'test', logLevel: 'silent', errorBody: statusEnvelope, readiness: async () => {}, ...opts });
   app.get('/api/links/:code', async (request) => ({ code: (request.params as { code: string }).code }));
   app.get('/fails', async () => {
     throw new Error('boom');

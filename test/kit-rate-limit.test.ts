@@ -3,7 +3,8 @@ import { randomBytes } from 'node:crypto';
 import { describe, it } from 'node:test';
 import type { Redis } from 'ioredis';
 import { manualClock, systemClock } from '../src/kit/clock.js';
-import { connectRedis, FixedWindowLimiter, MemoryCounterStore, RedisCounterStore } from '../src/kit/rate-limit.js';
+import { FixedWindowLimiter, MemoryCounterStore, RedisCounterStore } from '../src/kit/rate-limit.js';
+import { connectRedis } from '../src/kit/redis.js';
 import { withoutRedis } from './helpers/redis.js';
 
 describe('clock', () => {

@@ -57,3 +57,48 @@ export function classifyError(err: unknown): ErrorClass {
   if (isDatabaseUnavailable(err)) return { kind: 'unavailable', cause: 'database' };
   return { kind: 'internal' };
 }
+
+/** What an unexpected error becomes: its class and status, plus the message when it is safe to show. */
+export type ErrorOutcome =
+  | { kind: 'client-gone'; status: number }
+  | { kind: 'client-error'; status: number; message: string }
+  | { kind: 'unavailable'; status: 503 }
+  | { kind: 'internal'; status: 500 };
+
+interface ErrorLog {
+  info(msg: string): void;
+  warn(obj: object, msg: string): void;
+  error(obj: object, msg: string): void;
+}
+
+/**
+ * Classifies an error that is not one of the service's own answers, logs it
+ * once as its class deserves (the cause of a 5xx stays in the log), and says
+ * what to answer. Every error handler calls this, then renders the outcome in
+ * its own wire format.
+ */
+export function unexpectedErrorOutcome(err: Error, log: ErrorLog): ErrorOutcome {
+  const kind = classifyError(err);
+  const statusCode = (err as { statusCode?: unknown }).statusCode;
+  switch (kind.kind) {
+    case 'client-gone':
+      // Nobody reads this answer; the status only closes the request's log line.
+      log.info('client closed the connection before the request was complete');
+      return {
+        kind: 'client-gone',
+        status: typeof statusCode === 'number' && statusCode >= 400 && statusCode < 500 ? statusCode : 400,
+      };
+    case 'client-error':
+      // Fastify's own client errors (bad JSON, 413, 415) have safe messages.
+      return { kind: 'client-error', status: kind.status, message: err.message };
+    case 'unavailable':
+      log.warn(
+        { err: { message: err.message, code: (err as { code?: string }).code } },
+        kind.cause === 'database' ? 'database unavailable' : 'out of file descriptors',
+      );
+      return { kind: 'unavailable', status: 503 };
+    case 'internal':
+      log.error({ err }, 'unhandled error');
+      return { kind: 'internal', status: 500 };
+  }
+}

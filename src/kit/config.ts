@@ -108,7 +108,7 @@ export type LogLevel = (typeof LOG_LEVELS)[number];
 
 /**
  * How long and how many connections a service's HTTP server holds, and whether
- * it sends HSTS. Every service reads these (createServer applies them).
+ * it sends HSTS. Every service reads these (buildHttpApp applies them).
  */
 export const httpVars = () => ({
   /** Deadline for a request's header section, from its first byte; a slower client gets 408 and is closed. */
@@ -121,6 +121,11 @@ export const httpVars = () => ({
   HTTP_MAX_CONNECTIONS: int({ default: () => defaultMaxConnections(), min: 1, max: 1_000_000 }),
   /** Strict-Transport-Security max-age in seconds; 0 (the default) sends no HSTS header. */
   HSTS_MAX_AGE: int({ default: 0, min: 0, max: 63_072_000 }),
+  /**
+   * For tests (npm test turns it on): every answer of a documented route is checked against the
+   * service's OpenAPI document, and one that does not match becomes a 500 naming the mismatch.
+   */
+  OPENAPI_RESPONSE_CHECK: bool({ default: false }),
 });
 
 /** Variables every service has. */

@@ -78,6 +78,11 @@ export function createPool(connectionString: string, opts: PoolOptions = {}): Po
   return pool;
 }
 
+/** An identifier (table, column, role) as a quoted SQL identifier; only for names taken from the catalog or the code. */
+export function quoteIdent(name: string): string {
+  return `"${name.replace(/"/g, '""')}"`;
+}
+
 /** True when the error is a PostgreSQL unique violation on the named constraint (or any, when omitted). */
 export function isUniqueViolation(err: unknown, constraint?: string): boolean {
   const e = err as { code?: string; constraint?: string } | null;

@@ -8,6 +8,7 @@ import { promisify } from 'node:util';
 import pg from 'pg';
 import { ensureDatabase, withDatabase } from './db.js';
 import { scramVerifier } from './scram.js';
+import { isOurProcessRunning } from './processes.js';
 import { loadOrCreateSecret } from './secrets.js';
 
 export interface EmbeddedPostgres {
@@ -40,15 +41,6 @@ async function freePort(): Promise<number> {
   });
 }
 
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 function parentPid(pid: number): number | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -68,13 +60,13 @@ async function reclaimDataDir(dir: string, log: Logger): Promise<void> {
   const pidFile = path.join(dir, 'postmaster.pid');
   if (!existsSync(pidFile)) return;
   const pid = Number(readFileSync(pidFile, 'utf8').split('\n')[0]);
-  if (!Number.isInteger(pid) || pid <= 0 || !processAlive(pid)) return;
+  if (!Number.isInteger(pid) || pid <= 0 || !isOurProcessRunning(pid)) return;
   if (parentPid(pid) !== 1) {
     throw new Error(`the embedded database in ${dir} is in use by another running process (pid ${pid}); stop it or use another DATA_DIR`);
   }
   log.warn(`stopping an orphaned embedded PostgreSQL (pid ${pid}) left by an earlier run`);
   process.kill(pid, 'SIGINT');
-  for (let i = 0; i < 100 && processAlive(pid); i++) await new Promise((r) => setTimeout(r, 100));
+  for (let i = 0; i < 100 && isOurProcessRunning(pid); i++) await new Promise((r) => setTimeout(r, 100));
 }
 
 /**

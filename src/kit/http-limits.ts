@@ -31,7 +31,7 @@ export const DEADLINE_CHECK_INTERVAL_MS = 500;
  * client connection: the database pool, Redis, log output, and the refusals in
  * flight (REFUSALS_IN_FLIGHT).
  */
-const DESCRIPTORS_KEPT_FREE = 256;
+export const DESCRIPTORS_KEPT_FREE = 256;
 /** Connections whose 503 is being written at once; beyond them a new connection is closed without one. */
 export const REFUSALS_IN_FLIGHT = 128;
 /** How long a refused connection has to read its 503 before it is closed anyway. */
@@ -88,7 +88,15 @@ export interface ConnectionCap {
   /** Client connections open now (refused ones not counted). */
   open(): number;
   readonly max: number;
+  /**
+   * Ends every connection with no response in progress: one that never sent a request, one
+   * still sending its header section, one idle between requests. Used while draining.
+   */
+  closeUnused(): void;
 }
+
+/** What Node's HTTP server keeps on a socket: the response being written on it, if any. */
+type ServedSocket = Socket & { _httpMessage?: { writableEnded: boolean } | null };
 
 /**
  * Holds at most `max` connections. A connection beyond them is accepted, told
@@ -101,19 +109,26 @@ export function capConnections(server: Server, max: number, refusal: () => strin
   const serve = server.listeners('connection') as Array<(this: Server, socket: Socket) => void>;
   server.removeAllListeners('connection');
   server.maxConnections = max + REFUSALS_IN_FLIGHT;
-  let open = 0;
+  const sockets = new Set<ServedSocket>();
   server.on('connection', (socket: Socket) => {
-    if (open >= max) {
+    if (sockets.size >= max) {
       refuse(socket, refusal());
       return;
     }
-    open += 1;
-    socket.once('close', () => {
-      open -= 1;
-    });
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
     for (const listener of serve) listener.call(server, socket);
   });
-  return { open: () => open, max };
+  const closeUnused = () => {
+    for (const socket of sockets) {
+      const response = socket._httpMessage;
+      if (response && !response.writableEnded) continue;
+      // A response already ended may still be on its way out: let it go first.
+      if (socket.writableLength > 0) socket.end(() => socket.destroy());
+      else socket.destroy();
+    }
+  };
+  return { open: () => sockets.size, max, closeUnused };
 }
 
 function refuse(socket: Socket, response: string): void {
@@ -126,7 +141,7 @@ function refuse(socket: Socket, response: string): void {
   socket.once('close', () => clearTimeout(grace));
 }
 
-/** What createServer takes from the common HTTP variables (httpVars in config.ts). */
+/** What buildHttpApp takes from the common HTTP variables (httpVars in config.ts). */
 export interface HttpSettings extends Partial<HttpLimits> {
   /** Strict-Transport-Security max-age in seconds; 0 or absent: none. */
   hstsMaxAge?: number;

@@ -1,3 +1,37 @@
+// Rules on compact JWS tokens shared by every service that verifies them (accounts its own HS256
+// tokens; the idp and notes the idp's ES256 ones).
+
+/** How far in the future `nbf` / `iat` may be: the clocks of several instances drift a little. `exp` gets none. */
+export const CLOCK_SKEW_SECONDS = 30;
+
+/** A base64url segment's JSON when it is an object (not an array, not null); else undefined. */
+export function decodeJsonSegment(segment: string): Record<string, unknown> | undefined {
+  try {
+    const value: unknown = JSON.parse(Buffer.from(segment, 'base64url').toString('utf8'));
+    return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Three base64url segments, without padding or any other character. */
+export const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
+
+/**
+ * Decoders ignore the spare low bits of a segment's last character, so one segment has several
+ * spellings that decode alike: only the canonical one (what encoding its bytes gives) is accepted.
+ */
+export const isCanonicalBase64url = (part: string): boolean => Buffer.from(part, 'base64url').toString('base64url') === part;
+
+/**
+ * jose decodes leniently: a signature with `=` padding, or with the spare low bits of its last
+ * character set, verifies like the issued one. Only the exact issued spelling is a token, so a
+ * token string cannot be varied to slip past anything keyed on it.
+ */
+export function isCanonicalCompactJws(token: string): boolean {
+  return COMPACT_JWS.test(token) && token.split('.').every(isCanonicalBase64url);
+}
+
 // ES256 (ECDSA P-256) signature malleability. An ECDSA signature (r, s) has a twin (r, n − s) that
 // verifies just as well, so anyone holding a token can mint a second, different token string with
 // the same claims without the key. Whatever keys on the token string (caches, revocation or replay

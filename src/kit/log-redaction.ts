@@ -65,10 +65,20 @@ export function redactUrl(url: string): string {
 /** Fastify's own request serializer, with the URL redacted (any object logged as `req` goes through it). */
 export function serializeRequest(request: FastifyRequest) {
   return {
+    ...serializeRequestWithoutClient(request),
+    remoteAddress: request.ip,
+    remotePort: request.socket?.remotePort,
+  };
+}
+
+/**
+ * The same without the client's address and port, for a service that must not
+ * be able to tell who called it (the shortener's visitors).
+ */
+export function serializeRequestWithoutClient(request: FastifyRequest) {
+  return {
     method: request.method,
     url: typeof request.url === 'string' ? redactUrl(request.url) : undefined,
     host: request.host,
-    remoteAddress: request.ip,
-    remotePort: request.socket?.remotePort,
   };
 }

@@ -10,11 +10,17 @@ import type { App, ErrorBody } from './http.js';
 // classes, names chosen in code): nothing a client sends ever becomes a label,
 // so the number of series stays bounded whatever the traffic.
 
-declare module 'fastify' {
-  interface FastifyInstance {
-    /** This app's metrics: services register their own figures here. */
-    metrics: Registry;
+// Kept beside the app rather than declared on FastifyInstance, as identities are beside requests (identity.ts).
+const registries = new WeakMap<object, Registry>();
+
+/** This app's metrics registry: services register their own figures here. */
+export function metricsRegistry(app: App): Registry {
+  // A plugin's scope is an object created from its parent's, so the app it belongs to is up its prototype chain.
+  for (let scope: object | null = app; scope !== null; scope = Object.getPrototypeOf(scope)) {
+    const registry = registries.get(scope);
+    if (registry) return registry;
   }
+  throw new Error('metricsRegistry() on an app not built by buildHttpApp');
 }
 
 export interface MetricsOptions {
@@ -92,12 +98,12 @@ function isLoopback(address: string): boolean {
 
 /**
  * Per-request duration by route template and status class, the pool gauges,
- * and GET /metrics with its protection. Called by createServer before any
- * route is added; the registry is `app.metrics`.
+ * and GET /metrics with its protection. Called by buildHttpApp before any
+ * route is added; the registry is `metricsRegistry(app)`.
  */
 export function installMetrics(app: App, errorBody: ErrorBody, opts: MetricsOptions = {}): void {
   const registry = opts.registry ?? createMetricsRegistry();
-  app.decorate('metrics', registry);
+  registries.set(app, registry);
   registerPoolGauges(registry, opts.pools ?? {});
 
   const durations = new Histogram({
@@ -106,7 +112,7 @@ export function installMetrics(app: App, errorBody: ErrorBody, opts: MetricsOpti
     labelNames: ['method', 'route', 'status_class'] as const,
     registers: [registry],
   });
-  app.addHook('onResponse', async (request, reply) => {
+  app.addHook('onResponse', (request, reply, done) => {
     durations.observe(
       {
         method: request.method,
@@ -116,6 +122,7 @@ export function installMetrics(app: App, errorBody: ErrorBody, opts: MetricsOpti
       },
       reply.elapsedTime / 1000,
     );
+    done();
   });
 
   const refuse = (request: FastifyRequest, reply: FastifyReply) => {

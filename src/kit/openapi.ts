@@ -1,7 +1,7 @@
 import { STATUS_CODES } from 'node:http';
 import { Ajv, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
-import type { FastifyInstance, FastifySchema } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, FastifySchema } from 'fastify';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
 
@@ -68,13 +68,24 @@ export function described<T extends object>(schema: T, description: string, exam
   return { ...schema, description, ...(example !== undefined && { examples: [example] }) };
 }
 
+/** The JSON schema of a service's error envelope, read off the envelope itself. */
+function errorBodySchema(errorBody: ErrorBody): Record<string, unknown> {
+  const sample = errorBody(500, 'Internal Server Error');
+  const properties = Object.fromEntries(
+    Object.entries(sample).map(([key, value]) => [key, { type: Number.isInteger(value) ? 'integer' : typeof value }]),
+  );
+  return { type: 'object', properties, required: Object.keys(sample) };
+}
+
 /**
  * The swagger transform of every route: each response gets a description and
  * each error response an example in the service's envelope, unless the route
- * gave its own. Copies only: the schemas Fastify validates and serialises with
+ * gave its own; every route may also answer 500 (an unexpected failure, in the
+ * envelope). Copies only: the schemas Fastify validates and serialises with
  * are left as they are.
  */
 export function documentResponses(errorBody: ErrorBody) {
+  const internalError = errorBodySchema(errorBody);
   return ({ schema, url }: { schema: FastifySchema; url: string }) => {
     // A plugin's '/' route is registered for both `/prefix` and `/prefix/`; the document names the first.
     if (url.length > 1 && url.endsWith('/')) url = url.slice(0, -1);
@@ -85,7 +96,7 @@ export function documentResponses(errorBody: ErrorBody) {
     const responses = schema?.response as Record<string, Record<string, unknown>> | undefined;
     if (!responses || (schema as { hide?: boolean }).hide) return { schema, url };
     const response: Record<string, unknown> = {};
-    for (const [status, given] of Object.entries(responses)) {
+    for (const [status, given] of Object.entries({ 500: internalError, ...responses })) {
       const code = Number(status);
       const description = (given.description as string | undefined) ?? MEANING[code] ?? STATUS_CODES[code] ?? status;
       const examples =
@@ -96,22 +107,26 @@ export function documentResponses(errorBody: ErrorBody) {
   };
 }
 
-/**
- * Answers that do not match the service's own document, recorded when
- * OPENAPI_RESPONSE_CHECK=1 (tests set it; production never does): a status the
- * route's document does not list, or a JSON body its schema refuses.
- */
-export const responseMismatches: string[] = [];
-
 interface OpenApiDocument {
   paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema?: object }> }> }>>;
 }
 
-/** The onSend check: each answer of a documented route against the document it serves. */
-export function checkResponsesAgainstDocument(app: FastifyInstance): void {
+/**
+ * The onSend check behind OPENAPI_RESPONSE_CHECK (the test suite turns it on; it is off by
+ * default): each answer of a documented route against the document the service serves. An
+ * answer whose status the route's document does not list, or whose JSON body its schema refuses,
+ * is replaced by a 500 naming the mismatch, and logged as an error, so that the test which
+ * caused it fails on the spot.
+ */
+export function checkResponsesAgainstDocument(app: FastifyInstance, errorBody: ErrorBody): void {
   const ajv = addFormats(new Ajv({ strict: false, allErrors: true }));
   const compiled = new WeakMap<object, ValidateFunction>();
   let document: OpenApiDocument | undefined;
+  const mismatch = (request: FastifyRequest, reply: FastifyReply, what: string) => {
+    request.log.error({ mismatch: what }, 'response does not match the API document');
+    void reply.code(500).header('content-type', 'application/json; charset=utf-8');
+    return JSON.stringify(errorBody(500, `Response does not match the API document: ${what}`));
+  };
   app.addHook('onSend', async (request, reply, payload) => {
     const route = request.routeOptions.url;
     if (route === undefined || request.method === 'HEAD') return payload;
@@ -123,16 +138,13 @@ export function checkResponsesAgainstDocument(app: FastifyInstance): void {
     if (!operation) return payload;
     const where = `${request.method} ${path} ${reply.statusCode}`;
     const documented = operation.responses[String(reply.statusCode)];
-    if (!documented) {
-      responseMismatches.push(`${where}: status not in the document`);
-      return payload;
-    }
+    if (!documented) return mismatch(request, reply, `${where}: status not in the document`);
     const schema = documented.content?.['application/json']?.schema;
     const type = String(reply.getHeader('content-type') ?? '');
     if (!schema || typeof payload !== 'string' || !type.includes('json') || payload === '') return payload;
     let validate = compiled.get(schema);
     if (!validate) compiled.set(schema, (validate = ajv.compile(schema)));
-    if (!validate(JSON.parse(payload))) responseMismatches.push(`${where}: ${ajv.errorsText(validate.errors)}`);
+    if (!validate(JSON.parse(payload))) return mismatch(request, reply, `${where}: ${ajv.errorsText(validate.errors)}`);
     return payload;
   });
 }

@@ -1,4 +1,4 @@
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { type Clock, systemClock } from './clock.js';
 
 // A fixed-window counter: the window of a key starts at its first hit and
@@ -194,19 +194,6 @@ type ScriptedRedis = Redis & {
   rateLimitReserve(numberOfKeys: number, ...keysAndArgs: Array<string | number>): Promise<number[]>;
   rateLimitRelease(key: string, windowEnd: number, windowMs: number): Promise<number>;
 };
-
-export function connectRedis(url: string, onError: (err: Error) => void): Redis {
-  const redis = new Redis(url, {
-    // Fail fast instead of queueing while Redis is away: callers fall back.
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 0,
-    commandTimeout: 500,
-    connectTimeout: 2000,
-    retryStrategy: (attempt) => Math.min(attempt * 200, 2000),
-  });
-  redis.on('error', onError);
-  return redis;
-}
 
 /**
  * Counters in Redis, shared by every instance. While Redis is unreachable the

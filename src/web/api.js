@@ -11,11 +11,15 @@ export class ApiError extends Error {
 }
 
 /**
- * Calls the API: `body` goes as JSON; answers `{ data, headers }` for a 2xx and
- * throws ApiError otherwise (a network failure too, as status 0).
+ * Calls the API: `body` goes as JSON, `token` (when given) as the bearer;
+ * answers `{ data, headers }` for a 2xx and throws ApiError otherwise (a network
+ * failure too, as status 0). `data` is the envelope's `data`, or with
+ * `bare: true` the whole body (the notes API answers without an envelope);
+ * either way a refusal's text is the body's `message`.
  */
-export async function api(path, { method = 'GET', body, headers = {} } = {}) {
+export async function api(path, { method = 'GET', body, headers = {}, token, bare = false } = {}) {
   const init = { method, headers: { accept: 'application/json', ...headers } };
+  if (token) init.headers.authorization = `Bearer ${token}`;
   if (body !== undefined) {
     init.headers['content-type'] = 'application/json';
     init.body = JSON.stringify(body);
@@ -26,17 +30,17 @@ export async function api(path, { method = 'GET', body, headers = {} } = {}) {
   } catch {
     throw new ApiError(0, 'The service could not be reached. Check your connection and try again.');
   }
-  let envelope;
+  let parsed;
   try {
-    envelope = await res.json();
+    parsed = res.status === 204 ? undefined : await res.json();
   } catch {
-    envelope = undefined;
+    parsed = undefined;
   }
   if (!res.ok) {
     const retry = Number(res.headers.get('retry-after'));
-    throw new ApiError(res.status, envelope?.message ?? `The service answered ${res.status}`, Number.isFinite(retry) && retry > 0 ? retry : undefined);
+    throw new ApiError(res.status, parsed?.message ?? `The service answered ${res.status}`, Number.isFinite(retry) && retry > 0 ? retry : undefined);
   }
-  return { data: envelope?.data, headers: res.headers };
+  return { data: bare ? parsed : parsed?.data, headers: res.headers };
 }
 
 /** el('a', { href: '/x', class: 'btn' }, 'text', child): attributes set one by one, children as text or nodes. */

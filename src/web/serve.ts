@@ -23,7 +23,7 @@ const CONTENT_TYPES: Record<string, string> = {
 };
 
 /** The route options of an HTML page: its own CSP, and out of the API document. */
-export const pageRoute = { schema: { hide: true }, helmet: pageSecurityHeaders } as const;
+export const pageRoute = { schema: { hide: true }, config: pageSecurityHeaders } as const;
 
 interface WebFile {
   body: Buffer;
@@ -43,7 +43,7 @@ export function loadWebFile(file: string): WebFile {
  * browser keeps a copy but asks each time (a 304 when unchanged), so a
  * deployment is seen at once without versioned file names.
  */
-export function serveAssets(app: App, files: Record<string, string>): void {
+export function serveAssets(app: App, files: Readonly<Record<string, string>>): void {
   for (const [url, file] of Object.entries(files)) {
     const asset = loadWebFile(file);
     app.get(url, pageRoute, async (request, reply) => {
@@ -54,7 +54,7 @@ export function serveAssets(app: App, files: Record<string, string>): void {
   }
 }
 
-/** Sends an HTML page under the pages' own Content-Security-Policy (set by the route's helmet option). */
+/** Sends an HTML page under the pages' own Content-Security-Policy (set by the route's config). */
 export function sendPage(reply: FastifyReply, page: WebFile, status = 200): FastifyReply {
   return reply.code(status).header('cache-control', 'no-cache').type(page.type).send(page.body);
 }
