@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { before, test } from 'node:test';
 import bcrypt from 'bcrypt';
 import { decodeJwt } from 'jose';
@@ -7,9 +6,10 @@ import { type SeedLog, seedAdmin } from '../src/accounts/admin-seed.js';
 import { NO_PERMISSION, NO_TOKEN } from '../src/accounts/auth.js';
 import { type PublicUser, UsersRepository } from '../src/accounts/repository.js';
 import type { App } from '../src/kit/http.js';
-import { LogCapture, copyForAudit } from './helpers/logs.js';
-import { type Response, TEST_SECRET, accountsSuite, assertError, bearer, json, loginToken, noSecretInAnyResponse, registerUser, responseBodies } from './helpers/accounts.js';
+import { LogCapture } from './helpers/logs.js';
+import { type Response, TEST_SECRET, accountsDatabase, accountsSuite, assertError, bearer, json, loginToken, noSecretInAnyResponse, registerUser, responseBodies } from './helpers/accounts.js';
 import { uniqueEmail } from './helpers/emails.js';
+import { spawnEntry, startServiceProcess } from './helpers/process.js';
 
 const suite = accountsSuite();
 const ADMIN_PASSWORD = 'admin password 1';
@@ -35,7 +35,7 @@ const countAdmins = async () => (await suite.pool.query("SELECT count(*) AS n FR
 before(async () => {
   await suite.ready();
   logs = new LogCapture();
-  app = await suite.app({ LOG_LEVEL: 'info' }, { logStream: logs });
+  app = await suite.app({ LOG_LEVEL: 'info' }, { logs });
   adminEmail = uniqueEmail('admin');
   const { log } = recordingLog();
   assert.equal(await seedAdmin(new UsersRepository(suite.pool), { ADMIN_EMAIL: adminEmail, ADMIN_PASSWORD }, log), 'created');
@@ -45,8 +45,10 @@ before(async () => {
 });
 
 test('seed: with ADMIN_EMAIL and ADMIN_PASSWORD an admin exists and can log in; its token says role admin', async () => {
-  const { rows } = await suite.pool.query('SELECT role, password_hash FROM users WHERE email = $1', [adminEmail]);
+  const { rows } = await suite.pool.query('SELECT role, password_hash, email_verified_at FROM users WHERE email = $1', [adminEmail]);
   assert.equal(rows[0].role, 'admin');
+  // The operator chose the address: the admin can log in under REQUIRE_EMAIL_VERIFICATION too.
+  assert.ok(rows[0].email_verified_at instanceof Date);
   assert.match(rows[0].password_hash, /^\$2b\$12\$/);
   assert.equal(decodeJwt(adminToken).role, 'admin');
 });
@@ -96,6 +98,31 @@ test('seed: with either variable missing no admin is created; a warning only whe
   assert.equal(await countAdmins(), adminsBefore);
 });
 
+test('the server process on a database without an admin warns that there is none; once one exists a restart does not', async () => {
+  const db = await accountsDatabase();
+  const start = (admin: Record<string, string>) =>
+    startServiceProcess('src/accounts/server.ts', { DATABASE_URL: db.url, JWT_SECRET: TEST_SECRET, LOG_LEVEL: 'info', ADMIN_EMAIL: '', ADMIN_PASSWORD: '', ...admin });
+  const NONE = /ADMIN_EMAIL and ADMIN_PASSWORD are not both set, and there is no admin account/;
+  try {
+    const first = await start({});
+    assert.equal(await first.stop(), 0);
+    assert.match(first.output(), NONE);
+    const seeding = await start({ ADMIN_EMAIL: uniqueEmail('restart-admin'), ADMIN_PASSWORD });
+    assert.equal(await seeding.stop(), 0);
+    assert.match(seeding.output(), /admin_created/);
+    const restart = await start({});
+    assert.equal(await restart.stop(), 0);
+    assert.doesNotMatch(restart.output(), NONE);
+    const skipped = restart.output().split('\n').find((line) => line.includes('admin_seed_skipped'));
+    assert.ok(skipped, restart.output());
+    const entry = JSON.parse(skipped) as { level: number; msg: string };
+    assert.equal(entry.level, 30, 'info, not a warning');
+    assert.match(entry.msg, /no admin created; 1 admin account\(s\) exist/);
+  } finally {
+    await db.drop();
+  }
+});
+
 test('seed: an admin password that breaks the password rules refuses to start', async () => {
   const email = uniqueEmail('weak-admin');
   for (const password of ['short', 'p'.repeat(73), 'é'.repeat(40)]) {
@@ -110,25 +137,21 @@ test('the server process seeds the admin at start, serves it over real HTTP and 
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !/^(REDIS_URL|ADMIN_|JWT_)/.test(k)) env[k] = v;
   Object.assign(env, { DATABASE_URL: suite.db.url, PORT: '0', HOST: '127.0.0.1', JWT_SECRET: TEST_SECRET, ADMIN_EMAIL: email, ADMIN_PASSWORD, LOG_LEVEL: 'info' });
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/accounts/server.ts'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  child.stderr.on('data', copyForAudit);
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const server = spawnEntry('src/accounts/server.ts', env);
+  const { child, exited, stdout } = server;
   try {
     const url = await new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`server did not start: ${stdout}`)), 30_000);
-      child.stdout.on('data', (chunk: Buffer) => {
-        copyForAudit(chunk);
-        stdout += chunk.toString();
-        const match = /listening on (http:\/\/[\d.:a-z]+)/.exec(stdout);
+      const timer = setTimeout(() => reject(new Error(`server did not start: ${stdout()}`)), 30_000);
+      child.stdout!.on('data', () => {
+        const match = /listening on (http:\/\/[\d.:a-z]+)/.exec(stdout());
         if (match) {
           clearTimeout(timer);
           resolve(match[1]!);
         }
       });
-      child.on('exit', () => reject(new Error(`server exited: ${stdout}`)));
+      void exited.then(() => reject(new Error(`server exited: ${stdout()}`)));
     });
-    assert.match(stdout, /admin_created/);
+    assert.match(stdout(), /admin_created/);
     const res = await fetch(`${url}/auth/login`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -142,7 +165,7 @@ test('the server process seeds the admin at start, serves it over real HTTP and 
     child.kill('SIGTERM');
   }
   assert.equal(await exited, 0);
-  assert.ok(!stdout.includes(ADMIN_PASSWORD), 'the admin password reached the log');
+  assert.ok(!stdout().includes(ADMIN_PASSWORD), 'the admin password reached the log');
 });
 
 test('rule 6: /admin/users without a token is 401, with an invalid token 401, with a user token 403', async () => {
@@ -169,7 +192,7 @@ test('rule 6: an admin gets 200 with a bare array of public users', async () => 
   assert.equal(res.statusCode, 200, res.body);
   const list = res.json() as PublicUser[];
   assert.ok(Array.isArray(list));
-  for (const entry of list) assert.deepEqual(Object.keys(entry).sort(), ['createdAt', 'email', 'id', 'name', 'role', 'updatedAt']);
+  for (const entry of list) assert.deepEqual(Object.keys(entry).sort(), ['createdAt', 'email', 'emailVerified', 'id', 'name', 'role', 'updatedAt']);
   assert.deepEqual(
     list.find((u) => u.id === user.id),
     user,
@@ -255,6 +278,9 @@ test('pagination parameters out of range are 400 in the envelope', async (t) => 
     ['per_page=0', /querystring\/per_page must be >= 1/],
     ['per_page=1001', /querystring\/per_page must be <= 1000/],
     ['per_page=ten', /querystring\/per_page must be integer/],
+    // Coerced to ±Infinity, which Ajv exempts from minimum/maximum: the kit's validator refuses it.
+    ['page=1e400', /querystring\/page must be a finite number/],
+    ['per_page=-1e400', /querystring\/per_page must be a finite number/],
   ];
   for (const [query, message] of cases) {
     await t.test(query, async () => {
@@ -262,6 +288,142 @@ test('pagination parameters out of range are 400 in the envelope', async (t) => 
     });
   }
   assert.equal((await app.inject({ method: 'GET', url: '/admin/users?per_page=1000&page=1', headers: bearer(adminToken) })).statusCode, 200);
+});
+
+/** The searched listing as the admin sees it: status 200, the users, the total and the links, each with its q. */
+async function search(query: string) {
+  const res = await app.inject({ method: 'GET', url: `/admin/users?${query}`, headers: bearer(adminToken) });
+  assert.equal(res.statusCode, 200, res.body);
+  const links: Record<string, { page: number; perPage: number; q: string }> = {};
+  for (const part of String(res.headers.link).split(', ')) {
+    const match = /^<\/admin\/users\?page=(\d+)&per_page=(\d+)&q=([^&>]*)>; rel="(first|prev|next|last)"$/.exec(part);
+    assert.ok(match, `unexpected link: ${part}`);
+    links[match[4]!] = { page: Number(match[1]), perPage: Number(match[2]), q: decodeURIComponent(match[3]!) };
+  }
+  return { users: res.json() as PublicUser[], total: Number(res.headers['x-total-count']), links };
+}
+
+test('search: q matches part of the email or of the name, in any case, and returns public users only', async () => {
+  const tag = `srch${Date.now()}`;
+  const byEmail = await registerUser(app, { name: 'Quiet Person', email: uniqueEmail(`${tag}-mail`), password: USER_PASSWORD });
+  const byName = await registerUser(app, { name: `Zelda ${tag.toUpperCase()} Quux`, email: uniqueEmail('other'), password: USER_PASSWORD });
+
+  const emailHit = await search(`q=${tag}-MAIL`);
+  assert.deepEqual(emailHit.users, [byEmail]);
+  assert.equal(emailHit.total, 1);
+
+  const nameHit = await search('q=zelda%20' + tag);
+  assert.deepEqual(nameHit.users, [byName]);
+
+  // Both rows hold the tag (one in the email, one in the name), oldest first.
+  const both = await search(`q=${tag.toUpperCase()}`);
+  assert.deepEqual(both.users.map((u) => u.id), [byEmail.id, byName.id]);
+  assert.equal(both.total, 2);
+  for (const entry of both.users) assert.deepEqual(Object.keys(entry).sort(), ['createdAt', 'email', 'emailVerified', 'id', 'name', 'role', 'updatedAt']);
+
+  // Surrounding spaces are trimmed; a text nobody holds is an empty page, not an error.
+  assert.deepEqual((await search(`q=%20%20${tag}-mail%20`)).users, [byEmail]);
+  const none = await search('q=nobody-holds-this-text');
+  assert.deepEqual(none.users, []);
+  assert.equal(none.total, 0);
+});
+
+test('search: %, _ and \\ in q match themselves, not as LIKE wildcards', async () => {
+  const tag = `wild${Date.now()}`;
+  const percent = await registerUser(app, { name: `${tag} 100% sure`, email: uniqueEmail(`${tag}-p`), password: USER_PASSWORD });
+  const underscore = await registerUser(app, { name: `${tag} a_b`, email: uniqueEmail(`${tag}-u`), password: USER_PASSWORD });
+  const backslash = await registerUser(app, { name: `${tag} c\\d`, email: uniqueEmail(`${tag}-b`), password: USER_PASSWORD });
+  // Decoys a wildcard would match: "100x sure", "aXb", "cd".
+  await registerUser(app, { name: `${tag} 100x sure`, email: uniqueEmail(`${tag}-dp`), password: USER_PASSWORD });
+  await registerUser(app, { name: `${tag} aXb`, email: uniqueEmail(`${tag}-du`), password: USER_PASSWORD });
+  await registerUser(app, { name: `${tag} cd`, email: uniqueEmail(`${tag}-db`), password: USER_PASSWORD });
+
+  assert.deepEqual((await search(`q=${encodeURIComponent('100% sure')}`)).users, [percent]);
+  assert.deepEqual((await search(`q=${encodeURIComponent(`${tag} a_b`)}`)).users, [underscore]);
+  assert.deepEqual((await search(`q=${encodeURIComponent('c\\d')}`)).users, [backslash]);
+  // A lone % or _ is a character to find, not "everything".
+  const lonePercent = await search(`q=${encodeURIComponent('%')}`);
+  assert.ok(lonePercent.users.every((u) => u.name.includes('%') || u.email.includes('%')), JSON.stringify(lonePercent.users));
+  assert.ok(lonePercent.users.some((u) => u.id === percent.id));
+  assert.equal((await search(`q=${encodeURIComponent(tag)}`)).total, 6);
+});
+
+test('search: a filtered set is paged, X-Total-Count counts it and every Link keeps q, URL-encoded', async () => {
+  const tag = `page${Date.now()}`;
+  await suite.pool.query(
+    `INSERT INTO users (name, email, password_hash, created_at, updated_at)
+     SELECT 'Paged & ' || $1 || ' ' || i, $1 || '-' || i || '@example.com', 'not-a-hash',
+            timestamptz '2021-01-01 00:00:00Z' + i * interval '1 minute', timestamptz '2021-01-01 00:00:00Z'
+     FROM generate_series(1, 12) AS i`,
+    [tag],
+  );
+  const q = `paged & ${tag}`;
+  const first = await search(`q=${encodeURIComponent(q)}&per_page=5`);
+  assert.equal(first.total, 12);
+  assert.deepEqual(first.users.map((u) => u.name), [1, 2, 3, 4, 5].map((i) => `Paged & ${tag} ${i}`));
+  assert.deepEqual(first.links, {
+    first: { page: 1, perPage: 5, q },
+    next: { page: 2, perPage: 5, q },
+    last: { page: 3, perPage: 5, q },
+  });
+  // The raw header holds q encoded: the & and the spaces cannot break the link apart.
+  const raw = await app.inject({ method: 'GET', url: `/admin/users?q=${encodeURIComponent(q)}&per_page=5`, headers: bearer(adminToken) });
+  assert.ok(String(raw.headers.link).includes(`&q=${encodeURIComponent(q)}>`), String(raw.headers.link));
+
+  // Walking the next links gives the twelve once, in order.
+  const walked: string[] = [];
+  let next: string | undefined = `q=${encodeURIComponent(q)}&per_page=5&page=1`;
+  while (next) {
+    const page = await search(next);
+    assert.equal(page.total, 12);
+    walked.push(...page.users.map((u) => u.name));
+    const link = page.links.next;
+    next = link ? `q=${encodeURIComponent(link.q)}&per_page=${link.perPage}&page=${link.page}` : undefined;
+  }
+  assert.deepEqual(walked, Array.from({ length: 12 }, (_, i) => `Paged & ${tag} ${i + 1}`));
+
+  const last = await search(`q=${encodeURIComponent(q)}&per_page=5&page=3`);
+  assert.equal(last.users.length, 2);
+  assert.deepEqual(last.links.prev, { page: 2, perPage: 5, q });
+  assert.equal(last.links.next, undefined);
+
+  // Without q the links stay as they were: no q in them.
+  const bare = await app.inject({ method: 'GET', url: '/admin/users?per_page=5', headers: bearer(adminToken) });
+  assert.ok(!String(bare.headers.link).includes('q='));
+});
+
+test('search: a bad q is 400 in the envelope and changes nothing', async (t) => {
+  const snapshot = async () => ({
+    users: (await suite.pool.query('SELECT * FROM users ORDER BY id')).rows,
+    audit: (await suite.pool.query('SELECT count(*)::int AS n FROM audit_log')).rows[0].n,
+  });
+  const before = await snapshot();
+  const message = /querystring\/q must be 1 to 200 characters after trimming, without control characters/;
+  const cases: Array<[string, string, RegExp]> = [
+    ['empty', 'q=', message],
+    ['only spaces', 'q=%20%20%20', message],
+    ['201 characters', `q=${'a'.repeat(201)}`, message],
+    ['a NUL', 'q=a%00b', message],
+    ['a newline', 'q=a%0Ab', message],
+    ['a DEL', 'q=a%7Fb', message],
+    ['a C1 control', 'q=a%C2%85b', message],
+    ['twice', 'q=a&q=b', /querystring\/q must be string/],
+  ];
+  for (const [name, query, expected] of cases) {
+    await t.test(name, async () => {
+      assertError(await app.inject({ method: 'GET', url: `/admin/users?${query}`, headers: bearer(adminToken) }), 400, expected);
+    });
+  }
+  // 200 characters after trimming is the longest allowed, padding included.
+  assert.equal((await app.inject({ method: 'GET', url: `/admin/users?q=%20${'a'.repeat(200)}%20`, headers: bearer(adminToken) })).statusCode, 200);
+  assert.deepEqual(await snapshot(), before);
+});
+
+test('search: token first, role second, q last — 401 and 403 come before a bad q', async () => {
+  assertError(await app.inject({ method: 'GET', url: '/admin/users?q=' }), 401, NO_TOKEN);
+  assertError(await app.inject({ method: 'GET', url: '/admin/users?q=%00', headers: bearer(`${userToken}x`) }), 401, 'Invalid or expired token.');
+  assertError(await app.inject({ method: 'GET', url: '/admin/users?q=', headers: bearer(userToken) }), 403, NO_PERMISSION);
+  assertError(await app.inject({ method: 'GET', url: '/admin/users?q=plain', headers: bearer(userToken) }), 403, NO_PERMISSION);
 });
 
 test('an admin is still refused by /auth/register role games: a new registration with role admin is a user', async () => {

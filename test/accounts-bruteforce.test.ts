@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { randomInt } from 'node:crypto';
 import { before, test } from 'node:test';
 import type { Redis } from 'ioredis';
 import { LOGIN_FAILURE_LIMITS, emailDigest, loginFailureKeys } from '../src/accounts/login-throttle.js';
@@ -7,12 +6,14 @@ import type { PublicUser } from '../src/accounts/repository.js';
 import { INVALID_CREDENTIALS } from '../src/accounts/service.js';
 import { manualClock } from '../src/kit/clock.js';
 import type { App } from '../src/kit/http.js';
-import { MemoryCounterStore, connectRedis } from '../src/kit/rate-limit.js';
+import { MemoryCounterStore } from '../src/kit/rate-limit.js';
+import { connectRedis } from '../src/kit/redis.js';
 import { accountsPasswordHasher } from '../src/accounts/passwords.js';
 import { accountsSuite, assertError, json, noSecretInAnyResponse, registerUser } from './helpers/accounts.js';
 import { LogCapture } from './helpers/logs.js';
 import { withoutRedis } from './helpers/redis.js';
 import { uniqueEmail } from './helpers/emails.js';
+import { uniqueIp } from './helpers/client-ips.js';
 
 const suite = accountsSuite();
 const PASSWORD = 'the right password';
@@ -24,7 +25,6 @@ const login = (app: App, email: string, password: string, ip?: string) =>
   json(app, 'POST', '/auth/login', { email, password }, ip ? { 'x-forwarded-for': ip } : {});
 
 /** An address that no earlier run (sharing Redis) has counted failures for. */
-const randomIp = () => `10.${randomInt(256)}.${randomInt(256)}.${randomInt(1, 255)}`;
 
 function assertThrottled(res: Awaited<ReturnType<typeof login>>, seconds: number): void {
   assert.equal(res.statusCode, 429, res.body);
@@ -54,13 +54,13 @@ test('the limits are 10 failures per account and 100 per IP per 15 minutes', () 
 test('10 failures lock the account (429, Retry-After, even for the right password) until the window ends', async () => {
   const clock = manualClock();
   const app = await suite.app({ TRUST_PROXY: '127.0.0.1' }, { clock });
-  const ip = randomIp();
+  const ip = uniqueIp();
   const failures = await Promise.all(Array.from({ length: 10 }, () => login(app, victim.email, 'wrong password', ip)));
   for (const res of failures) assertError(res, 401, INVALID_CREDENTIALS);
 
   assertThrottled(await login(app, victim.email, PASSWORD, ip), 900);
   // Another address does not help: the lock is on the account.
-  assertThrottled(await login(app, victim.email.toUpperCase(), PASSWORD, randomIp()), 900);
+  assertThrottled(await login(app, victim.email.toUpperCase(), PASSWORD, uniqueIp()), 900);
   // Other accounts are untouched.
   assert.equal((await login(app, bystander.email, PASSWORD, ip)).statusCode, 200);
 
@@ -74,7 +74,7 @@ test('a success does not count and clears the account failures; the IP failures 
   const clock = manualClock();
   const store = new MemoryCounterStore(clock);
   const app = await suite.app({ TRUST_PROXY: '127.0.0.1' }, { clock, loginCounterStore: store });
-  const ip = randomIp();
+  const ip = uniqueIp();
   const keys = loginFailureKeys(victim.email, ip);
   const fail = async (n: number) => {
     for (let i = 0; i < n; i++) await store.hit(keys.account, WINDOW_MS);
@@ -95,14 +95,14 @@ test('100 failures from one IP block every login from it, across accounts, and o
   const clock = manualClock();
   const store = new MemoryCounterStore(clock);
   const app = await suite.app({ TRUST_PROXY: '127.0.0.1' }, { clock, loginCounterStore: store });
-  const ip = randomIp();
+  const ip = uniqueIp();
   // 99 earlier failures from this address (spread over many accounts).
   for (let i = 0; i < 99; i++) await store.hit(loginFailureKeys('', ip).ip, WINDOW_MS);
 
   assertError(await login(app, uniqueEmail('spray'), 'spray password', ip), 401, INVALID_CREDENTIALS);
   assertThrottled(await login(app, uniqueEmail('spray'), 'spray password', ip), 900);
   assertThrottled(await login(app, bystander.email, PASSWORD, ip), 900);
-  assert.equal((await login(app, bystander.email, PASSWORD, randomIp())).statusCode, 200);
+  assert.equal((await login(app, bystander.email, PASSWORD, uniqueIp())).statusCode, 200);
   clock.advance(WINDOW_MS);
   assert.equal((await login(app, bystander.email, PASSWORD, ip)).statusCode, 200);
   store.close();
@@ -112,8 +112,8 @@ test('throttling is logged with the email hash and the IP, never the email or pa
   const clock = manualClock();
   const store = new MemoryCounterStore(clock);
   const logs = new LogCapture();
-  const app = await suite.app({ TRUST_PROXY: '127.0.0.1', LOG_LEVEL: 'info' }, { clock, loginCounterStore: store, logStream: logs });
-  const ip = randomIp();
+  const app = await suite.app({ TRUST_PROXY: '127.0.0.1', LOG_LEVEL: 'info' }, { clock, loginCounterStore: store, logs });
+  const ip = uniqueIp();
   for (let i = 0; i < 10; i++) await store.hit(loginFailureKeys(victim.email, ip).account, WINDOW_MS);
   assertThrottled(await login(app, victim.email, 'attempted password', ip), 900);
   const line = logs.lines().find((l) => l.event === 'login_throttled');
@@ -134,7 +134,7 @@ test('with REDIS_URL the failure counters live in Redis and are shared by every 
     const second = await suite.app({ TRUST_PROXY: '127.0.0.1' }, { redis: other });
     const email = uniqueEmail('redis');
     await registerUser(first, { name: 'Redis', email, password: PASSWORD });
-    const ip = randomIp();
+    const ip = uniqueIp();
     const keys = loginFailureKeys(email, ip);
     const failures = await Promise.all(Array.from({ length: 10 }, () => login(first, email, 'wrong password', ip)));
     for (const res of failures) assertError(res, 401, INVALID_CREDENTIALS);
@@ -145,7 +145,7 @@ test('with REDIS_URL the failure counters live in Redis and are shared by every 
     assert.ok(ttl > WINDOW_MS - 60_000 && ttl <= WINDOW_MS, `ttl ${ttl}`);
 
     // The second instance never saw those failures itself.
-    const res = await login(second, email, PASSWORD, randomIp());
+    const res = await login(second, email, PASSWORD, uniqueIp());
     assert.equal(res.statusCode, 429, res.body);
     assert.ok(Number(res.headers['retry-after']) > 800 && Number(res.headers['retry-after']) <= 900);
 
@@ -184,7 +184,7 @@ test('150 concurrent wrong guesses at one account from one IP: at most 10 bcrypt
   const email = uniqueEmail('parallel');
   await registerUser(app, { name: 'Parallel', email, password: PASSWORD });
   const before = hasher.started.verify;
-  const ip = randomIp();
+  const ip = uniqueIp();
   const responses = await Promise.all(Array.from({ length: GUESSES }, (_, i) => login(app, email, `wrong guess ${i}`, ip)));
   assert.deepEqual(statusCounts(responses), { 401: ACCOUNT_MAX, 429: GUESSES - ACCOUNT_MAX });
   assert.equal(hasher.started.verify - before, ACCOUNT_MAX, 'bcrypt comparisons');
@@ -196,7 +196,7 @@ test('the right password hidden among 150 concurrent guesses never gets in once 
   const email = uniqueEmail('hidden');
   await registerUser(app, { name: 'Hidden', email, password: PASSWORD });
   const before = hasher.started.verify;
-  const ip = randomIp();
+  const ip = uniqueIp();
   const right = new Set([20, 75, GUESSES - 1]);
   const responses = await Promise.all(
     Array.from({ length: GUESSES }, (_, i) => login(app, email, right.has(i) ? PASSWORD : `wrong guess ${i}`, ip)),
@@ -205,7 +205,7 @@ test('the right password hidden among 150 concurrent guesses never gets in once 
   for (const i of right) assert.equal(responses[i]!.statusCode, 429, responses[i]!.body);
   assert.ok(hasher.started.verify - before <= ACCOUNT_MAX, `${hasher.started.verify - before} bcrypt comparisons`);
   // Spent from another address too: the lock is on the account.
-  assert.equal((await login(app, email, PASSWORD, randomIp())).statusCode, 429);
+  assert.equal((await login(app, email, PASSWORD, uniqueIp())).statusCode, 429);
 });
 
 test('with REDIS_URL, 150 concurrent guesses split over two instances: at most 10 bcrypt comparisons in all', { skip: withoutRedis }, async () => {
@@ -218,7 +218,7 @@ test('with REDIS_URL, 150 concurrent guesses split over two instances: at most 1
     const email = uniqueEmail('shared');
     await registerUser(first.app, { name: 'Shared', email, password: PASSWORD });
     const before = first.hasher.started.verify + second.hasher.started.verify;
-    const ip = randomIp();
+    const ip = uniqueIp();
     const right = new Set([30, 31, 100, GUESSES - 1]);
     const responses = await Promise.all(
       Array.from({ length: GUESSES }, (_, i) => login(i % 2 ? first.app : second.app, email, right.has(i) ? PASSWORD : `wrong guess ${i}`, ip)),
@@ -244,7 +244,7 @@ test('one IP spraying many accounts at once: no more comparisons than the IP has
     store.close();
     await hasher.close();
   });
-  const ip = randomIp();
+  const ip = uniqueIp();
   for (let i = 0; i < 90; i++) await store.hit(loginFailureKeys('', ip).ip, WINDOW_MS);
   const before = hasher.started.verify;
   const responses = await Promise.all(Array.from({ length: 30 }, (_, i) => login(app, uniqueEmail(`spray${i}`), 'spray password', ip)));

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { generateKeyPairSync } from 'node:crypto';
 import { test } from 'node:test';
 import { accountsConfig, parseDuration } from '../src/accounts/config.js';
 import { ConfigErrors, loadConfig } from '../src/kit/config.js';
-import { copyForAudit } from './helpers/logs.js';
+import { spawnEntry } from './helpers/process.js';
 
 const SECRET = 'x'.repeat(32);
 
@@ -97,6 +97,57 @@ test('an invalid JWT_EXPIRES_IN, admin email or admin password is a config error
   assert.match(problemsOf({ JWT_SECRET: SECRET, PORT: 'eighty' })[0]!, /^PORT /);
 });
 
+test('JWT_ALGORITHM: HS256 by default (the contract), ES256 on request, nothing else', () => {
+  assert.equal(loadConfig(accountsConfig, { JWT_SECRET: SECRET }).JWT_ALGORITHM, 'HS256');
+  assert.equal(loadConfig(accountsConfig, { JWT_SECRET: SECRET, JWT_ALGORITHM: 'ES256' }).JWT_ALGORITHM, 'ES256');
+  for (const bad of ['es256', 'RS256', 'none', 'HS512']) {
+    assert.deepEqual(problemsOf({ JWT_SECRET: SECRET, JWT_ALGORITHM: bad }), [`JWT_ALGORITHM must be one of HS256, ES256, got "${bad}"`]);
+  }
+});
+
+test('JWT_PRIVATE_KEY: an EC P-256 private key as PEM or JWK; anything else stops the start', () => {
+  const key = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey;
+  assert.deepEqual(problemsOf({ JWT_SECRET: SECRET, JWT_PRIVATE_KEY: key.export({ type: 'pkcs8', format: 'pem' }).toString() }), []);
+  assert.deepEqual(problemsOf({ JWT_SECRET: SECRET, JWT_PRIVATE_KEY: key.export({ type: 'sec1', format: 'pem' }).toString() }), []);
+  assert.deepEqual(problemsOf({ JWT_SECRET: SECRET, JWT_PRIVATE_KEY: JSON.stringify(key.export({ format: 'jwk' })) }), []);
+  const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+  const p384 = generateKeyPairSync('ec', { namedCurve: 'P-384' }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+  const publicOnly = generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey.export({ type: 'spki', format: 'pem' }).toString();
+  for (const bad of [rsa, p384, publicOnly, 'not a key', '{"kty":"EC"}']) {
+    assert.deepEqual(problemsOf({ JWT_SECRET: SECRET, JWT_PRIVATE_KEY: bad }), ['JWT_PRIVATE_KEY must be an ES256 (EC P-256) private key, as PEM or as a JWK with "d"']);
+  }
+});
+
+test('JWT_PREVIOUS_PUBLIC_KEYS: a JWKS, one JWK or PEM public keys; private keys and other curves are refused', () => {
+  const pairs = [0, 1].map(() => generateKeyPairSync('ec', { namedCurve: 'P-256' }));
+  const jwks = JSON.stringify({ keys: pairs.map((p) => ({ ...p.publicKey.export({ format: 'jwk' }), kid: 'any', alg: 'ES256' })) });
+  const pems = pairs.map((p) => p.publicKey.export({ type: 'spki', format: 'pem' }).toString()).join('');
+  const previous = (raw: string) => loadConfig(accountsConfig, { JWT_SECRET: SECRET, JWT_PREVIOUS_PUBLIC_KEYS: raw }).JWT_PREVIOUS_PUBLIC_KEYS;
+  assert.equal(previous(jwks)?.length, 2);
+  assert.equal(previous(pems)?.length, 2);
+  assert.equal(previous(JSON.stringify(pairs[0]!.publicKey.export({ format: 'jwk' })))?.length, 1);
+  assert.ok(previous(pems)![1]!.equals(pairs[1]!.publicKey));
+  assert.equal(loadConfig(accountsConfig, { JWT_SECRET: SECRET }).JWT_PREVIOUS_PUBLIC_KEYS, undefined);
+
+  const problem = (raw: string) => problemsOf({ JWT_SECRET: SECRET, JWT_PREVIOUS_PUBLIC_KEYS: raw });
+  const p384 = generateKeyPairSync('ec', { namedCurve: 'P-384' }).publicKey;
+  const bad: Array<[string, RegExp]> = [
+    [JSON.stringify(pairs[0]!.privateKey.export({ format: 'jwk' })), /key 1: a private key/],
+    [JSON.stringify({ keys: [pairs[0]!.publicKey.export({ format: 'jwk' }), pairs[1]!.privateKey.export({ format: 'jwk' })] }), /key 2: a private key/],
+    [pairs[0]!.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(), /a private key was given/],
+    [p384.export({ type: 'spki', format: 'pem' }).toString(), /key 1: not a P-256 key/],
+    [JSON.stringify({ keys: [] }), /none found/],
+    ['{"keys": [', /not valid JSON/],
+    ['not a key', /none found/],
+  ];
+  for (const [raw, why] of bad) {
+    const [message, ...more] = problem(raw);
+    assert.equal(more.length, 0);
+    assert.match(message!, /^JWT_PREVIOUS_PUBLIC_KEYS must be EC P-256 public keys/);
+    assert.match(message!, why);
+  }
+});
+
 /** Starts the real entry point with only the given service variables and waits for it to exit. */
 async function startServer(vars: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
   const env: Record<string, string> = {};
@@ -105,16 +156,11 @@ async function startServer(vars: Record<string, string>): Promise<{ code: number
   }
   // Nothing here must get as far as a database; if it did, this one refuses quickly.
   Object.assign(env, { DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none', DATA_DIR: '/nonexistent', ...vars });
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/accounts/server.ts'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
-  let stderr = '';
-  child.stderr.on('data', (chunk: Buffer) => {
-    copyForAudit(chunk);
-    stderr += chunk.toString();
-  });
-  const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
-  const code = await new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)));
+  const server = spawnEntry('src/accounts/server.ts', env);
+  const timer = setTimeout(() => server.child.kill('SIGKILL'), 30_000);
+  const code = await server.exited;
   clearTimeout(timer);
-  return { code, stderr };
+  return { code, stderr: server.stderr() };
 }
 
 test('the process refuses to start: exit 1 and one stderr line naming the bad variable', async (t) => {

@@ -19,7 +19,7 @@ before(async () => {
   alice = await registerUser(app, { name: 'Alice', email: uniqueEmail('alice'), password: PASSWORD });
 });
 
-test('rule 3: login answers 200 with {status, response, message, data: {token, user}}', async () => {
+test('rule 3: login answers 200 with {status, response, message, data: {token, refresh_token, expires_in, user}}', async () => {
   const res = await json(app, 'POST', '/auth/login', { email: alice.email, password: PASSWORD });
   assert.equal(res.statusCode, 200, res.body);
   const body = res.json();
@@ -27,7 +27,9 @@ test('rule 3: login answers 200 with {status, response, message, data: {token, u
   assert.equal(body.status, 200);
   assert.equal(body.response, 'OK');
   assert.equal(body.message, 'Login successful');
-  assert.deepEqual(Object.keys(body.data).sort(), ['token', 'user']);
+  assert.deepEqual(Object.keys(body.data).sort(), ['expires_in', 'refresh_token', 'token', 'user']);
+  assert.equal(body.data.expires_in, 3600);
+  assert.match(body.data.refresh_token, /^[A-Za-z0-9_-]{43}$/);
   assert.deepEqual(body.data.user, alice);
   // The token works on the profile route.
   const me = await app.inject({ method: 'GET', url: '/auth/me', headers: bearer(body.data.token) });

@@ -3,7 +3,8 @@ import { test } from 'node:test';
 import { installAccountsMetrics } from '../src/accounts/metrics.js';
 import { LOGIN_FAILURE_LIMITS, loginFailureKeys } from '../src/accounts/login-throttle.js';
 import { PasswordHasher } from '../src/kit/password-hasher.js';
-import { createServer, statusEnvelope } from '../src/kit/http.js';
+import { buildHttpApp } from '../src/kit/http.js';
+import { statusEnvelope } from '../src/kit/status-envelope.js';
 import { MemoryCounterStore } from '../src/kit/rate-limit.js';
 import { accountsSuite, json, noSecretInAnyResponse, registerUser } from './helpers/accounts.js';
 import { labelValues, sampleValue, scrape } from './helpers/metrics.js';
@@ -11,6 +12,24 @@ import { uniqueEmail } from './helpers/emails.js';
 
 const suite = accountsSuite();
 const PASSWORD = 'the right password';
+
+test('a password change refused by the login limiter counts as a login_throttle refusal', async () => {
+  const store = new MemoryCounterStore();
+  const app = await suite.app({ TRUST_PROXY: '127.0.0.1' }, { loginCounterStore: store });
+  const email = uniqueEmail('metrics-password');
+  await registerUser(app, { name: 'Metrics Person', email, password: PASSWORD });
+  const ip = '198.51.100.25';
+  const login = await json(app, 'POST', '/auth/login', { email, password: PASSWORD }, { 'x-forwarded-for': ip });
+  for (let i = 0; i < LOGIN_FAILURE_LIMITS.perAccount.max; i++) await store.hit(loginFailureKeys(email, ip).account, LOGIN_FAILURE_LIMITS.perAccount.windowMs);
+  const change = await json(app, 'POST', '/auth/password', { current_password: PASSWORD, new_password: 'a new password 2' }, {
+    'x-forwarded-for': ip,
+    authorization: `Bearer ${login.json().data.token}`,
+  });
+  assert.equal(change.statusCode, 429, change.body);
+  const text = await scrape(app);
+  assert.equal(sampleValue(text, 'rate_limited_requests_total', { limiter: 'login_throttle' }), 1);
+  assert.equal(sampleValue(text, 'accounts_login_failures_total'), 0);
+});
 
 test('login failures and throttles are counted; no email, address or user id appears in the exposition', async () => {
   const store = new MemoryCounterStore();
@@ -50,7 +69,7 @@ test('login failures and throttles are counted; no email, address or user id app
 });
 
 test('the bcrypt gauges read the queue of the hasher when scraped, and each job reports its wait', async () => {
-  const app = await createServer({ title: 'test', logLevel: 'silent', errorBody: statusEnvelope, readiness: async () => {} });
+  const app = await buildHttpApp({ title: 'test', logLevel: 'silent', errorBody: statusEnvelope, readiness: async () => {} });
   // One worker, so jobs beyond the first queue.
   const hasher = new PasswordHasher({ cost: 12, workers: 1 });
   try {

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { test } from 'node:test';
-import { buildApp } from '../src/accounts/app.js';
 import { createPool } from '../src/kit/db.js';
-import { accountsSuite, assertError, bearer, json, noSecretInAnyResponse, responseBodies, testConfig } from './helpers/accounts.js';
+import { accountsSuite, assertError, bearer, json, noSecretInAnyResponse } from './helpers/accounts.js';
 import { LogCapture } from './helpers/logs.js';
 import { uniqueEmail } from './helpers/emails.js';
+import { request } from './helpers/http.js';
 import { closedPort } from './helpers/ports.js';
 
 const suite = accountsSuite();
@@ -22,25 +22,22 @@ test('/healthz answers 200 and /readyz 200 while the database is reachable', asy
 
 test('/readyz answers 503 JSON when the database is unreachable', async () => {
   const pool = createPool(`postgres://postgres@127.0.0.1:${await closedPort()}/accounts`, { connectionTimeoutMillis: 1000 });
-  const app = await buildApp(testConfig(), { pool });
+  const app = await suite.app({}, { pool });
   try {
     const res = await app.inject({ method: 'GET', url: '/readyz' });
-    responseBodies.push(res.body);
     assertError(res, 503, /database/);
     assert.match(String(res.headers['content-type']), /application\/json/);
     // Requests that need the database say so too, rather than 500.
     const login = await json(app, 'POST', '/auth/login', { email: 'a@example.com', password: 'password-1' });
-    responseBodies.push(login.body);
     assertError(login, 503, /unavailable/);
   } finally {
-    await app.close();
     await pool.end();
   }
 });
 
 test('a debug-level log of register, login, me and a failed login holds no password, hash, token or email', async () => {
   const logs = new LogCapture();
-  const app = await suite.app({ LOG_LEVEL: 'debug' }, { logStream: logs });
+  const app = await suite.app({ LOG_LEVEL: 'debug' }, { logs });
   const email = uniqueEmail('logged');
   const password = 'Sup3r-secret-passphrase';
   const wrongPassword = 'Wr0ng-secret-passphrase';
@@ -71,43 +68,51 @@ test('a debug-level log of register, login, me and a failed login holds no passw
 test('the full flow works over real HTTP', async () => {
   const app = await suite.app();
   const base = await app.listen({ port: 0, host: '127.0.0.1' });
-  const call = async (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) => {
-    const res = await fetch(`${base}${path}`, {
-      method,
-      headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await res.text();
-    responseBodies.push(text);
-    return { status: res.status, body: JSON.parse(text), headers: res.headers };
-  };
   const email = uniqueEmail('http');
-  const created = await call('POST', '/auth/register', { name: 'Over HTTP', email, password: 'http password' });
+  const created = await request(base, 'POST', '/auth/register', { body: { name: 'Over HTTP', email, password: 'http password' } });
   assert.equal(created.status, 201);
-  const login = await call('POST', '/auth/login', { email, password: 'http password' });
+  const login = await request(base, 'POST', '/auth/login', { body: { email, password: 'http password' } });
   assert.equal(login.status, 200);
-  const me = await call('GET', '/auth/me', undefined, bearer(login.body.data.token));
+  const me = await request(base, 'GET', '/auth/me', { token: login.body.data.token });
   assert.deepEqual(me.body.data, created.body.data);
   assert.ok(me.headers.get('x-request-id'));
-  const missing = await call('GET', '/missing');
+  const missing = await request(base, 'GET', '/missing');
   assert.equal(missing.status, 404);
   assert.deepEqual(Object.keys(missing.body).sort(), ['message', 'response', 'status']);
-  const badJson = await fetch(`${base}/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"email":' });
+  const badJson = await request(base, 'POST', '/auth/login', { raw: '{"email":' });
   assert.equal(badJson.status, 400);
-  assert.equal((await badJson.json()).status, 400);
+  assert.equal(badJson.body.status, 400);
 });
 
-test('the OpenAPI document lists the four routes with their response schemas', async () => {
+test('the OpenAPI document lists every route with its response schemas', async () => {
   const app = await suite.app();
   const doc = (await app.inject({ method: 'GET', url: '/docs/json' })).json();
   assert.deepEqual(Object.keys(doc.paths as object).filter((p) => !['/healthz', '/readyz'].includes(p)).sort(), [
+    '/.well-known/jwks.json',
+    '/admin/audit',
     '/admin/users',
+    '/admin/users/{id}',
     '/auth/login',
+    '/auth/logout',
     '/auth/me',
+    '/auth/password',
+    '/auth/password-reset',
+    '/auth/password-reset/confirm',
+    '/auth/refresh',
     '/auth/register',
+    '/auth/sessions',
+    '/auth/sessions/{id}',
+    '/auth/verify-email',
+    '/auth/verify-email/resend',
   ]);
+  for (const path of ['/auth/password-reset', '/auth/verify-email/resend']) {
+    assert.deepEqual(Object.keys(doc.paths[path].post.responses).sort(), ['202', '400', '413', '415', '429', '500', '503']);
+  }
+  assert.deepEqual(Object.keys(doc.paths['/auth/password-reset/confirm'].post.responses).sort(), ['200', '400', '413', '415', '500', '503']);
+  assert.ok(doc.paths['/auth/refresh'].post.responses['401']);
   assert.ok(doc.paths['/auth/login'].post.responses['429']);
   assert.ok(doc.paths['/admin/users'].get.responses['403']);
+  assert.ok(doc.paths['/.well-known/jwks.json'].get.responses['404'], 'the key set is documented as absent under HS256');
   assert.ok(!JSON.stringify(doc).includes('password_hash'));
 });
 

@@ -12,11 +12,11 @@ import type { HashJobKind, PasswordHasher } from '../src/kit/password-hasher.js'
 import { MemoryCounterStore } from '../src/kit/rate-limit.js';
 import { type Response, accountsSuite, json, noSecretInAnyResponse, registerUser } from './helpers/accounts.js';
 import { uniqueEmail } from './helpers/emails.js';
+import { uniqueIp } from './helpers/client-ips.js';
 
 const suite = accountsSuite();
 const PASSWORD = 'the right password';
 
-const randomIp = () => `10.${randomInt(256)}.${randomInt(256)}.${randomInt(1, 255)}`;
 const from = (ip: string) => ({ 'x-forwarded-for': ip });
 const register = (app: App, ip: string, label = 'user') =>
   json(app, 'POST', '/auth/register', { name: 'Load Test', email: uniqueEmail(label), password: PASSWORD }, from(ip));
@@ -58,7 +58,7 @@ function assertServiceBusy(res: Response): void {
 test('registrations are limited per IP (REGISTER_MAX_PER_IP), counted before any hashing: 429 + Retry-After', async () => {
   const hasher = accountsPasswordHasher();
   const app = await appWith(hasher, { REGISTER_MAX_PER_IP: '3', REGISTER_WINDOW: '1h' });
-  const ip = randomIp();
+  const ip = uniqueIp();
   const before = hasher.started.hash;
   const responses = await Promise.all(Array.from({ length: 8 }, () => register(app, ip)));
   assert.deepEqual(statusCounts(responses), { 201: 3, 429: 5 });
@@ -73,7 +73,7 @@ test('registrations are limited per IP (REGISTER_MAX_PER_IP), counted before any
     assert.ok(retryAfter > 3500 && retryAfter <= 3600, `retry-after ${retryAfter}`);
   }
   // Another address is not affected, and logins are not limited by it.
-  assert.equal((await register(app, randomIp())).statusCode, 201);
+  assert.equal((await register(app, uniqueIp())).statusCode, 201);
 });
 
 test('the registration and login limits count one client however its address is spelled, and IPv6 per /64', async () => {
@@ -97,7 +97,7 @@ test('the registration and login limits count one client however its address is 
 test('a full registration queue answers 503 with Retry-After in the envelope, never a 500', async () => {
   const hasher = accountsPasswordHasher({ workers: 1, maxQueued: 2 });
   const app = await appWith(hasher);
-  const responses = await Promise.all(Array.from({ length: 8 }, (_, i) => register(app, randomIp(), `queue${i}`)));
+  const responses = await Promise.all(Array.from({ length: 8 }, (_, i) => register(app, uniqueIp(), `queue${i}`)));
   const counts = statusCounts(responses);
   assert.deepEqual(Object.keys(counts).sort(), ['201', '503'], JSON.stringify(counts));
   // One running and two waiting are served; the rest were refused at once.
@@ -111,7 +111,7 @@ test('a login refused by a full queue is a 503 and its guess is given back to th
   const app = await appWith(hasher, {}, store);
   const email = uniqueEmail('busy');
   await registerUser(app, { name: 'Busy', email, password: PASSWORD });
-  const ip = randomIp();
+  const ip = uniqueIp();
   const responses = await Promise.all(Array.from({ length: 6 }, (_, i) => json(app, 'POST', '/auth/login', { email, password: `wrong guess ${i}` }, from(ip))));
   const counts = statusCounts(responses);
   assert.ok((counts[503] ?? 0) >= 1 && (counts[401] ?? 0) >= 2, JSON.stringify(counts));
@@ -130,10 +130,10 @@ test('a login during a registration flood overtakes every queued registration (w
   const email = uniqueEmail('during');
   await registerUser(app, { name: 'During', email, password: PASSWORD });
   starts.length = 0;
-  const flood = Promise.all(Array.from({ length: 12 }, (_, i) => register(app, randomIp(), `flood${i}`)));
+  const flood = Promise.all(Array.from({ length: 12 }, (_, i) => register(app, uniqueIp(), `flood${i}`)));
   await until(() => hasher.queued.hash >= 8, 'the registrations to queue');
   const hashesStartedBeforeLogin = starts.length;
-  const res = await json(app, 'POST', '/auth/login', { email, password: PASSWORD }, from(randomIp()));
+  const res = await json(app, 'POST', '/auth/login', { email, password: PASSWORD }, from(uniqueIp()));
   assert.equal(res.statusCode, 200, res.body);
   assert.deepEqual(statusCounts(await flood), { 201: 12 });
   const verifyAt = starts.findIndex((s) => s.kind === 'verify');

@@ -8,7 +8,7 @@ import { uniqueEmail } from './helpers/emails.js';
 const suite = accountsSuite();
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
-const PUBLIC_KEYS = ['createdAt', 'email', 'id', 'name', 'role', 'updatedAt'];
+const PUBLIC_KEYS = ['createdAt', 'email', 'emailVerified', 'id', 'name', 'role', 'updatedAt'];
 
 test('register answers 201 with the envelope and the public user, name trimmed, email trimmed and lowercased', async () => {
   const app = await suite.app();
@@ -26,6 +26,7 @@ test('register answers 201 with the envelope and the public user, name trimmed, 
   assert.equal(user.name, 'Alice Liddell');
   assert.equal(user.email, email.toLowerCase());
   assert.equal(user.role, 'user');
+  assert.equal(user.emailVerified, false);
   assert.match(user.createdAt, ISO);
   assert.match(user.updatedAt, ISO);
   assert.ok(Math.abs(Date.parse(user.createdAt) - Date.now()) < 60_000);

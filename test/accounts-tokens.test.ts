@@ -22,7 +22,7 @@ let token: string;
 const b64 = (value: unknown) => Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)).toString('base64url');
 
 /** A token assembled by hand, signed with HMAC-SHA256 under `key` (or unsigned). */
-function handMade(header: Record<string, unknown>, payload: Record<string, unknown>, key?: string | Buffer): string {
+function handMade(header: Record<string, unknown>, payload: Record<string, unknown> | unknown[], key?: string | Buffer): string {
   const input = `${b64(header)}.${b64(payload)}`;
   const signature = key === undefined ? '' : createHmac('sha256', key).update(input).digest('base64url');
   return `${input}.${signature}`;
@@ -110,6 +110,11 @@ test('forged, tampered, confused-algorithm and header-trick tokens are all 401 "
     ['signed right but with an unknown role', handMade({ alg: 'HS256' }, { ...fresh, role: 'superuser' }, TEST_SECRET)],
     ['signed right but with an id that is not a UUID', handMade({ alg: 'HS256' }, { ...fresh, id: "1' OR '1'='1" }, TEST_SECRET)],
     ['signed right but without an id', handMade({ alg: 'HS256' }, { role: 'user', iat: now, exp: now + 60 }, TEST_SECRET)],
+    ['signed right but without iat', handMade({ alg: 'HS256' }, { id: user.id, role: 'user', exp: now + 60 }, TEST_SECRET)],
+    ['signed right but with exp as a string', handMade({ alg: 'HS256' }, { ...fresh, exp: String(now + 60) }, TEST_SECRET)],
+    ['signed right but not valid before a later nbf', handMade({ alg: 'HS256' }, { ...fresh, nbf: now + 60 }, TEST_SECRET)],
+    ['signed right but with a crit header parameter', handMade({ alg: 'HS256', crit: ['b64'], b64: true }, fresh, TEST_SECRET)],
+    ['signed right but the payload is a JSON array', handMade({ alg: 'HS256' }, [fresh], TEST_SECRET)],
   ];
   for (const [label, forged] of cases) {
     await t.test(label, async () => assertError(await me(bearer(await forged)), 401, INVALID_TOKEN));

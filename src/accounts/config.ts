@@ -1,5 +1,8 @@
-import { type ConfigOf, ConfigError, type VarSpec, commonVars, connectionUrl, int, str } from '../kit/config.js';
+import { type ConfigOf, ConfigError, type VarSpec, bool, commonVars, connectionUrl, httpUrl, int, oneOf, str } from '../kit/config.js';
+import { mailVars } from '../kit/mail/transport.js';
+import { es256PrivateKey } from '../kit/es256-keys.js';
 import { passwordHasherVars } from '../kit/password-hasher.js';
+import { es256PublicKeys } from './signing-keys.js';
 import { emailProblem, normalizeEmail, passwordProblem } from './validation.js';
 
 const DURATION = /^(\d+)([smhd]?)$/;
@@ -31,6 +34,12 @@ function duration(defaultSeconds: number): VarSpec<number, true> {
   } as VarSpec<number, true>;
 }
 
+/** A duration variable where 0 means off, loaded as whole seconds. */
+function durationOrOff(defaultSeconds: number): VarSpec<number, true> {
+  const spec = duration(defaultSeconds);
+  return { ...spec, parse: (raw, name) => (raw === '0' ? 0 : spec.parse(raw, name)) } as VarSpec<number, true>;
+}
+
 /** An optional variable checked with one of the account rules, so a bad admin never gets as far as the database. */
 function checked(rule: (value: string) => string | undefined, normalize: (raw: string) => string = (raw) => raw): VarSpec<string, false> {
   return {
@@ -45,8 +54,17 @@ function checked(rule: (value: string) => string | undefined, normalize: (raw: s
 
 export const accountsConfig = {
   ...commonVars(3000),
-  /** HS256 key of the access tokens; 32 bytes is the size of the SHA-256 output, the minimum that does not weaken HMAC. */
+  /**
+   * HS256 key of the access tokens (and, whatever the algorithm, of the refresh-token chain);
+   * 32 bytes is the size of the SHA-256 output, the minimum that does not weaken HMAC.
+   */
   JWT_SECRET: str({ required: true, minBytes: 32 }),
+  /** HS256 (the contract) signs with JWT_SECRET; ES256 with JWT_PRIVATE_KEY, published at /.well-known/jwks.json. */
+  JWT_ALGORITHM: oneOf(['HS256', 'ES256'] as const, { default: 'HS256' }),
+  /** ES256 only: the P-256 private key (PEM or JWK); unset, one is generated once under DATA_DIR. */
+  JWT_PRIVATE_KEY: es256PrivateKey(),
+  /** ES256 only: public keys still accepted and published, so tokens signed before a rotation live out their lifetime. */
+  JWT_PREVIOUS_PUBLIC_KEYS: es256PublicKeys(),
   /** Lifetime of an access token, in seconds once loaded. */
   JWT_EXPIRES_IN: duration(3600),
   /** The admin account created at start when both are set; never a default password. */
@@ -57,6 +75,26 @@ export const accountsConfig = {
   /** Registrations allowed per client IP per REGISTER_WINDOW (each costs a cost-12 bcrypt hash). */
   REGISTER_MAX_PER_IP: int({ default: 10, min: 1 }),
   REGISTER_WINDOW: duration(3600),
+  /** A session (its refresh token) ends when unused this long... */
+  SESSION_IDLE_TIMEOUT: duration(7 * 86_400),
+  /** ...and this long after login, however much it is used. */
+  SESSION_MAX_LIFETIME: duration(30 * 86_400),
+  /** How long a just-replaced refresh token still answers with the session's current pair (tabs refreshing at once). */
+  REFRESH_REUSE_INTERVAL: duration(10),
+  /** How often expired sessions and used or expired email tokens are deleted; 0: never. */
+  PRUNE_INTERVAL: durationOrOff(3600),
+  /** SMTP_URL (unset: the mail endpoints answer 503) and MAIL_FROM. */
+  ...mailVars('Accounts <no-reply@localhost>'),
+  /**
+   * Where users reach the account pages: mails link to <ACCOUNTS_PUBLIC_URL>/reset-password and
+   * /verify-email. Default http://localhost:<PORT>.
+   */
+  ACCOUNTS_PUBLIC_URL: httpUrl({ default: (env: Record<string, string | undefined>) => `http://localhost:${env.PORT || 3000}` }),
+  /** On: registration mails a verification link and login answers 403 until it is followed (needs SMTP_URL). */
+  REQUIRE_EMAIL_VERIFICATION: bool({ default: false }),
+  /** Password-reset and verification requests per client IP per MAIL_REQUESTS_WINDOW. */
+  MAIL_REQUESTS_MAX_PER_IP: int({ default: 20, min: 1 }),
+  MAIL_REQUESTS_WINDOW: duration(3600),
   // 32 cost-12 jobs are about 5 s of work for 2 cores.
   ...passwordHasherVars(32),
 };

@@ -1,5 +1,6 @@
 import { Counter, Gauge, Histogram } from 'prom-client';
 import type { App } from '../kit/http.js';
+import { metricsRegistry } from '../kit/metrics.js';
 
 // The accounts service's own figures. Login outcomes are read from the answer
 // of the login route (401: a failure, 429: refused by the throttle), so the
@@ -7,6 +8,8 @@ import type { App } from '../kit/http.js';
 // labels.
 
 const LOGIN_ROUTE = '/auth/login';
+/** A password change checks the current password against the same limiter. */
+const PASSWORD_ROUTE = '/auth/password';
 
 /** What the gauges read from the password hasher when scraped. */
 export interface HasherState {
@@ -20,13 +23,13 @@ export function installAccountsMetrics(app: App, hasher: HasherState): void {
   const loginFailures = new Counter({
     name: 'accounts_login_failures_total',
     help: 'Logins refused for a wrong password or an unknown email (401).',
-    registers: [app.metrics],
+    registers: [metricsRegistry(app)],
   });
   const rateLimited = new Counter({
     name: 'rate_limited_requests_total',
     help: 'Requests refused with 429, by limiter (login_throttle: too many failed logins for the account or the address).',
     labelNames: ['limiter'] as const,
-    registers: [app.metrics],
+    registers: [metricsRegistry(app)],
   });
   rateLimited.inc({ limiter: 'login_throttle' }, 0);
 
@@ -34,7 +37,7 @@ export function installAccountsMetrics(app: App, hasher: HasherState): void {
     name: 'accounts_bcrypt_jobs',
     help: 'Password hashing jobs, by state: queued (waiting for a worker; logins and registrations together) or running.',
     labelNames: ['state'] as const,
-    registers: [app.metrics],
+    registers: [metricsRegistry(app)],
     collect() {
       const { verify, hash } = hasher.queued;
       this.set({ state: 'queued' }, verify + hash);
@@ -45,7 +48,7 @@ export function installAccountsMetrics(app: App, hasher: HasherState): void {
     name: 'accounts_bcrypt_refused_total',
     help: 'Password hashing jobs refused with 503 because their queue was full, by kind (verify: login, hash: registration).',
     labelNames: ['kind'] as const,
-    registers: [app.metrics],
+    registers: [metricsRegistry(app)],
     collect() {
       this.reset();
       this.inc({ kind: 'verify' }, hasher.refused.verify);
@@ -56,13 +59,13 @@ export function installAccountsMetrics(app: App, hasher: HasherState): void {
     name: 'accounts_bcrypt_wait_seconds',
     help: 'Time a password hashing job waited for a worker before it started.',
     buckets: [0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-    registers: [app.metrics],
+    registers: [metricsRegistry(app)],
   });
   hasher.observeWait = (seconds) => wait.observe(seconds);
 
   app.addHook('onResponse', async (request, reply) => {
-    if (request.routeOptions.url !== LOGIN_ROUTE) return;
-    if (reply.statusCode === 401) loginFailures.inc();
-    else if (reply.statusCode === 429) rateLimited.inc({ limiter: 'login_throttle' });
+    const route = request.routeOptions.url;
+    if (route === LOGIN_ROUTE && reply.statusCode === 401) loginFailures.inc();
+    else if ((route === LOGIN_ROUTE || route === PASSWORD_ROUTE) && reply.statusCode === 429) rateLimited.inc({ limiter: 'login_throttle' });
   });
 }

@@ -1,4 +1,5 @@
 import { badRequest, type HttpError } from '../kit/errors.js';
+import { hasLoneSurrogate } from '../kit/text.js';
 
 // Rules a JSON schema cannot express (lengths after trimming, counted in code
 // points; byte length in UTF-8), shared by registration, login and the admin
@@ -13,10 +14,6 @@ export const EMAIL_MAX_LENGTH = 254;
 // The WHATWG "valid e-mail address" grammar (what browsers accept), ASCII only.
 const EMAIL_PATTERN =
   /^[a-z0-9.!#$%&'*+/=?^_`{|}~-]+@[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)+$/;
-
-// A lone surrogate is not text: it reaches bcrypt as U+FFFD, so two different
-// passwords would share one hash.
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 // Control characters (U+0000 to U+001F, U+007F to U+009F) have no place in a
 // display name, and PostgreSQL text cannot hold U+0000 at all: such a name made
@@ -41,7 +38,7 @@ export function normalizeName(raw: string): string {
 
 /** Each `…Problem` returns what is wrong with an already normalized value, or undefined. */
 export function nameProblem(name: string): string | undefined {
-  if (LONE_SURROGATE.test(name)) return 'must be valid Unicode text';
+  if (hasLoneSurrogate(name)) return 'must be valid Unicode text';
   if (CONTROL_CHARACTER.test(name)) return 'must not contain control characters';
   const length = characterCount(name);
   if (length < NAME_LENGTH.min || length > NAME_LENGTH.max) {
@@ -60,7 +57,8 @@ export function emailProblem(email: string): string | undefined {
 
 /** Passwords are never trimmed nor otherwise altered. */
 export function passwordProblem(password: string): string | undefined {
-  if (LONE_SURROGATE.test(password)) return 'must be valid Unicode text';
+  // A lone surrogate reaches bcrypt as U+FFFD, so two different passwords would share one hash.
+  if (hasLoneSurrogate(password)) return 'must be valid Unicode text';
   const length = characterCount(password);
   if (length < PASSWORD_LENGTH.min || length > PASSWORD_LENGTH.max) {
     return `must be between ${PASSWORD_LENGTH.min} and ${PASSWORD_LENGTH.max} characters`;

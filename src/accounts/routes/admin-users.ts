@@ -1,14 +1,15 @@
 import { Type } from '@sinclair/typebox';
-import { badRequest } from '../../kit/errors.js';
 import type { App } from '../../kit/http.js';
+import { type AccessCheck, requireAccessToken } from '../auth.js';
 import type { AccountsService, UserPage } from '../service.js';
+import { badRequest } from '../../kit/errors.js';
 import { BEARER_SECURITY, BearerHeader, Errors, PublicUser } from './schemas.js';
 
 export const PER_PAGE = { default: 50, max: 1000 } as const;
 /** Keeps OFFSET far inside what PostgreSQL and JS numbers hold. */
 export const MAX_PAGE = 1_000_000;
 
-const ListQuery = Type.Object(
+export const ListQuery = Type.Object(
   {
     page: Type.Integer({ minimum: 1, maximum: MAX_PAGE, default: 1, description: 'Page number, from 1' }),
     per_page: Type.Integer({ minimum: 1, maximum: PER_PAGE.max, default: PER_PAGE.default, description: 'Accounts per page' }),
@@ -16,9 +17,36 @@ const ListQuery = Type.Object(
   { additionalProperties: false },
 );
 
-/** RFC 8288 links to the other pages, relative to this route. */
-function linkHeader({ page, perPage, lastPage }: UserPage): string {
-  const link = (n: number, rel: string) => `</admin/users?page=${n}&per_page=${perPage}>; rel="${rel}"`;
+export const SEARCH_MAX_LENGTH = 200;
+// C0 controls, DEL and C1 controls: nothing an email or a name holds.
+const CONTROL_CHARACTER = /[\u0000-\u001f\u007f-\u009f]/;
+
+const UsersQuery = Type.Object(
+  {
+    ...ListQuery.properties,
+    q: Type.Optional(
+      Type.String({
+        description: `Only accounts whose email or name contains this text, in any case; 1 to ${SEARCH_MAX_LENGTH} characters after trimming, no control characters. \`%\`, \`_\` and \`\\\` match themselves.`,
+        examples: ['example.com'],
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+/** The trimmed search text, or a 400 in the envelope when it breaks its rule. */
+export function searchText(q: string | undefined): string | undefined {
+  if (q === undefined) return undefined;
+  const text = q.trim();
+  if (text.length < 1 || text.length > SEARCH_MAX_LENGTH || CONTROL_CHARACTER.test(text)) {
+    throw badRequest(`querystring/q must be 1 to ${SEARCH_MAX_LENGTH} characters after trimming, without control characters`);
+  }
+  return text;
+}
+
+/** RFC 8288 links to the other pages, relative to `path`; `filters` (already URL-encoded, `&a=b…`) are kept in each. */
+export function linkHeader(path: string, { page, perPage, lastPage }: Pick<UserPage, 'page' | 'perPage' | 'lastPage'>, filters = ''): string {
+  const link = (n: number, rel: string) => `<${path}?page=${n}&per_page=${perPage}${filters}>; rel="${rel}"`;
   const links = [link(1, 'first')];
   if (page > 1) links.push(link(Math.min(page - 1, lastPage), 'prev'));
   if (page < lastPage) links.push(link(page + 1, 'next'));
@@ -26,19 +54,21 @@ function linkHeader({ page, perPage, lastPage }: UserPage): string {
   return links.join(', ');
 }
 
-export function adminUsersRoute(app: App, accounts: AccountsService): void {
+export async function adminUsersRoute(app: App, { accounts, access }: { accounts: AccountsService; access: AccessCheck }): Promise<void> {
+  // A valid token, then role admin (docs/accounts.md, rule 6).
+  requireAccessToken(app, { ...access, role: 'admin' });
   app.get(
     '/admin/users',
     {
       schema: {
         tags: ['admin'],
         security: BEARER_SECURITY,
-        summary: 'Every account, oldest first (role admin only)',
+        summary: 'Every account, or those matching q, oldest first (role admin only)',
         description: `${BearerHeader.description} The body is a bare array; the total is in X-Total-Count and the other pages in Link.`,
-        querystring: ListQuery,
+        querystring: UsersQuery,
         response: {
           200: Type.Array(PublicUser, { description: 'One page of accounts (X-Total-Count, Link)' }),
-          400: Errors.invalid('querystring/page must be >= 1'),
+          400: Errors.invalid(`querystring/q must be 1 to ${SEARCH_MAX_LENGTH} characters after trimming, without control characters`),
           401: Errors.noToken,
           403: Errors.forbidden,
           503: Errors.unavailable('The database is unavailable (Retry-After)'),
@@ -46,14 +76,10 @@ export function adminUsersRoute(app: App, accounts: AccountsService): void {
       },
     },
     async (request, reply) => {
-      // Ajv coerces "1e400" to Infinity and then skips minimum/maximum for a non-finite number, so
-      // the bounds above let it through (OFFSET Infinity was a 500). Until the kit's validator
-      // refuses non-finite numbers itself, they are refused here with the same kind of 400.
-      for (const [name, value, max] of [['page', request.query.page, MAX_PAGE], ['per_page', request.query.per_page, PER_PAGE.max]] as const) {
-        if (!Number.isFinite(value)) throw badRequest(`querystring/${name} must be an integer from 1 to ${max}`);
-      }
-      const result = await accounts.listUsers(request.query.page, request.query.per_page);
-      void reply.header('x-total-count', String(result.total)).header('link', linkHeader(result));
+      const q = searchText(request.query.q);
+      const result = await accounts.listUsers(request.query.page, request.query.per_page, q);
+      const filters = q === undefined ? '' : `&q=${encodeURIComponent(q)}`;
+      void reply.header('x-total-count', String(result.total)).header('link', linkHeader('/admin/users', result, filters));
       return result.users;
     },
   );

@@ -1,7 +1,9 @@
 import { Type } from '@sinclair/typebox';
 import type { App } from '../../kit/http.js';
 import type { AccountsService } from '../service.js';
-import { ErrorEnvelope, Errors, PublicUser, envelope } from './schemas.js';
+import { Errors, TokenPair } from './schemas.js';
+import { dataEnvelope, envelope, ErrorEnvelope } from '../../kit/status-envelope.js';
+import { originOf } from '../audit.js';
 import { described } from '../../kit/openapi.js';
 
 const LoginBody = Type.Object(
@@ -12,21 +14,22 @@ const LoginBody = Type.Object(
   { additionalProperties: false },
 );
 
-export function loginRoute(app: App, accounts: AccountsService): void {
+export async function loginRoute(app: App, { accounts }: { accounts: AccountsService }): Promise<void> {
   app.post(
     '/auth/login',
     {
       schema: {
         tags: ['auth'],
-        summary: 'Exchange email and password for an access token',
+        summary: 'Exchange email and password for an access token and a refresh token (a new session)',
         description:
           'Failed logins are limited to 10 per account and 100 per client IP per 15 minutes (429 with Retry-After). ' +
           '503 with Retry-After when the password-checking queue is full.',
         body: LoginBody,
         response: {
-          200: envelope(Type.Object({ token: Type.String(), user: PublicUser })),
+          200: envelope(TokenPair),
           400: Errors.invalid("body must have required property 'password'"),
           401: described(ErrorEnvelope, 'No account with this email and password', { status: 401, response: 'Unauthorized', message: 'Invalid email or password' }),
+          403: Errors.banned,
           413: Errors.tooLarge,
           415: Errors.mediaType,
           429: described(ErrorEnvelope, 'Too many failed logins for this account or from this client (Retry-After)', {
@@ -39,8 +42,8 @@ export function loginRoute(app: App, accounts: AccountsService): void {
       },
     },
     async (request) => {
-      const { token, user } = await accounts.login(request.body, { ip: request.ip, log: request.log });
-      return { status: 200, response: 'OK', message: 'Login successful', data: { token, user } };
+      const pair = await accounts.login(request.body, { ...originOf(request), log: request.log });
+      return dataEnvelope(200, 'Login successful', pair);
     },
   );
 }

@@ -1,10 +1,13 @@
-import { callerOf } from '../auth.js';
+import { type AccessCheck, callers, requireAccessToken } from '../auth.js';
 import type { App } from '../../kit/http.js';
-import type { AccountsService } from '../service.js';
-import { BEARER_SECURITY, BearerHeader, ErrorEnvelope, Errors, PublicUser, envelope } from './schemas.js';
+import { BEARER_SECURITY, BearerHeader, Errors, PublicUser } from './schemas.js';
+import { dataEnvelope, envelope, ErrorEnvelope } from '../../kit/status-envelope.js';
 import { described } from '../../kit/openapi.js';
 
-export function meRoute(app: App, accounts: AccountsService): void {
+/** The caller's row was read by requireAccessToken (deleted since: 404 there); no second query. */
+export async function meRoute(app: App, { access }: { access: AccessCheck }): Promise<void> {
+  // A valid token; a deleted user's is 404 here (docs/accounts.md, rule 5).
+  requireAccessToken(app, { ...access, deletedAccount: 'not-found' });
   app.get(
     '/auth/me',
     {
@@ -22,8 +25,7 @@ export function meRoute(app: App, accounts: AccountsService): void {
       },
     },
     async (request) => {
-      const user = await accounts.profile(callerOf(request).id);
-      return { status: 200, response: 'OK', message: 'User profile retrieved successfully', data: user };
+      return dataEnvelope(200, 'User profile retrieved successfully', callers.get(request));
     },
   );
 }

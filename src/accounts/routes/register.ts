@@ -1,8 +1,10 @@
 import { Type } from '@sinclair/typebox';
 import type { App } from '../../kit/http.js';
 import type { AccountsService } from '../service.js';
-import { ErrorEnvelope, Errors, PublicUser, envelope } from './schemas.js';
+import { Errors, PublicUser } from './schemas.js';
+import { dataEnvelope, envelope, ErrorEnvelope } from '../../kit/status-envelope.js';
 import { described } from '../../kit/openapi.js';
+import { originOf } from '../audit.js';
 
 // Unknown properties (`role` included) are dropped by the schema (docs/accounts.md, rule 1).
 // Lengths are checked after trimming, in code points, by the service: a schema
@@ -16,7 +18,7 @@ const RegisterBody = Type.Object(
   { additionalProperties: false },
 );
 
-export function registerRoute(app: App, accounts: AccountsService): void {
+export async function registerRoute(app: App, { accounts }: { accounts: AccountsService }): Promise<void> {
   app.post(
     '/auth/register',
     {
@@ -42,8 +44,8 @@ export function registerRoute(app: App, accounts: AccountsService): void {
       },
     },
     async (request, reply) => {
-      const user = await accounts.register(request.body, { ip: request.ip, log: request.log });
-      return reply.code(201).send({ status: 201, response: 'Created', message: 'User registered successfully', data: user });
+      const user = await accounts.register(request.body, { ...originOf(request), log: request.log });
+      return reply.code(201).send(dataEnvelope(201, 'User registered successfully', user));
     },
   );
 }

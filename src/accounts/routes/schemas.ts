@@ -1,5 +1,6 @@
-import { type TSchema, Type } from '@sinclair/typebox';
+import { Type } from '@sinclair/typebox';
 import { type ApiDocument, described } from '../../kit/openapi.js';
+import { ErrorEnvelope, statusEnvelope } from '../../kit/status-envelope.js';
 
 /** The tags and security scheme of the accounts OpenAPI document. */
 export const ACCOUNTS_DOCUMENT: ApiDocument = {
@@ -8,18 +9,12 @@ export const ACCOUNTS_DOCUMENT: ApiDocument = {
     { name: 'admin', description: 'Every account: needs a token of a user with role admin' },
   ],
   securitySchemes: {
-    bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'The token from POST /auth/login (HS256, 1 hour)' },
+    bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'The token from POST /auth/login (HS256, or ES256 with JWT_ALGORITHM; 1 hour)' },
   },
 };
 
 /** Routes that need a token from POST /auth/login. */
 export const BEARER_SECURITY = [{ bearerAuth: [] }];
-
-export const ErrorEnvelope = Type.Object({
-  status: Type.Integer(),
-  response: Type.String(),
-  message: Type.String(),
-});
 
 /** The public user: the only user shape any endpoint returns (no password hash, by construction of the serializer too). */
 export const PublicUser = Type.Object(
@@ -28,33 +23,36 @@ export const PublicUser = Type.Object(
     name: Type.String(),
     email: Type.String({ format: 'email' }),
     role: Type.Union([Type.Literal('user'), Type.Literal('admin')]),
+    emailVerified: Type.Boolean({ description: 'Whether the owner of the address followed a verification or password-reset link' }),
     createdAt: Type.String({ format: 'date-time' }),
     updatedAt: Type.String({ format: 'date-time' }),
   },
   { additionalProperties: false },
 );
 
-const error = (status: number, response: string, message: string) => ({ status, response, message });
-
 /** The error answers with the meaning they have on every accounts route. */
 export const Errors = {
-  invalid: (message: string) => described(ErrorEnvelope, 'A field breaks its rule, or the body is not valid JSON', error(400, 'Bad Request', message)),
-  noToken: described(ErrorEnvelope, 'No token, or one that is not valid (signature, expiry, algorithm)', error(401, 'Unauthorized', 'Access denied. No token provided.')),
-  forbidden: described(ErrorEnvelope, 'The token is valid but its user is not an admin', error(403, 'Forbidden', 'You do not have permission to access this resource.')),
-  tooLarge: described(ErrorEnvelope, 'Request body larger than the limit', error(413, 'Payload Too Large', 'Request body is too large')),
-  mediaType: described(ErrorEnvelope, 'The body must be application/json', error(415, 'Unsupported Media Type', 'Unsupported Media Type')),
-  unavailable: (why: string) => described(ErrorEnvelope, why, error(503, 'Service Unavailable', 'Service temporarily unavailable, try again shortly')),
+  invalid: (message: string) => described(ErrorEnvelope, 'A field breaks its rule, or the body is not valid JSON', statusEnvelope(400, message)),
+  noToken: described(ErrorEnvelope, 'No token, or one that is not valid (signature, expiry, algorithm)', statusEnvelope(401, 'Access denied. No token provided.')),
+  forbidden: described(ErrorEnvelope, 'The token is valid but its user is not an admin', statusEnvelope(403, 'You do not have permission to access this resource.')),
+  tooLarge: described(ErrorEnvelope, 'Request body larger than the limit', statusEnvelope(413, 'Request body is too large')),
+  mediaType: described(ErrorEnvelope, 'The body must be application/json', statusEnvelope(415, 'Unsupported Media Type')),
+  invalidToken: described(ErrorEnvelope, 'No token, or one that is not valid (signature, expiry, algorithm), or issued before a logout everywhere, password change, role change or ban', statusEnvelope(401, 'Invalid or expired token.')),
+  banned: described(ErrorEnvelope, 'The account is banned', statusEnvelope(403, 'This account has been banned.')),
+  unavailable: (why: string) => described(ErrorEnvelope, why, statusEnvelope(503, 'Service temporarily unavailable, try again shortly')),
 };
-
-export function envelope<T extends TSchema>(data: T) {
-  return Type.Object({
-    status: Type.Integer(),
-    response: Type.String(),
-    message: Type.String(),
-    data,
-  });
-}
 
 export const BearerHeader = {
   description: 'Needs `Authorization: Bearer <token>` from POST /auth/login.',
 };
+
+/** What login, refresh and a password change answer with under `data`. */
+export const TokenPair = Type.Object({
+  token: Type.String({ description: 'Access token (HS256, or ES256 with JWT_ALGORITHM)' }),
+  refresh_token: Type.String({ description: 'Opaque; works once (POST /auth/refresh)' }),
+  expires_in: Type.Integer({ description: 'Seconds the access token lives' }),
+  user: PublicUser,
+});
+
+/** A success that carries no data. */
+export const Done = Type.Object({ status: Type.Integer(), response: Type.String(), message: Type.String() });

@@ -1,0 +1,685 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { seedAdmin } from '../../src/accounts/admin-seed.js';
+import { UsersRepository } from '../../src/accounts/repository.js';
+import { createPool, type Pool } from '../../src/kit/db.js';
+import { accountsDatabase, buildAccounts, type RunningAccounts } from '../helpers/accounts.js';
+import { assertAccessible, assertClean, assertNoSidewaysScroll, assertSameOrigin, browserSkip, launchBrowser, screenshots, tabTo, watch } from '../helpers/browser.js';
+import type { TestDatabase } from '../helpers/database.js';
+import { freePort } from '../helpers/ports.js';
+import { linkIn, startSmtp, type TestSmtp } from '../helpers/smtp.js';
+
+// The accounts web pages in a real Chromium, driven by clicks, against the real
+// service (in-process, listening on 127.0.0.1) and PostgreSQL. Screenshots of
+// every page at 360 and 1,280 pixels go to test-artifacts/screenshots/.
+
+const PASSWORD = 'correct horse battery';
+const ADMIN_EMAIL = 'root-admin@example.com';
+const ADMIN_PASSWORD = 'the admin passphrase';
+const REFRESH_KEY = 'accounts-refresh-token';
+const quiet = { info: () => {}, warn: () => {} };
+let seq = 0;
+const newEmail = (tag: string) => `${tag}-${Date.now()}-${++seq}@example.com`;
+
+describe('accounts web pages in Chromium', { skip: browserSkip }, () => {
+  let db: TestDatabase;
+  let pool: Pool;
+  let accounts: RunningAccounts;
+  let origin: string;
+  let browser: Browser;
+  let smtp: TestSmtp;
+  const contexts: BrowserContext[] = [];
+  const mailServices: RunningAccounts[] = [];
+
+  before(async () => {
+    db = await accountsDatabase();
+    pool = createPool(db.url, { max: 8 });
+    accounts = await buildAccounts({ pool, listen: true });
+    origin = accounts.url;
+    assert.equal(await seedAdmin(new UsersRepository(pool), { ADMIN_EMAIL, ADMIN_PASSWORD }, quiet), 'created');
+    browser = await launchBrowser();
+    smtp = await startSmtp();
+  });
+
+  after(async () => {
+    for (const c of contexts) await c.close();
+    await browser?.close();
+    for (const service of mailServices) await service.close();
+    await smtp?.close();
+    await accounts?.close();
+    await pool?.end();
+    await db?.drop();
+  });
+
+  async function newContext(userAgent?: string): Promise<BrowserContext> {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, userAgent });
+    context.setDefaultTimeout(20_000);
+    contexts.push(context);
+    return context;
+  }
+
+  /**
+   * A service that mails through the test SMTP server; its address is known
+   * before it starts, since the mailed links name it (ACCOUNTS_PUBLIC_URL).
+   */
+  async function mailingService(env: Record<string, string> = {}): Promise<string> {
+    const port = await freePort();
+    const own = `http://127.0.0.1:${port}`;
+    const service = await buildAccounts({ pool, env: { SMTP_URL: smtp.url, ACCOUNTS_PUBLIC_URL: own, ...env } });
+    mailServices.push(service);
+    await service.app.listen({ port, host: '127.0.0.1' });
+    return own;
+  }
+
+  /** Every request of a page stayed on the service's origin. */
+  async function api(path: string, body?: unknown, token?: string, own = origin): Promise<{ status: number; body: any }> {
+    const headers: Record<string, string> = {};
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    if (token) headers.authorization = `Bearer ${token}`;
+    const res = await fetch(`${own}${path}`, { method: body === undefined ? 'GET' : 'POST', headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    return { status: res.status, body: await res.json() };
+  }
+
+  async function register(email: string, name = 'Web Tester', own = origin): Promise<string> {
+    const res = await api('/auth/register', { name, email, password: PASSWORD }, undefined, own);
+    assert.equal(res.status, 201);
+    return res.body.data.id as string;
+  }
+
+  /** Signs in through the form and waits for the account page. */
+  async function signIn(page: Page, email: string, password = PASSWORD, own = origin): Promise<void> {
+    await page.goto(`${own}/`);
+    await page.getByLabel('Email').fill(email);
+    await page.getByLabel('Password', { exact: true }).fill(password);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.waitForURL(`${own}/account`);
+    await page.locator('#sessions-table tbody tr').first().waitFor();
+  }
+
+  it('registers through the form, lands signed in on the account page, keeps the session over a reload and not in a new tab', async () => {
+    const taken = newEmail('taken');
+    await register(taken);
+    const context = await newContext();
+    const page = await context.newPage();
+    const w = watch(page);
+    const res = await page.goto(`${origin}/register`);
+    assert.equal(res?.status(), 200);
+    assert.match(res?.headers()['content-security-policy'] ?? '', /script-src 'self'/);
+    await assertAccessible(page, 'register page');
+    await screenshots(page, 'accounts-register');
+
+    // The API's refusals are shown in words, on the field they are about.
+    await page.getByLabel('Name').fill('Ada Lovelace');
+    await page.getByLabel('Email').fill(taken);
+    await page.getByLabel('Password').fill(PASSWORD);
+    await page.getByRole('button', { name: 'Register' }).click();
+    await page.locator('#register-error').filter({ hasText: 'An account with this email already exists' }).waitFor();
+    assert.equal(await page.getByLabel('Email').getAttribute('aria-invalid'), 'true');
+    const email = newEmail('ada');
+    await page.getByLabel('Email').fill(email);
+    await page.getByLabel('Password').fill('short');
+    await page.getByRole('button', { name: 'Register' }).click();
+    await page.locator('#register-error').filter({ hasText: 'The password must be between 8 and 72 characters' }).waitFor();
+    assert.equal(await page.getByLabel('Password').getAttribute('aria-invalid'), 'true');
+
+    await page.getByLabel('Password').fill(PASSWORD);
+    await page.getByRole('button', { name: 'Register' }).click();
+    await page.waitForURL(`${origin}/account?welcome=1`);
+    await page.locator('#account-status').filter({ hasText: 'Welcome, Ada Lovelace' }).waitFor();
+    assert.equal(await page.locator('#profile-email').textContent(), email);
+    assert.equal(await page.locator('#profile-role').textContent(), 'user');
+    await page.locator('#sessions-table tbody tr').first().waitFor();
+    assert.equal(await page.locator('#sessions-table tbody tr').count(), 1);
+
+    // Token storage: the refresh token in this tab's sessionStorage only; nothing in localStorage or cookies.
+    const stored = await page.evaluate((key) => ({ refresh: sessionStorage.getItem(key), local: localStorage.length, cookie: document.cookie }), REFRESH_KEY);
+    assert.match(stored.refresh ?? '', /^[A-Za-z0-9_-]{43}$/);
+    assert.equal(stored.local, 0);
+    assert.equal(stored.cookie, '');
+    assert.deepEqual(await context.cookies(), []);
+    await assertAccessible(page, 'account page');
+    await screenshots(page, 'accounts-account');
+
+    // A reload in the same tab stays signed in (the refresh token is traded for a new pair).
+    await page.reload();
+    await page.locator('#profile-email').filter({ hasText: email }).waitFor();
+    const rotated = await page.evaluate((key) => sessionStorage.getItem(key), REFRESH_KEY);
+    assert.notEqual(rotated, stored.refresh);
+    // Another tab starts signed out: it is sent to the sign-in page, which comes back afterwards.
+    const other = await context.newPage();
+    const ow = watch(other);
+    await other.goto(`${origin}/account`);
+    await other.waitForURL(`${origin}/?next=%2Faccount`);
+    await other.getByLabel('Email').fill(email);
+    await other.getByLabel('Password').fill(PASSWORD);
+    await other.getByRole('button', { name: 'Sign in' }).click();
+    await other.waitForURL(`${origin}/account`);
+    await other.locator('#sessions-table tbody tr').nth(1).waitFor();
+    assertClean(ow);
+    assertSameOrigin(ow, origin);
+    await other.close();
+    assertClean(w, [400]);
+    assertSameOrigin(w, origin);
+    await page.close();
+  });
+
+  it('sign-in refuses a wrong password in words; a session ended from a second browser is signed out there', async () => {
+    const email = newEmail('two');
+    await register(email);
+    const first = await (await newContext()).newPage();
+    const w = watch(first);
+    await first.goto(`${origin}/`);
+    await assertAccessible(first, 'sign-in page');
+    await screenshots(first, 'accounts-signin');
+    await first.getByLabel('Email').fill(email);
+    await first.getByLabel('Password').fill('not the password');
+    await first.getByRole('button', { name: 'Sign in' }).click();
+    await first.locator('#signin-error').filter({ hasText: 'Invalid email or password' }).waitFor();
+    // A return address from elsewhere is never followed: only this service's pages.
+    await first.goto(`${origin}/?next=${encodeURIComponent('//evil.example/account')}`);
+    await first.getByLabel('Email').fill(email);
+    await first.getByLabel('Password').fill(PASSWORD);
+    await first.getByRole('button', { name: 'Sign in' }).click();
+    await first.waitForURL(`${origin}/account`);
+
+    const second = await (await newContext('SecondBrowser/1.0')).newPage();
+    const sw = watch(second);
+    await signIn(second, email);
+    // The first browser lists both sessions and ends the second one's.
+    await first.reload();
+    const rows = first.locator('#sessions-table tbody tr');
+    await rows.nth(1).waitFor();
+    const secondRow = rows.filter({ hasText: 'SecondBrowser/1.0' });
+    assert.equal(await secondRow.count(), 1);
+    await secondRow.getByRole('button', { name: /^End session/ }).click();
+    await first.locator('#account-status').filter({ hasText: 'Session ended.' }).waitFor();
+    await rows.filter({ hasText: 'SecondBrowser/1.0' }).waitFor({ state: 'detached' });
+    assert.equal(await rows.count(), 1);
+    const { rows: live } = await pool.query('SELECT count(*)::int AS n FROM sessions s JOIN users u ON u.id = s.user_id WHERE u.email = $1 AND s.ended_at IS NULL', [email]);
+    assert.equal(live[0].n, 1);
+    // The second browser's refresh token is dead: its next page load goes to sign-in.
+    await second.reload();
+    await second.waitForURL(`${origin}/?next=%2Faccount`);
+    assert.equal(await second.evaluate((key) => sessionStorage.getItem(key), REFRESH_KEY), null);
+    assertClean(w, [401]);
+    assertClean(sw, [401]);
+    assertSameOrigin(w, origin);
+    assertSameOrigin(sw, origin);
+  });
+
+  it('sign-in shows the wait once failed sign-ins to the account are spent (429)', async () => {
+    const email = newEmail('throttled');
+    await register(email);
+    for (let i = 0; i < 10; i++) assert.equal((await api('/auth/login', { email, password: 'a wrong password' })).status, 401);
+    const page = await (await newContext()).newPage();
+    const w = watch(page);
+    await page.goto(`${origin}/`);
+    await page.getByLabel('Email').fill(email);
+    await page.getByLabel('Password', { exact: true }).fill(PASSWORD);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.locator('#signin-error').filter({ hasText: /^Too many failed login attempts, try again in \d+ seconds\.$/ }).waitFor();
+    assert.equal(await page.evaluate((key) => sessionStorage.getItem(key), REFRESH_KEY), null);
+    assert.equal(await page.getByRole('button', { name: 'Sign in' }).isEnabled(), true);
+    assertClean(w, [429]);
+    assertSameOrigin(w, origin);
+  });
+
+  it('changes the password: a wrong current one and a mismatch are told; success signs out every other session', async () => {
+    const email = newEmail('pw');
+    await register(email);
+    const page = await (await newContext()).newPage();
+    const w = watch(page);
+    const elsewhere = await (await newContext('ElsewhereBrowser/1.0')).newPage();
+    await signIn(elsewhere, email);
+    await signIn(page, email);
+
+    await page.getByLabel('Current password').fill('not the password');
+    await page.getByLabel('New password', { exact: true }).fill('a brand new passphrase');
+    await page.getByLabel('New password again').fill('a brand new passphrase');
+    await page.getByRole('button', { name: 'Change password' }).click();
+    await page.locator('#password-error').filter({ hasText: 'Current password is incorrect' }).waitFor();
+    await page.getByLabel('Current password').fill(PASSWORD);
+    await page.getByLabel('New password again').fill('something else entirely');
+    await page.getByRole('button', { name: 'Change password' }).click();
+    await page.locator('#password-error').filter({ hasText: 'The two new passwords differ.' }).waitFor();
+    await page.getByLabel('New password again').fill('a brand new passphrase');
+    await page.getByRole('button', { name: 'Change password' }).click();
+    await page.locator('#password-status').filter({ hasText: 'Password changed' }).waitFor();
+    // Only this tab's new session is left, and the tab still works (its new pair is in use).
+    await page.locator('#sessions-table tbody tr').filter({ hasNotText: 'ElsewhereBrowser' }).first().waitFor();
+    assert.equal(await page.locator('#sessions-table tbody tr').count(), 1);
+    assert.equal(await page.getByLabel('Current password').inputValue(), '');
+    await page.reload();
+    await page.locator('#profile-email').filter({ hasText: email }).waitFor();
+    assert.equal((await api('/auth/login', { email, password: PASSWORD })).status, 401);
+    assert.equal((await api('/auth/login', { email, password: 'a brand new passphrase' })).status, 200);
+    // The other browser is signed out at its next step.
+    await elsewhere.reload();
+    await elsewhere.waitForURL(`${origin}/?next=%2Faccount`);
+    assertClean(w, [400]);
+    assertSameOrigin(w, origin);
+  });
+
+  it('signs out (the refresh token stops working) and signs out everywhere (other browsers too)', async () => {
+    const email = newEmail('out');
+    await register(email);
+    const page = await (await newContext()).newPage();
+    const w = watch(page);
+    await signIn(page, email);
+    const token = await page.evaluate((key) => sessionStorage.getItem(key), REFRESH_KEY);
+    await page.getByRole('button', { name: 'Sign out', exact: true }).click();
+    await page.waitForURL(`${origin}/?signed_out=1`);
+    await page.locator('#signin-status').filter({ hasText: 'You are signed out.' }).waitFor();
+    assert.equal(await page.evaluate((key) => sessionStorage.getItem(key), REFRESH_KEY), null);
+    assert.equal((await api('/auth/refresh', { refresh_token: token })).status, 401);
+    await page.goto(`${origin}/account`);
+    await page.waitForURL(`${origin}/?next=%2Faccount`);
+
+    const other = await (await newContext('OtherBrowser/1.0')).newPage();
+    const ow = watch(other);
+    await signIn(other, email);
+    await signIn(page, email);
+    await page.getByRole('button', { name: 'Sign out everywhere' }).click();
+    await page.waitForURL(`${origin}/?signed_out=everywhere`);
+    // The other browser's next request is refused, its refresh too: it lands on the sign-in page, told why.
+    await other.getByRole('button', { name: /^End session/ }).first().click();
+    await other.waitForURL(`${origin}/?ended=1&next=%2Faccount`);
+    await other.locator('#signin-status').filter({ hasText: 'Your session has ended' }).waitFor();
+    const { rows } = await pool.query('SELECT count(*)::int AS n FROM sessions s JOIN users u ON u.id = s.user_id WHERE u.email = $1 AND s.ended_at IS NULL', [email]);
+    assert.equal(rows[0].n, 0);
+    assertClean(w);
+    assertClean(ow, [401]);
+    assertSameOrigin(w, origin);
+    assertSameOrigin(ow, origin);
+  });
+
+  it('refreshes the access token before it expires, unnoticed: a page open past several lifetimes keeps working', async () => {
+    // Its own service, with 3-second access tokens.
+    const short = await buildAccounts({ pool, listen: true, env: { JWT_EXPIRES_IN: '3' } });
+    try {
+      const email = newEmail('refresh');
+      await register(email, 'Refresh Tester', short.url);
+      const page = await (await newContext()).newPage();
+      const w = watch(page);
+      const statuses: Array<[string, number]> = [];
+      page.on('response', (r) => statuses.push([new URL(r.url()).pathname, r.status()]));
+      await signIn(page, email, PASSWORD, short.url);
+      // A second session to end later, with an access token long expired by then.
+      assert.equal((await api('/auth/login', { email, password: PASSWORD }, undefined, short.url)).status, 200);
+      await page.waitForTimeout(8_000);
+      const refreshes = statuses.filter(([p, s]) => p === '/auth/refresh' && s === 200).length;
+      assert.ok(refreshes >= 2, `${refreshes} refreshes in 8 s of 3-second tokens`);
+      await page.reload();
+      await page.locator('#sessions-table tbody tr').nth(1).waitFor();
+      await page.waitForTimeout(4_000);
+      await page.getByRole('button', { name: /^End session/ }).nth(0).click();
+      await page.locator('#account-status').filter({ hasText: 'Session ended.' }).waitFor();
+      // No request was ever refused: every call carried a live token.
+      assert.deepEqual(statuses.filter(([, s]) => s >= 400), []);
+      assertClean(w);
+      assertSameOrigin(w, short.url);
+    } finally {
+      await short.close();
+    }
+  });
+
+  it('a tab whose refresh timer did not run (asleep) refreshes on the 401 and repeats the call, unnoticed', async () => {
+    const short = await buildAccounts({ pool, listen: true, env: { JWT_EXPIRES_IN: '2' } });
+    try {
+      const email = newEmail('asleep');
+      await register(email, 'Sleepy Tab', short.url);
+      const page = await (await newContext()).newPage();
+      const w = watch(page);
+      const calls: string[] = [];
+      page.on('response', (r) => calls.push(`${r.request().method()} ${new URL(r.url()).pathname} ${r.status()}`));
+      await page.clock.install();
+      await signIn(page, email, PASSWORD, short.url);
+      assert.equal((await api('/auth/login', { email, password: PASSWORD }, undefined, short.url)).status, 200);
+      // The page's clock stops, as in a sleeping tab: its planned refresh never fires while the token expires.
+      await page.clock.pauseAt(Date.now() + 1000);
+      await new Promise((r) => setTimeout(r, 3500));
+      calls.length = 0;
+      await page.getByRole('button', { name: /^End session/ }).first().click();
+      await page.locator('#account-status').filter({ hasText: 'Session ended.' }).waitFor();
+      // The call refused with the expired token, one refresh, the same call again.
+      const ended = calls.filter((c) => !c.startsWith('GET /auth/sessions'));
+      assert.equal(ended.length, 3, ended.join(', '));
+      assert.match(ended[0] ?? '', /^DELETE \/auth\/sessions\/[0-9a-f-]{36} 401$/);
+      assert.equal(ended[1], 'POST /auth/refresh 200');
+      assert.equal(ended[2], ended[0]?.replace(/401$/, '200'));
+      assertClean(w, [401]);
+      assertSameOrigin(w, short.url);
+    } finally {
+      await short.close();
+    }
+  });
+
+  it('admin: pages and searches users, changes a role, bans, deletes after confirming, shows the last admin 409 and filters the audit log', async () => {
+    const tag = `adm${Date.now()}`;
+    const target = newEmail(`${tag}-target`);
+    const targetId = await register(target, 'Target Person');
+    // 24 more accounts (no bcrypt: they never sign in), so the users span pages of 20.
+    await pool.query(
+      `INSERT INTO users (name, email, password_hash) SELECT 'Filler ' || n, $1 || '-filler-' || n || '@example.com', password_hash FROM users, generate_series(1, 24) AS n WHERE id = $2`,
+      [tag, targetId],
+    );
+    const { rows: countRows } = await pool.query('SELECT count(*)::int AS n FROM users');
+    const total = countRows[0].n as number;
+    const page = await (await newContext()).newPage();
+    const w = watch(page);
+    await signIn(page, ADMIN_EMAIL, ADMIN_PASSWORD);
+    await page.getByRole('link', { name: 'Admin' }).click();
+    await page.waitForURL(`${origin}/admin`);
+    await page.locator('#users-total').filter({ hasText: `(${total})` }).waitFor();
+    const rows = page.locator('#users-table tbody tr');
+    assert.equal(await rows.count(), 20);
+    assert.equal(await page.locator('#users-page').textContent(), `Page 1 of ${Math.ceil(total / 20)}`);
+    assert.equal(await page.getByRole('button', { name: 'Previous page' }).first().isDisabled(), true);
+    await page.locator('#users-next').click();
+    await page.locator('#users-page').filter({ hasText: 'Page 2 of' }).waitFor();
+    assert.equal(await rows.count(), Math.min(20, total - 20));
+    await assertAccessible(page, 'admin page');
+    await screenshots(page, 'accounts-admin');
+
+    // Search: by a part of the email, across every page.
+    await page.getByLabel('Search by name or email').fill(tag);
+    await page.getByRole('button', { name: 'Search' }).click();
+    await page.locator('#users-total').filter({ hasText: '(25 matching)' }).waitFor();
+    assert.equal(await page.locator('#users-page').textContent(), 'Page 1 of 2');
+    await page.locator('#users-next').click();
+    await page.locator('#users-page').filter({ hasText: 'Page 2 of 2' }).waitFor();
+    assert.equal(await rows.count(), 5);
+    await page.getByLabel('Search by name or email').fill('target person');
+    await page.getByRole('button', { name: 'Search' }).click();
+    await page.locator('#users-total').filter({ hasText: '(1 matching)' }).waitFor();
+    // The server searches: each search page is one request of 20 carrying q, and nothing reads the accounts wholesale.
+    const listings = w.urls.filter((u) => u.startsWith(`${origin}/admin/users?`)).map((u) => new URL(u).searchParams);
+    assert.ok(listings.every((p) => p.get('per_page') === '20'), 'a listing asked for more than a page of 20');
+    const searched = listings.filter((p) => p.has('q')).map((p) => `${p.get('q')} page ${p.get('page')}`);
+    assert.deepEqual(searched, [`${tag} page 1`, `${tag} page 2`, 'target person page 1']);
+
+    // Role change, then back; ban, then the banned login is refused.
+    await page.getByRole('button', { name: `Make admin: ${target}` }).click();
+    await page.locator('#admin-status').filter({ hasText: `${target} is now an admin.` }).waitFor();
+    await page.getByRole('button', { name: `Make user: ${target}` }).click();
+    await page.locator('#admin-status').filter({ hasText: `${target} is now a user.` }).waitFor();
+    await page.getByRole('button', { name: `Ban ${target}` }).click();
+    await page.locator('#admin-status').filter({ hasText: `${target} is banned` }).waitFor();
+    await page.locator(`tr[data-user="${targetId}"] .badge`).filter({ hasText: 'banned' }).waitFor();
+    assert.equal((await api('/auth/login', { email: target, password: PASSWORD })).status, 403);
+    const bannedTab = await (await newContext()).newPage();
+    const bw = watch(bannedTab);
+    await bannedTab.goto(`${origin}/`);
+    await bannedTab.getByLabel('Email').fill(target);
+    await bannedTab.getByLabel('Password', { exact: true }).fill(PASSWORD);
+    await bannedTab.getByRole('button', { name: 'Sign in' }).click();
+    await bannedTab.locator('#signin-error').filter({ hasText: 'This account has been banned.' }).waitFor();
+    assertClean(bw, [403]);
+    await bannedTab.close();
+    await page.getByRole('button', { name: `Unban ${target}` }).click();
+    await page.locator('#admin-status').filter({ hasText: `${target} is no longer banned.` }).waitFor();
+    assert.equal((await api('/auth/login', { email: target, password: PASSWORD })).status, 200);
+
+    // The audit log of that user, by the row's button: the changes above, newest first.
+    await page.getByRole('button', { name: `Audit entries of ${target}` }).click();
+    await page.locator('#audit-total').filter({ hasText: 'matching' }).waitFor();
+    assert.equal(await page.getByLabel('User id').inputValue(), targetId);
+    const events = await page.locator('#audit-table tbody tr').evaluateAll((trs) => trs.map((tr) => (tr as HTMLElement).dataset.event));
+    assert.deepEqual(events.slice(0, 7), ['login_succeeded', 'user_unbanned', 'login_refused_banned', 'login_refused_banned', 'user_banned', 'role_changed', 'role_changed']);
+    await page.getByLabel('Event').selectOption('role_changed');
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await page.locator('#audit-total').filter({ hasText: '(2 matching)' }).waitFor();
+    const newest = (await page.locator('#audit-table tbody tr').first().textContent()) ?? '';
+    assert.match(newest, /from: admin/);
+    assert.match(newest, /to: user/);
+    // A user id that is not a UUID is told, not sent as is.
+    await page.getByLabel('User id').fill('not-a-uuid');
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await page.locator('#audit-error').filter({ hasText: 'must be a UUID' }).waitFor();
+    // Paging the whole log.
+    await page.getByRole('button', { name: 'Clear' }).click();
+    await page.locator('#audit-total').filter({ hasNotText: 'matching' }).filter({ hasText: /\(\d+\)/ }).waitFor();
+    const auditTotal = Number(/\((\d+)\)/.exec((await page.locator('#audit-total').textContent()) ?? '')?.[1]);
+    assert.ok(auditTotal > 20, `${auditTotal} audit entries`);
+    await page.locator('#audit-next').click();
+    await page.locator('#audit-page').filter({ hasText: 'Page 2 of' }).waitFor();
+
+    // Delete: cancel keeps the account; confirming removes it.
+    await page.getByRole('button', { name: `Delete ${target}` }).click();
+    const dialog = page.getByRole('dialog', { name: 'Delete Target Person?' });
+    await dialog.waitFor({ state: 'visible' });
+    await assertAccessible(page, 'admin delete dialog');
+    await screenshots(page, 'accounts-admin-delete');
+    await dialog.getByRole('button', { name: 'Cancel' }).click();
+    await dialog.waitFor({ state: 'hidden' });
+    assert.equal((await pool.query('SELECT 1 FROM users WHERE id = $1', [targetId])).rowCount, 1);
+    await page.getByRole('button', { name: `Delete ${target}` }).click();
+    await dialog.getByRole('button', { name: 'Delete' }).click();
+    await dialog.waitFor({ state: 'hidden' });
+    await page.locator('#admin-status').filter({ hasText: `${target} deleted.` }).waitFor();
+    await page.locator('#users-total').filter({ hasText: '(0 matching)' }).waitFor();
+    assert.equal((await pool.query('SELECT 1 FROM users WHERE id = $1', [targetId])).rowCount, 0);
+
+    // The last admin: demoting or deleting themselves is the API's 409, shown as it says.
+    await page.getByLabel('Search by name or email').fill(ADMIN_EMAIL);
+    await page.getByRole('button', { name: 'Search' }).click();
+    await page.locator('#users-total').filter({ hasText: '(1 matching)' }).waitFor();
+    await page.getByRole('button', { name: `Make user: ${ADMIN_EMAIL}` }).click();
+    await page.locator('#admin-error').filter({ hasText: 'The last admin cannot be demoted, banned or deleted.' }).waitFor();
+    await page.getByRole('button', { name: `Delete ${ADMIN_EMAIL}` }).click();
+    await dialog.or(page.getByRole('dialog', { name: 'Delete Administrator?' })).getByRole('button', { name: 'Delete' }).click();
+    await page.locator('#delete-error').filter({ hasText: 'The last admin cannot be demoted, banned or deleted.' }).waitFor();
+    await page.getByRole('dialog', { name: 'Delete Administrator?' }).getByRole('button', { name: 'Cancel' }).click();
+    const { rows: admins } = await pool.query("SELECT count(*)::int AS n FROM users WHERE role = 'admin'");
+    assert.equal(admins[0].n, 1);
+    assertClean(w, [400, 409]);
+    assertSameOrigin(w, origin);
+  });
+
+  it('a user who opens the admin page is told it is for administrators, and no admin request is made', async () => {
+    const email = newEmail('plain');
+    await register(email);
+    const page = await (await newContext()).newPage();
+    const w = watch(page);
+    await signIn(page, email);
+    await page.goto(`${origin}/admin`);
+    await page.locator('#admin-error').filter({ hasText: 'This page is for administrators.' }).waitFor();
+    assert.equal(await page.locator('#admin').isHidden(), true);
+    assert.deepEqual(w.urls.filter((u) => u.includes('/admin/')), []);
+    const { rows } = await pool.query("SELECT count(*)::int AS n FROM audit_log WHERE event = 'access_denied'");
+    assert.equal(rows[0].n, 0);
+    assertClean(w);
+    assertSameOrigin(w, origin);
+  });
+
+  it('the reset-password and verify-email pages read the token from the fragment and take it out of the address bar', async () => {
+    const page = await (await newContext()).newPage();
+    const w = watch(page);
+    await page.goto(`${origin}/reset-password`);
+    assert.equal(await page.locator('#request-form').isVisible(), true);
+    assert.equal(await page.locator('#confirm-form').isHidden(), true);
+    await assertAccessible(page, 'reset-password page (request)');
+    await screenshots(page, 'accounts-reset-request');
+    // As from a mail: a new tab opens the link.
+    await page.goto('about:blank');
+    await page.goto(`${origin}/reset-password#token=abc123`);
+    await page.locator('#confirm-form').waitFor({ state: 'visible' });
+    assert.equal(page.url(), `${origin}/reset-password`);
+    assert.equal(await page.locator('#request-form').isHidden(), true);
+    await assertAccessible(page, 'reset-password page (new password)');
+    await screenshots(page, 'accounts-reset-confirm');
+    // The mismatch is caught before anything is sent.
+    await page.getByLabel('New password', { exact: true }).fill('a fresh passphrase');
+    await page.getByLabel('New password again').fill('another passphrase');
+    await page.getByRole('button', { name: 'Set the new password' }).click();
+    await page.locator('#reset-error').filter({ hasText: 'The two passwords differ.' }).waitFor();
+    assert.deepEqual(w.urls.filter((u) => u.includes('/auth/')), []);
+    await page.goto(`${origin}/verify-email`);
+    await assertAccessible(page, 'verify-email page');
+    await screenshots(page, 'accounts-verify');
+    assertClean(w);
+    assertSameOrigin(w, origin);
+  });
+
+  it('by keyboard alone a user signs in and changes the password; at 360 px no page scrolls sideways', async () => {
+    const email = newEmail('keys');
+    await register(email, 'Keyboard User With A Rather Long Name');
+    const page = await (await newContext('Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) a-long-user-agent-without-spaces-to-wrap/1.0')).newPage();
+    const w = watch(page);
+    await page.setViewportSize({ width: 360, height: 800 });
+    await page.goto(`${origin}/`);
+    await assertNoSidewaysScroll(page, 'the sign-in page');
+    await tabTo(page, 'email');
+    await page.keyboard.type(email);
+    await tabTo(page, 'password');
+    await page.keyboard.type(PASSWORD);
+    await page.keyboard.press('Enter');
+    await page.waitForURL(`${origin}/account`);
+    await page.locator('#sessions-table tbody tr').first().waitFor();
+    await assertNoSidewaysScroll(page, 'the account page');
+    await tabTo(page, 'current-password');
+    await page.keyboard.type(PASSWORD);
+    await tabTo(page, 'new-password');
+    await page.keyboard.type('typed by keyboard only');
+    await tabTo(page, 'confirm-password');
+    await page.keyboard.type('typed by keyboard only');
+    await page.keyboard.press('Enter');
+    await page.locator('#password-status').filter({ hasText: 'Password changed' }).waitFor();
+    for (const path of ['/register', '/reset-password', '/verify-email', '/admin']) {
+      await page.goto(`${origin}${path}`);
+      await page.locator('h1').waitFor();
+      await assertNoSidewaysScroll(page, `the page ${path}`);
+    }
+    assertClean(w);
+    assertSameOrigin(w, origin);
+    // The admin page, in a tab of an admin.
+    const admin = await (await newContext()).newPage();
+    const aw = watch(admin);
+    await admin.setViewportSize({ width: 360, height: 800 });
+    await signIn(admin, ADMIN_EMAIL, ADMIN_PASSWORD);
+    await admin.goto(`${origin}/admin`);
+    await admin.locator('#audit-table tbody tr').first().waitFor();
+    await admin.locator('#users-table tbody tr').first().waitFor();
+    await assertNoSidewaysScroll(admin, 'the admin page');
+    assertClean(aw);
+    assertSameOrigin(aw, origin);
+  });
+
+  it('resets a forgotten password from the mailed link; the link then works no more', async () => {
+    const own = await mailingService();
+    const email = newEmail('forgot');
+    await register(email, 'Forgetful', own);
+    const page = await (await newContext()).newPage();
+    const w = watch(page);
+    await page.goto(`${own}/`);
+    await page.getByRole('link', { name: 'Reset it' }).click();
+    await page.waitForURL(`${own}/reset-password`);
+    // An unknown address is told exactly what a known one is.
+    await page.getByLabel('Email').fill(newEmail('nobody'));
+    await page.getByRole('button', { name: 'Send the link' }).click();
+    const unknownSaid = (await page.locator('#reset-status').filter({ hasText: 'a link to reset its password is on its way' }).textContent()) ?? '';
+    await page.getByLabel('Email').fill(email);
+    await page.getByRole('button', { name: 'Send the link' }).click();
+    await page.locator('#reset-status').filter({ hasText: email }).waitFor();
+    assert.equal((await page.locator('#reset-status').textContent())?.replace(email, 'X'), unknownSaid.replace(/\S+@example\.com/, 'X'));
+    const mail = await smtp.waitForMail(email, { timeout: 15_000 });
+    const link = linkIn(mail, `${own}/reset-password#token=`);
+
+    // The link, opened as from the mail: the token leaves the address bar at once.
+    const reset = await (await newContext()).newPage();
+    const rw = watch(reset);
+    await reset.goto(link);
+    await reset.locator('#confirm-form').waitFor({ state: 'visible' });
+    assert.equal(reset.url(), `${own}/reset-password`);
+    await reset.getByLabel('New password', { exact: true }).fill('short');
+    await reset.getByLabel('New password again').fill('short');
+    await reset.getByRole('button', { name: 'Set the new password' }).click();
+    await reset.locator('#reset-error').filter({ hasText: 'The new password must be between 8 and 72 characters' }).waitFor();
+    await reset.getByLabel('New password', { exact: true }).fill('remembered at last');
+    await reset.getByLabel('New password again').fill('remembered at last');
+    await reset.getByRole('button', { name: 'Set the new password' }).click();
+    await reset.locator('#reset-status').filter({ hasText: 'Your password has been changed' }).waitFor();
+    assert.equal((await api('/auth/login', { email, password: PASSWORD }, undefined, own)).status, 401);
+    assert.equal((await api('/auth/login', { email, password: 'remembered at last' }, undefined, own)).status, 200);
+    // The same link again: refused, and a new one offered.
+    await reset.goto('about:blank');
+    await reset.goto(link);
+    await reset.getByLabel('New password', { exact: true }).fill('yet another passphrase');
+    await reset.getByLabel('New password again').fill('yet another passphrase');
+    await reset.getByRole('button', { name: 'Set the new password' }).click();
+    await reset.locator('#reset-error').filter({ hasText: 'This reset link is invalid, already used or expired' }).waitFor();
+    assert.equal(await reset.locator('#request-form').isVisible(), true);
+    assert.equal((await api('/auth/login', { email, password: 'remembered at last' }, undefined, own)).status, 200);
+    assertClean(w);
+    assertClean(rw, [400]);
+    assertSameOrigin(w, own);
+    assertSameOrigin(rw, own);
+  });
+
+  it('with verification required: registering says where the link went, sign-in waits for it, the mailed link verifies', async () => {
+    const own = await mailingService({ REQUIRE_EMAIL_VERIFICATION: 'true' });
+    const email = newEmail('verify');
+    const page = await (await newContext()).newPage();
+    const w = watch(page);
+    await page.goto(`${own}/register`);
+    await page.getByLabel('Name').fill('Vera Fied');
+    await page.getByLabel('Email').fill(email);
+    await page.getByLabel('Password').fill(PASSWORD);
+    await page.getByRole('button', { name: 'Register' }).click();
+    await page.locator('#register-status').filter({ hasText: `Follow the link sent to ${email}` }).waitFor();
+    await page.goto(`${own}/`);
+    await page.getByLabel('Email').fill(email);
+    await page.getByLabel('Password', { exact: true }).fill(PASSWORD);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.locator('#signin-error').filter({ hasText: 'verify your email' }).waitFor();
+    await page.getByRole('link', { name: 'Send the verification link again' }).click();
+    await page.waitForURL(`${own}/verify-email`);
+    await page.getByLabel('Email').fill(email);
+    await page.getByRole('button', { name: 'Send the link' }).click();
+    await page.locator('#verify-status').filter({ hasText: `If ${email} has an account waiting for verification` }).waitFor();
+
+    const mail = await smtp.waitForMail(email, { timeout: 15_000 });
+    const link = linkIn(mail, `${own}/verify-email#token=`);
+    const verify = await (await newContext()).newPage();
+    const vw = watch(verify);
+    await verify.goto(link);
+    await verify.locator('#verify-status').filter({ hasText: 'Your email address is verified.' }).waitFor();
+    assert.equal(verify.url(), `${own}/verify-email`);
+    await assertAccessible(verify, 'verify-email page (verified)');
+    // Verified: the sign-in goes through, and the profile says so.
+    await signIn(page, email, PASSWORD, own);
+    assert.equal(await page.locator('#profile-verified').textContent(), 'verified');
+    assert.equal(await page.getByRole('link', { name: 'Verify it' }).isHidden(), true);
+    // The link works once.
+    await verify.goto('about:blank');
+    await verify.goto(link);
+    await verify.locator('#verify-error').filter({ hasText: 'This verification link is invalid, already used or expired' }).waitFor();
+    assertClean(w, [403]);
+    assertClean(vw, [400]);
+    assertSameOrigin(w, own);
+    assertSameOrigin(vw, own);
+  });
+
+  it('without mail configured, the reset and resend forms say the service does not send mail (503)', async () => {
+    const page = await (await newContext()).newPage();
+    const w = watch(page);
+    await page.goto(`${origin}/reset-password`);
+    await page.getByLabel('Email').fill(newEmail('nomail'));
+    await page.getByRole('button', { name: 'Send the link' }).click();
+    await page.locator('#reset-error').filter({ hasText: 'Password reset by email is not available on this service' }).waitFor();
+    assert.equal(await page.locator('#reset-status').isHidden(), true);
+    await page.goto(`${origin}/verify-email`);
+    await page.getByLabel('Email').fill(newEmail('nomail'));
+    await page.getByRole('button', { name: 'Send the link' }).click();
+    await page.locator('#verify-error').filter({ hasText: 'Email verification is not available on this service' }).waitFor();
+    // A user who never verified sees it on the profile, with the way to do it.
+    const email = newEmail('unverified');
+    await register(email);
+    await signIn(page, email);
+    assert.equal(await page.locator('#profile-verified').textContent(), 'not verified');
+    assert.equal(await page.getByRole('link', { name: 'Verify it' }).getAttribute('href'), '/verify-email');
+    assertClean(w, [503]);
+    assertSameOrigin(w, origin);
+  });
+});
