@@ -38,6 +38,27 @@ test('defaults: port 54321, autoconfirm on, 3600 s tokens, issuer base from the 
   assert.match(loadConfig(idpConfig, keys).IDP_MIGRATIONS_DIR, /supabase[/\\]migrations$/);
 });
 
+test('mail: GoTrue defaults (24 h links, 60 s between mails), app URL from the site URL, redirect list checked', () => {
+  const config = loadConfig(idpConfig, keys);
+  assert.equal(config.IDP_MAILER_OTP_EXP, 86400);
+  assert.equal(config.IDP_SMTP_MAX_FREQUENCY, 60);
+  assert.equal(config.IDP_RATE_LIMIT_VERIFY, 30);
+  assert.equal(config.SMTP_URL, undefined);
+  assert.equal(config.IDP_APP_URL, 'http://127.0.0.1:54321');
+  assert.deepEqual(config.IDP_REDIRECT_URLS, []);
+  assert.equal(loadConfig(idpConfig, { ...keys, IDP_SITE_URL: 'https://id.example.com' }).IDP_APP_URL, 'https://id.example.com');
+  assert.deepEqual(
+    loadConfig(idpConfig, { ...keys, IDP_REDIRECT_URLS: ' https://app.example.com/** , http://localhost:3000/cb,' }).IDP_REDIRECT_URLS,
+    ['https://app.example.com/**', 'http://localhost:3000/cb'],
+  );
+  assert.deepEqual(problems({ ...keys, IDP_REDIRECT_URLS: 'https://ok.example.com,/relative' }), [
+    'IDP_REDIRECT_URLS must be a comma-separated list of http(s) URLs, got "/relative"',
+  ]);
+  assert.equal(problems({ ...keys, IDP_MAILER_OTP_EXP: '10' }).length, 1);
+  assert.equal(problems({ ...keys, IDP_SMTP_MAX_FREQUENCY: '0' }).length, 1);
+  assert.equal(problems({ ...keys, SMTP_URL: 'http://mail.example.com' }).length, 1);
+});
+
 test('both keys are required and must carry their own prefix', () => {
   assert.deepEqual(problems({}), ['IDP_PUBLISHABLE_KEY is required but not set', 'IDP_SECRET_KEY is required but not set']);
   assert.match(problems({ IDP_PUBLISHABLE_KEY: TEST_SECRET_KEY, IDP_SECRET_KEY: TEST_SECRET_KEY })[0]!, /^IDP_PUBLISHABLE_KEY must look like sb_publishable_/);

@@ -7,13 +7,10 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, test } from 'node:test';
 import { authenticatorRoleName } from '../src/idp/authenticator.js';
-import { openIdp, prepareIdpRoles } from '../src/idp/bootstrap.js';
-import { idpConfig } from '../src/idp/config.js';
-import { loadConfig } from '../src/kit/config.js';
+import { prepareIdpRoles } from '../src/idp/bootstrap.js';
 import { withDatabase } from '../src/kit/db.js';
 import { adminUrl, withClient } from './helpers/database.js';
-import { TEST_PUBLISHABLE_KEY, TEST_SECRET_KEY, TEST_SIGNING_KEY } from './helpers/idp.js';
-import { testLogLevel } from './helpers/logs.js';
+import { startIdp, TEST_PUBLISHABLE_KEY, TEST_SECRET_KEY } from './helpers/idp.js';
 import { supabase } from './helpers/supabase.js';
 import { uniqueEmail } from './helpers/emails.js';
 
@@ -45,29 +42,12 @@ async function ownDatabase(): Promise<{ name: string; url: string; superuserUrl:
   return { name, url: url.toString(), superuserUrl: withDatabase(adminUrl(), name) };
 }
 
-function config(databaseUrl: string) {
-  return loadConfig(idpConfig, {
-    PORT: '0',
-    HOST: '127.0.0.1',
-    DATABASE_URL: databaseUrl,
-    LOG_LEVEL: testLogLevel('silent'),
-    IDP_PUBLISHABLE_KEY: TEST_PUBLISHABLE_KEY,
-    IDP_SECRET_KEY: TEST_SECRET_KEY,
-    IDP_AUTOCONFIRM: 'true',
-    IDP_SIGNING_KEY: TEST_SIGNING_KEY,
-  });
-}
-
 test('as its own role, with the roles prepared by the superuser: migrations, sign-up and REST under RLS work', async () => {
   const db = await ownDatabase();
   await prepareIdpRoles(db.superuserUrl, TEST_SECRET_KEY);
-  const idp = await openIdp(config(db.url), { databaseUrl: db.url });
-  cleanups.push(async () => {
-    await idp.app.close();
-    await idp.close();
-  });
-  const url = await idp.app.listen({ port: 0, host: '127.0.0.1' });
-  const client = supabase({ url, publishableKey: TEST_PUBLISHABLE_KEY, secretKey: TEST_SECRET_KEY });
+  const idp = await startIdp({ databaseUrl: db.url });
+  cleanups.push(() => idp.close());
+  const client = supabase({ url: idp.url, publishableKey: TEST_PUBLISHABLE_KEY, secretKey: TEST_SECRET_KEY });
   const email = uniqueEmail('role');
   const signUp = await client.auth.signUp({ email, password: 'own-role-pw-1' });
   assert.equal(signUp.error, null);
@@ -87,7 +67,7 @@ test('as its own role, with the roles prepared by the superuser: migrations, sig
 test('as its own role, without a prepared login role: it refuses to start and says what to create', async () => {
   // The API roles are cluster-wide and exist by now; the login role of this database does not.
   const db = await ownDatabase();
-  await assert.rejects(openIdp(config(db.url), { databaseUrl: db.url }), (err: Error) => {
+  await assert.rejects(startIdp({ databaseUrl: db.url }), (err: Error) => {
     assert.match(err.message, new RegExp(`login role ${authenticatorRoleName(db.name)} is missing`));
     assert.match(err.message, /create it as superuser/);
     return true;

@@ -9,13 +9,12 @@ import type { FastifyRequest } from 'fastify';
 import { unexpectedAuthError } from '../src/idp/auth/errors.js';
 import { toRestError } from '../src/idp/rest/errors.js';
 import { type RunningIdp, startIdp } from './helpers/idp.js';
-import { captureLogs, testLogLevel } from './helpers/logs.js';
+import { testLogLevel } from './helpers/logs.js';
 
-const logs = captureLogs();
 let idp: RunningIdp;
 
 before(async () => {
-  idp = await startIdp({ env: { LOG_LEVEL: testLogLevel('info') }, logStream: logs });
+  idp = await startIdp({ env: { LOG_LEVEL: testLogLevel('info') } });
 });
 
 after(async () => {
@@ -46,13 +45,13 @@ const quietRequest = { log: { info() {}, warn() {}, error() {} } } as unknown as
 
 describe('idp: failures classified like every service', () => {
   it('a client gone mid-body on /auth/v1 and /rest/v1 is no database outage and no 5xx', async () => {
-    const before = logs.lines().length;
+    const before = idp.logs.lines().length;
     await abortMidBody('/auth/v1/signup');
     await abortMidBody('/rest/v1/notes');
     const started = Date.now();
-    const gone = () => logs.lines().slice(before).filter((l) => l.msg === 'client closed the connection before the request was complete').length;
+    const gone = () => idp.logs.lines().slice(before).filter((l) => l.msg === 'client closed the connection before the request was complete').length;
     while (gone() < 2 && Date.now() - started < 10_000) await new Promise((r) => setTimeout(r, 20));
-    const lines = logs.lines().slice(before);
+    const lines = idp.logs.lines().slice(before);
     assert.equal(gone(), 2, JSON.stringify(lines));
     assert.ok(!lines.some((l) => l.msg === 'database unavailable'), JSON.stringify(lines));
     assert.ok(!lines.some((l) => ((l.res as { statusCode?: number } | undefined)?.statusCode ?? 0) >= 500), JSON.stringify(lines));

@@ -131,7 +131,7 @@ describe('algorithm and key confusion', () => {
 });
 
 describe('time claims (injected clock)', () => {
-  test('expired by one second: rejected; one second before expiry: accepted', async () => {
+  test('expired: rejected by Auth from exp on, by REST past 30 s of skew; one second before expiry: accepted', async () => {
     const start = clock();
     const fresh = await createUser(idp, `clock-${start}@example.com`);
     await db.query(`INSERT INTO public.notes (user_id, title) VALUES ($1, 'private')`, [fresh.id]);
@@ -142,7 +142,14 @@ describe('time claims (injected clock)', () => {
       assert.equal(user.status, 200);
       assert.equal((await http(idp, '/rest/v1/notes?select=title', { token: fresh.token })).status, 200);
 
+      // GoTrue allows no leeway on exp; PostgREST allows its 30 s of clock skew (exp + 30 still passes).
       clock.set((exp + 1) * 1000);
+      assert.equal((await http(idp, '/auth/v1/user', { token: fresh.token })).status, 403);
+      assert.equal((await http(idp, '/rest/v1/notes?select=title', { token: fresh.token })).status, 200);
+      clock.set((exp + 30) * 1000);
+      assert.equal((await http(idp, '/rest/v1/notes?select=title', { token: fresh.token })).status, 200);
+
+      clock.set((exp + 31) * 1000);
       await assertRejected(fresh.token, {
         user: { status: 403, code: 'bad_jwt', message: 'invalid JWT: unable to parse or verify signature, token has invalid claims: token is expired' },
         rest: { code: 'PGRST303', message: 'JWT expired' },
@@ -153,7 +160,7 @@ describe('time claims (injected clock)', () => {
       // The refresh token still works and yields a token valid at the new time.
       const refreshed = await supabase(idp).auth.refreshSession({ refresh_token: fresh.refreshToken });
       assert.equal(refreshed.error, null);
-      assert.equal(refreshed.data.session!.expires_at, exp + 1 + EXPIRY);
+      assert.equal(refreshed.data.session!.expires_at, exp + 31 + EXPIRY);
       assert.equal((await http(idp, '/auth/v1/user', { token: refreshed.data.session!.access_token })).status, 200);
     } finally {
       clock.set(start);
@@ -200,6 +207,13 @@ describe('audience and subject', () => {
     assert.deepEqual([badSession.status, badSession.json], [403, { code: 'bad_jwt', message: 'invalid claim: session_id claim must be a UUID' }]);
     const otherSession = await http(idp, '/auth/v1/user', { token: await withOurKey({ session_id: '00000000-0000-4000-8000-000000000000' }) });
     assert.deepEqual([otherSession.status, otherSession.json], [403, { code: 'session_not_found', message: 'Session from session_id claim in JWT does not exist' }]);
+    // A live session that belongs to someone else is no session of alice's.
+    const bob = await createUser(idp, 'bob-jwt@example.com');
+    const bobsSession = await http(idp, '/auth/v1/user', { token: await withOurKey({ session_id: decodeJwtPart(bob.token, 1).session_id }) });
+    assert.deepEqual([bobsSession.status, bobsSession.json], [403, { code: 'session_not_found', message: 'Session from session_id claim in JWT does not exist' }]);
+    // The user is checked before the session_id claim.
+    const both = await http(idp, '/auth/v1/user', { token: await withOurKey({ sub: '00000000-0000-4000-8000-000000000000', session_id: 'x' }) });
+    assert.deepEqual([both.status, both.json], [403, { code: 'user_not_found', message: 'User from sub claim in JWT does not exist' }]);
   });
 });
 

@@ -3,7 +3,6 @@
 // confirmation emails, and per account on failed password sign-ins, which must hold when many
 // wrong passwords arrive at once.
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { AuthApiError, type SupabaseClient } from '@supabase/supabase-js';
 import { loadConfig } from '../src/kit/config.js';
@@ -13,6 +12,7 @@ import { uniqueEmail } from './helpers/emails.js';
 import { withoutRedis } from './helpers/redis.js';
 import { supabase } from './helpers/supabase.js';
 import { http } from './helpers/http.js';
+import { uniqueIp } from './helpers/client-ips.js';
 
 const TOKEN_LIMIT = 5;
 const SIGNUP_LIMIT = 3;
@@ -41,13 +41,6 @@ after(async () => {
   await Promise.all([idp?.close(), confirming?.close(), untrusting?.close()]);
 });
 
-/** A client address of its own for each caller, so tests never share a per-address counter. */
-const nextIp = (() => {
-  let n = 0;
-  const base = `10.${randomBytes(1)[0]}.${randomBytes(1)[0]}`;
-  return () => `${base}.${++n}`;
-})();
-
 /** supabase-js as the helper builds it, with the header a trusted proxy adds for a client at `ip`. */
 function clientAt(target: RunningIdp, ip: string): SupabaseClient {
   return supabase(target, target.publishableKey, { 'X-Forwarded-For': ip });
@@ -73,7 +66,7 @@ async function adminCreate(target: RunningIdp, email: string, password = PASSWOR
 
 describe('per client address (GoTrue: GOTRUE_RATE_LIMIT_TOKEN_REFRESH, GOTRUE_RATE_LIMIT_OTP)', () => {
   test('sign-in: past the /token limit, 429 over_request_rate_limit with Retry-After; another address is unaffected', async () => {
-    const ip = nextIp();
+    const ip = uniqueIp();
     const client = clientAt(idp, ip);
     for (let i = 0; i < TOKEN_LIMIT; i++) {
       const { error } = await client.auth.signInWithPassword({ email: uniqueEmail('wrong'), password: 'not-it' });
@@ -97,12 +90,12 @@ describe('per client address (GoTrue: GOTRUE_RATE_LIMIT_TOKEN_REFRESH, GOTRUE_RA
     });
     assert.deepEqual(legacy.json, { code: 429, error_code: 'over_request_rate_limit', msg: 'Request rate limit reached' });
 
-    const other = await clientAt(idp, nextIp()).auth.signInWithPassword({ email: uniqueEmail('wrong'), password: 'not-it' });
+    const other = await clientAt(idp, uniqueIp()).auth.signInWithPassword({ email: uniqueEmail('wrong'), password: 'not-it' });
     assert.equal((other.error as AuthApiError).code, 'invalid_credentials');
   });
 
   test('refresh shares the /token limit with sign-in, as in GoTrue', async () => {
-    const ip = nextIp();
+    const ip = uniqueIp();
     const client = clientAt(idp, ip);
     const email = uniqueEmail('refresh');
     await adminCreate(idp, email);
@@ -119,7 +112,7 @@ describe('per client address (GoTrue: GOTRUE_RATE_LIMIT_TOKEN_REFRESH, GOTRUE_RA
   });
 
   test('sign-up: past the /signup limit, 429 over_request_rate_limit; no user is created', async () => {
-    const client = clientAt(idp, nextIp());
+    const client = clientAt(idp, uniqueIp());
     for (let i = 0; i < SIGNUP_LIMIT; i++) {
       const { error } = await client.auth.signUp({ email: uniqueEmail('signup'), password: PASSWORD });
       assert.equal(error, null, `sign-up ${i + 1}`);
@@ -127,7 +120,7 @@ describe('per client address (GoTrue: GOTRUE_RATE_LIMIT_TOKEN_REFRESH, GOTRUE_RA
     const refused = uniqueEmail('refused');
     const { error } = await client.auth.signUp({ email: refused, password: PASSWORD });
     assertRateLimited(error, 'over_request_rate_limit', 'Request rate limit reached');
-    const later = await clientAt(idp, nextIp()).auth.signInWithPassword({ email: refused, password: PASSWORD });
+    const later = await clientAt(idp, uniqueIp()).auth.signInWithPassword({ email: refused, password: PASSWORD });
     assert.equal((later.error as AuthApiError).code, 'invalid_credentials');
   });
 
@@ -145,13 +138,13 @@ describe('per client address (GoTrue: GOTRUE_RATE_LIMIT_TOKEN_REFRESH, GOTRUE_RA
 describe('confirmation emails (GoTrue: GOTRUE_RATE_LIMIT_EMAIL_SENT, for the whole service)', () => {
   test('past the hourly count, sign-ups that would send one get 429 over_email_send_rate_limit, whatever the address', async () => {
     for (let i = 0; i < EMAILS_PER_HOUR; i++) {
-      const { data, error } = await clientAt(confirming, nextIp()).auth.signUp({ email: uniqueEmail('confirm'), password: PASSWORD });
+      const { data, error } = await clientAt(confirming, uniqueIp()).auth.signUp({ email: uniqueEmail('confirm'), password: PASSWORD });
       assert.equal(error, null);
       assert.equal(data.session, null, 'a user awaiting confirmation');
     }
-    const { error } = await clientAt(confirming, nextIp()).auth.signUp({ email: uniqueEmail('confirm'), password: PASSWORD });
+    const { error } = await clientAt(confirming, uniqueIp()).auth.signUp({ email: uniqueEmail('confirm'), password: PASSWORD });
     assertRateLimited(error, 'over_email_send_rate_limit', 'email rate limit exceeded');
-    const raw = await http(confirming, '/auth/v1/signup', { method: 'POST', headers: { 'x-forwarded-for': nextIp() }, body: { email: uniqueEmail('confirm'), password: PASSWORD } });
+    const raw = await http(confirming, '/auth/v1/signup', { method: 'POST', headers: { 'x-forwarded-for': uniqueIp() }, body: { email: uniqueEmail('confirm'), password: PASSWORD } });
     assert.equal(raw.status, 429);
     assertRetryAfter(raw.headers, 3600);
   });
@@ -163,7 +156,7 @@ describe('failed password sign-ins per account', () => {
     await adminCreate(idp, email);
     const attempts = LOGIN_FAILURES + 50;
     const results = await Promise.all(
-      Array.from({ length: attempts }, (_, i) => clientAt(idp, nextIp()).auth.signInWithPassword({ email, password: `guess-${i}` })),
+      Array.from({ length: attempts }, (_, i) => clientAt(idp, uniqueIp()).auth.signInWithPassword({ email, password: `guess-${i}` })),
     );
     const codes = results.map((r) => (r.error as AuthApiError | null)?.code ?? 'signed in');
     const count = (code: string) => codes.filter((c) => c === code).length;
@@ -171,9 +164,9 @@ describe('failed password sign-ins per account', () => {
     assert.equal(count('invalid_credentials'), LOGIN_FAILURES, codes.join(','));
     assert.equal(count('over_request_rate_limit'), attempts - LOGIN_FAILURES);
 
-    const rightOne = await clientAt(idp, nextIp()).auth.signInWithPassword({ email, password: PASSWORD });
+    const rightOne = await clientAt(idp, uniqueIp()).auth.signInWithPassword({ email, password: PASSWORD });
     assertRateLimited(rightOne.error, 'over_request_rate_limit', 'Too many failed sign-in attempts for this account, try again later');
-    const raw = await http(idp, '/auth/v1/token?grant_type=password', { method: 'POST', headers: { 'x-forwarded-for': nextIp() }, body: { email: email.toUpperCase(), password: PASSWORD } });
+    const raw = await http(idp, '/auth/v1/token?grant_type=password', { method: 'POST', headers: { 'x-forwarded-for': uniqueIp() }, body: { email: email.toUpperCase(), password: PASSWORD } });
     assert.equal(raw.status, 429, 'the same account however the address is cased');
     assertRetryAfter(raw.headers, 15 * 60);
   });
@@ -182,20 +175,20 @@ describe('failed password sign-ins per account', () => {
     const email = uniqueEmail('forgetful');
     await adminCreate(idp, email);
     for (let i = 0; i < LOGIN_FAILURES - 1; i++) {
-      const { error } = await clientAt(idp, nextIp()).auth.signInWithPassword({ email, password: 'wrong' });
+      const { error } = await clientAt(idp, uniqueIp()).auth.signInWithPassword({ email, password: 'wrong' });
       assert.equal((error as AuthApiError).code, 'invalid_credentials');
     }
-    const ok = await clientAt(idp, nextIp()).auth.signInWithPassword({ email, password: PASSWORD });
+    const ok = await clientAt(idp, uniqueIp()).auth.signInWithPassword({ email, password: PASSWORD });
     assert.equal(ok.error, null);
     for (let i = 0; i < LOGIN_FAILURES; i++) {
-      const { error } = await clientAt(idp, nextIp()).auth.signInWithPassword({ email, password: 'wrong' });
+      const { error } = await clientAt(idp, uniqueIp()).auth.signInWithPassword({ email, password: 'wrong' });
       assert.equal((error as AuthApiError).code, 'invalid_credentials', `failure ${i + 1} after the success`);
     }
 
     const nobody = uniqueEmail('nobody');
     const codes: string[] = [];
     for (let i = 0; i <= LOGIN_FAILURES; i++) {
-      const { error } = await clientAt(idp, nextIp()).auth.signInWithPassword({ email: nobody, password: 'wrong' });
+      const { error } = await clientAt(idp, uniqueIp()).auth.signInWithPassword({ email: nobody, password: 'wrong' });
       codes.push((error as AuthApiError).code!);
     }
     assert.deepEqual(codes, [...Array(LOGIN_FAILURES).fill('invalid_credentials'), 'over_request_rate_limit']);

@@ -2,18 +2,19 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import {
-  RestQueryError,
   buildDelete,
   buildInsert,
   buildSelect,
   buildUpdate,
+  parseConditions,
   parseFilters,
   parseLimitOffset,
   parseOrder,
   parseSelect,
-  quoteIdent,
   type TableInfo,
 } from '../src/idp/rest/query.js';
+import { RestError } from '../src/idp/rest/errors.js';
+import { quoteIdent } from '../src/kit/db.js';
 
 const notes: TableInfo = {
   schema: 'public',
@@ -47,7 +48,7 @@ const p = (query: string) => new URLSearchParams(query);
 
 function throwsRest(fn: () => unknown, status: number, code: string, message?: string | RegExp): void {
   assert.throws(fn, (err: unknown) => {
-    assert.ok(err instanceof RestQueryError, `expected RestQueryError, got ${String(err)}`);
+    assert.ok(err instanceof RestError, `expected RestError, got ${String(err)}`);
     assert.equal(err.status, status);
     assert.equal(err.code, code);
     if (typeof message === 'string') assert.equal(err.message, message);
@@ -58,13 +59,13 @@ function throwsRest(fn: () => unknown, status: number, code: string, message?: s
 
 const ALL = ['id', 'user_id', 'title', 'body', 'created_at'];
 
-describe('RestQueryError', () => {
+describe('RestError', () => {
   it('is an Error with PostgREST fields and a four-key JSON body', () => {
-    const e = new RestQueryError(400, 'PGRST100', 'msg');
+    const e = new RestError(400, 'PGRST100', 'msg');
     assert.ok(e instanceof Error);
-    assert.equal(e.name, 'RestQueryError');
+    assert.equal(e.name, 'RestError');
     assert.deepEqual(JSON.parse(JSON.stringify(e)), { code: 'PGRST100', details: null, hint: null, message: 'msg' });
-    const f = new RestQueryError(409, '23505', 'dup', 'd', 'h');
+    const f = new RestError(409, '23505', 'dup', 'd', 'h');
     assert.deepEqual(f.toJSON(), { code: '23505', details: 'd', hint: 'h', message: 'dup' });
   });
 });
@@ -220,7 +221,7 @@ describe('parseFilters', () => {
   });
 
   it('rejects unknown operators and values without an operator', () => {
-    for (const raw of ['eqq.5', 'like.a*', 'ilike.a', 'cs.{1}', 'fts.x', '5', 'eq', 'not.5', 'not.not.eq.5', '', 'EQ.5']) {
+    for (const raw of ['eqq.5', 'cs.{1}', 'fts.x', '5', 'eq', 'not.5', 'not.not.eq.5', '', 'EQ.5']) {
       throwsRest(() => parseFilters(p(`id=${encodeURIComponent(raw)}`), notes), 400, 'PGRST100', `"failed to parse filter (${raw})"`);
     }
   });
@@ -231,11 +232,64 @@ describe('parseFilters', () => {
     throwsRest(() => parseFilters(p(`${encodeURIComponent('"x\\"; drop table notes; --"')}=eq.1`), notes), 400, '42703');
   });
 
-  it('rejects keys that are not plain names, and or/and logic trees, with PGRST100', () => {
+  it('rejects keys that are not plain names with PGRST100, and leaves or/and to parseConditions', () => {
     throwsRest(() => parseFilters(p('body->>a=eq.1'), notes), 400, 'PGRST100', '"failed to parse tree path (body->>a)"');
     throwsRest(() => parseFilters(p(`${encodeURIComponent('title"; drop table x; --')}=eq.1`), notes), 400, 'PGRST100');
-    throwsRest(() => parseFilters(p('or=(id.eq.1,id.eq.2)'), notes), 400, 'PGRST100', '"failed to parse logic tree ((id.eq.1,id.eq.2))"');
-    throwsRest(() => parseFilters(p('and=(id.eq.1)'), notes), 400, 'PGRST100');
+    assert.deepEqual(parseFilters(p('or=(id.eq.1,id.eq.2)&and=(id.eq.1)&not.or=(id.eq.3)'), notes), []);
+  });
+
+  it('parses like and ilike, keeping the pattern as written', () => {
+    assert.deepEqual(parseFilters(p('title=like.a*&body=not.ilike.*B%25'), notes), [
+      { column: 'title', negate: false, op: 'like', value: 'a*' },
+      { column: 'body', negate: true, op: 'ilike', value: '*B%' },
+    ]);
+  });
+});
+
+describe('parseConditions (logic trees)', () => {
+  const eq = (column: string, value: string, negate = false) => ({ column, negate, op: 'eq', value });
+
+  it('reads or/and trees, nested and negated, after the plain filters', () => {
+    assert.deepEqual(parseConditions(p(`id=gt.0&or=${encodeURIComponent('(id.eq.1,and(title.eq.a,body.not.eq.b),not.or(id.eq.2))')}`), notes), [
+      { column: 'id', negate: false, op: 'gt', value: '0' },
+      {
+        logic: 'or',
+        negate: false,
+        children: [eq('id', '1'), { logic: 'and', negate: false, children: [eq('title', 'a'), eq('body', 'b', true)] }, { logic: 'or', negate: true, children: [eq('id', '2')] }],
+      },
+    ]);
+    assert.deepEqual(parseConditions(p('not.and=(id.eq.1)'), notes), [{ logic: 'and', negate: true, children: [eq('id', '1')] }]);
+  });
+
+  it('values: quoted (with , ) and escapes), {arrays}, in lists, is; a quote not closing a value is text', () => {
+    const [tree] = parseConditions(p(`or=${encodeURIComponent('(title.eq."a,b)\\"c",body.eq.{1,2},id.in.(1,"2,3"),body.is.NULL,title.eq.x"y)')}`), notes) as unknown as [{ children: unknown[] }];
+    assert.deepEqual(tree.children, [
+      eq('title', 'a,b)"c'),
+      eq('body', '{1,2}'),
+      { column: 'id', negate: false, op: 'in', value: ['1', '2,3'] },
+      { column: 'body', negate: false, op: 'is', value: 'null' },
+      eq('title', 'x"y'),
+    ]);
+  });
+
+  it('a malformed tree is PGRST100 "failed to parse logic tree"; then unknown columns are 42703', () => {
+    for (const raw of ['()', '(id.eq.1', 'id.eq.1', '(id.eqq.1)', '(id)', '(id.in.1)', '(xor(id.eq.1))', '(id.eq.1))', '(id.eq.1,)', '(,id.eq.1)']) {
+      throwsRest(() => parseConditions(p(`or=${encodeURIComponent(raw)}`), notes), 400, 'PGRST100', `"failed to parse logic tree (${raw})"`);
+    }
+    throwsRest(() => parseConditions(p('and=(nope.eq.1)'), notes), 400, '42703', 'column notes.nope does not exist');
+  });
+
+  it('nests up to 32 levels; deeper is PGRST100, however deep (no stack overflow)', () => {
+    const nest = (levels: number) => `or=${encodeURIComponent(`(${'and('.repeat(levels - 1)}id.eq.1${')'.repeat(levels)}`)}`;
+    assert.equal(parseConditions(p(nest(32)), notes).length, 1);
+    throwsRest(() => parseConditions(p(nest(33)), notes), 400, 'PGRST100');
+    throwsRest(() => parseConditions(p(nest(5000)), notes), 400, 'PGRST100');
+  });
+
+  it('renders as parenthesised SQL with every value bound', () => {
+    const q = buildSelect(notes, p(`select=id&or=${encodeURIComponent('(title.ilike.*x*,and(id.gte.1,id.lte.2))')}&not.or=(body.like.a*)`));
+    assert.match(q.text, /WHERE \("title" ILIKE \$1::text OR \("id" >= \$2::bigint AND "id" <= \$3::bigint\)\) AND NOT \("body" LIKE \$4::text\)/);
+    assert.deepEqual(q.values, ['%x%', '1', '2', 'a%']);
   });
 
   it('skips reserved keys, keeps repeated keys, accepts quoted keys', () => {
@@ -385,6 +439,26 @@ describe('buildInsert', () => {
   });
 });
 
+describe('buildInsert with an upsert', () => {
+  const keyed: TableInfo = { ...notes, primaryKey: ['id'] };
+  const tail = (q: { text: string }) => q.text.slice(q.text.indexOf('$1::json)') + '$1::json)'.length, q.text.indexOf(' RETURNING'));
+
+  it('merge-duplicates: ON CONFLICT on the primary key, updating the columns sent', () => {
+    assert.equal(tail(buildInsert(keyed, { id: 1, title: 't' }, null, null, { resolution: 'merge-duplicates', onConflict: null })), ' ON CONFLICT ("id") DO UPDATE SET "id" = EXCLUDED."id", "title" = EXCLUDED."title"');
+  });
+
+  it('ignore-duplicates: DO NOTHING; on_conflict names the target', () => {
+    assert.equal(tail(buildInsert(keyed, { title: 't' }, null, null, { resolution: 'ignore-duplicates', onConflict: 'title, body' })), ' ON CONFLICT ("title", "body") DO NOTHING');
+    assert.equal(tail(buildInsert(notes, { title: 't' }, null, null, { resolution: 'ignore-duplicates', onConflict: null })), ' ON CONFLICT DO NOTHING');
+  });
+
+  it('merge without any target is a plain insert; unknown or malformed on_conflict is refused', () => {
+    assert.equal(tail(buildInsert(notes, { title: 't' }, null, null, { resolution: 'merge-duplicates', onConflict: null })), '');
+    throwsRest(() => buildInsert(keyed, { title: 't' }, null, null, { resolution: 'merge-duplicates', onConflict: 'nope' }), 400, '42703');
+    throwsRest(() => buildInsert(keyed, { title: 't' }, null, null, { resolution: 'merge-duplicates', onConflict: 'id;drop' }), 400, 'PGRST100');
+  });
+});
+
 describe('buildUpdate', () => {
   it('sets the body keys from one JSON parameter, filters after it', () => {
     const q = buildUpdate(notes, { title: 'n', body: null }, p('id=eq.1&select=id'), ['id', 'title']);
@@ -492,7 +566,7 @@ describe('request values never reach the SQL text', () => {
         () => buildDelete(notes, p(`${enc}=eq.1`), null),
       ];
       for (const attempt of attempts) {
-        assert.throws(attempt, (err: unknown) => err instanceof RestQueryError && err.status === 400);
+        assert.throws(attempt, (err: unknown) => err instanceof RestError && err.status === 400);
       }
     }
   });

@@ -6,10 +6,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import pg from 'pg';
 import { authenticatorPassword, authenticatorRoleName, authenticatorUrl } from '../src/idp/authenticator.js';
-import { openIdp } from '../src/idp/bootstrap.js';
-import { idpConfig } from '../src/idp/config.js';
-import { loadConfig } from '../src/kit/config.js';
-import { createUser, type RunningIdp, startIdp, TEST_PUBLISHABLE_KEY, TEST_SECRET_KEY, TEST_SIGNING_KEY } from './helpers/idp.js';
+import { createUser, type RunningIdp, startIdp } from './helpers/idp.js';
 import { http } from './helpers/http.js';
 
 let idp: RunningIdp;
@@ -193,17 +190,8 @@ test('the authenticator login role cannot bypass anything by itself', async () =
 });
 
 test('a second instance on the same database shares the login role and accepts the first one\'s tokens', async () => {
-  const config = loadConfig(idpConfig, {
-    PORT: '0',
-    LOG_LEVEL: 'silent',
-    IDP_PUBLISHABLE_KEY: TEST_PUBLISHABLE_KEY,
-    IDP_SECRET_KEY: TEST_SECRET_KEY,
-    IDP_SIGNING_KEY: TEST_SIGNING_KEY,
-  });
-  const second = await openIdp(config, { databaseUrl: idp.databaseUrl });
+  const other = await startIdp({ databaseUrl: idp.databaseUrl });
   try {
-    const url = await second.app.listen({ port: 0, host: '127.0.0.1' });
-    const other: RunningIdp = { ...idp, url };
     const mine = await http(other, '/rest/v1/notes?select=user_id', { token: alice.token });
     assert.equal(mine.status, 200);
     const user = await http(other, '/auth/v1/user', { token: alice.token });
@@ -212,7 +200,6 @@ test('a second instance on the same database shares the login role and accepts t
     const first = await http(idp, '/rest/v1/notes?select=user_id', { token: bob.token });
     assert.equal(first.status, 200);
   } finally {
-    await second.app.close();
-    await second.close();
+    await other.close();
   }
 });

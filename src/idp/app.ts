@@ -1,24 +1,28 @@
 import { createHmac } from 'node:crypto';
 import type { Writable } from 'node:stream';
-import { Type } from '@sinclair/typebox';
 import type { Redis } from 'ioredis';
 import { type Clock, systemClock } from '../kit/clock.js';
 import type { Pool } from '../kit/db.js';
-import { type App, createServer } from '../kit/http.js';
+import { type App, buildHttpApp } from '../kit/http.js';
 import { type CounterStore, MemoryCounterStore, RedisCounterStore } from '../kit/rate-limit.js';
 import { AuthRateLimits } from './auth/rate-limits.js';
 import { httpSettings } from '../kit/http-limits.js';
 import type { PasswordHasher } from '../kit/password-hasher.js';
 import { AuthRepository } from './auth/repository.js';
-import { authRoutes } from './auth/routes.js';
+import { authRoutes, jwksRoute } from './auth/routes.js';
 import { AuthService } from './auth/service.js';
+import { AdminUsers } from './auth/admin-users.js';
+import { UserUpdates } from './auth/user-update.js';
 import { Passwords, idpPasswordHasher } from './auth/passwords.js';
 import type { IdpConfig } from './config.js';
-import { type Caller, gatewayHook } from './gateway.js';
+import { installCors } from './cors.js';
 import type { SigningKeys } from './keys.js';
 import { restRoutes } from './rest/routes.js';
 import { SchemaCache } from './rest/schema-cache.js';
 import { IDP_DOCUMENT } from './auth/schemas.js';
+import { EmailFlows } from './auth/email-flows.js';
+import type { MailQueue } from './auth/mails.js';
+import { RedirectPolicy } from './auth/redirects.js';
 
 export interface IdpDeps {
   /** Admin connection: owns the auth schema and reads the catalog. */
@@ -32,6 +36,8 @@ export interface IdpDeps {
   logStream?: Writable;
   /** Shares the rate-limit counters between instances; absent: counted in this process. */
   redis?: Redis;
+  /** Queues the idp's mails (SMTP_URL set); absent: mails are dropped, as GoTrue without SMTP. */
+  mailQueue?: MailQueue;
 }
 
 /** Routes that are not Supabase's own (404 catch-all, readiness) answer `{message}`, like the gateway does. */
@@ -39,7 +45,7 @@ const messageBody = (_status: number, message: string) => ({ message });
 
 export async function buildApp(config: IdpConfig, deps: IdpDeps): Promise<App> {
   const clock = deps.clock ?? systemClock;
-  const app = await createServer({
+  const app = await buildHttpApp({
     title: 'idp',
     description: 'A local identity provider speaking the Supabase Auth (/auth/v1) and PostgREST (/rest/v1) subset used by supabase-js',
     logLevel: config.LOG_LEVEL,
@@ -54,7 +60,10 @@ export async function buildApp(config: IdpConfig, deps: IdpDeps): Promise<App> {
     bodyLimit: 1024 * 1024,
     metrics: { token: config.METRICS_TOKEN, pools: { auth: deps.pool, rest: deps.restPool } },
     http: httpSettings(config),
+    responseCheck: config.OPENAPI_RESPONSE_CHECK,
   });
+
+  installCors(app, config.IDP_CORS_ORIGINS);
 
   const counterStores: MemoryCounterStore[] = [];
   app.addHook('onClose', async () => counterStores.forEach((store) => store.close()));
@@ -68,15 +77,19 @@ export async function buildApp(config: IdpConfig, deps: IdpDeps): Promise<App> {
     signups: config.IDP_RATE_LIMIT_OTP,
     emailsSent: config.IDP_RATE_LIMIT_EMAIL_SENT,
     loginFailures: config.IDP_RATE_LIMIT_LOGIN_FAILURES,
+    verifications: config.IDP_RATE_LIMIT_VERIFY,
+    emailFrequencySeconds: config.IDP_SMTP_MAX_FREQUENCY,
     ipv6Prefix: config.RATE_LIMIT_IPV6_PREFIX,
   });
 
   const hasher = deps.passwordHasher ?? idpPasswordHasher({ maxQueued: config.BCRYPT_QUEUE_MAX });
   if (!deps.passwordHasher) app.addHook('onClose', () => hasher.close());
+  const authRepository = new AuthRepository(deps.pool);
+  const passwords = await Passwords.create(hasher);
   const auth = new AuthService(
-    new AuthRepository(deps.pool),
+    authRepository,
     deps.keys,
-    await Passwords.create(hasher),
+    passwords,
     clock,
     {
       autoconfirm: config.IDP_AUTOCONFIRM,
@@ -84,30 +97,33 @@ export async function buildApp(config: IdpConfig, deps: IdpDeps): Promise<App> {
       refreshTokenReuseIntervalSeconds: config.IDP_REFRESH_TOKEN_REUSE_INTERVAL,
       issuer: `${config.IDP_SITE_URL}/auth/v1`,
       refreshTokenKey: createHmac('sha256', config.IDP_SECRET_KEY).update('idp refresh token rotation').digest(),
-      beforeConfirmationEmail: () => limits.emailSent(),
     },
     app.log,
   );
-
-  // Public, like Supabase's: verifying a token needs no key.
-  app.get(
-    '/auth/v1/.well-known/jwks.json',
-    {
-      schema: {
-        tags: ['auth'],
-        summary: 'Public keys that verify access tokens',
-        response: { 200: Type.Object({ keys: Type.Array(Type.Object({}, { additionalProperties: true })) }) },
-      },
-    },
-    async (_request, reply) => reply.header('cache-control', 'public, max-age=600').send(deps.keys.jwks()),
-  );
-
-  await app.register(async (api) => {
-    api.decorateRequest('caller', null as unknown as Caller);
-    api.addHook('onRequest', gatewayHook({ publishable: config.IDP_PUBLISHABLE_KEY, secret: config.IDP_SECRET_KEY }));
-    await api.register(authRoutes, { prefix: '/auth/v1', auth, limits });
-    await api.register(restRoutes, { prefix: '/rest/v1', pool: deps.restPool, schema: new SchemaCache(deps.pool), keys: deps.keys });
+  if (!deps.mailQueue) app.log.warn('SMTP_URL is not set: the idp sends no mail (confirmation, recovery, magic links are dropped); admin generate_link still returns links');
+  const emailFlows = new EmailFlows(authRepository, auth, passwords, limits, clock, {
+    otpExpirySeconds: config.IDP_MAILER_OTP_EXP,
+    apiUrl: `${config.IDP_SITE_URL}/auth/v1`,
+    redirects: new RedirectPolicy(config.IDP_APP_URL, config.IDP_REDIRECT_URLS),
+    mailQueue: deps.mailQueue,
+    log: app.log,
   });
+  app.addHook('onClose', () => emailFlows.drain());
+  auth.useConfirmationMail({
+    before: (email) => emailFlows.beforeConfirmationMail(email),
+    send: (client, user, redirectTo) => emailFlows.confirmationMail(client, user, redirectTo),
+    committed: () => emailFlows.confirmationCommitted(),
+  });
+
+  // Public, like Supabase's: verifying a token needs no key; outside the gateway.
+  await app.register(jwksRoute, { keys: deps.keys });
+  const gateway = { publishable: config.IDP_PUBLISHABLE_KEY, secret: config.IDP_SECRET_KEY };
+  const users = {
+    admin: new AdminUsers(auth, authRepository, passwords, clock),
+    self: new UserUpdates(auth, authRepository, passwords, clock, { autoconfirm: config.IDP_AUTOCONFIRM, flows: emailFlows }),
+  };
+  await app.register(authRoutes, { prefix: '/auth/v1', gateway, auth, limits, users, emailFlows });
+  await app.register(restRoutes, { prefix: '/rest/v1', gateway, pool: deps.restPool, schema: new SchemaCache(deps.pool), keys: deps.keys });
 
   return app;
 }

@@ -1,5 +1,5 @@
 import { createHash, createHmac } from 'node:crypto';
-import type { Pool } from '../kit/db.js';
+import { type Pool, quoteIdent } from '../kit/db.js';
 import { scramVerifier } from '../kit/scram.js';
 
 // REST requests run on a pool connected as a login role that owns nothing and can do nothing by
@@ -37,10 +37,6 @@ export function authenticatorUrl(databaseUrl: string, role: string, password: st
   url.username = encodeURIComponent(role);
   url.password = encodeURIComponent(password);
   return url.toString();
-}
-
-function quoteIdent(name: string): string {
-  return `"${name.replace(/"/g, '""')}"`;
 }
 
 /**

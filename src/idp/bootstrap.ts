@@ -4,12 +4,16 @@ import { fileURLToPath } from 'node:url';
 import { type Clock, systemClock } from '../kit/clock.js';
 import { createPool, migrate, type Pool, readMigrations } from '../kit/db.js';
 import type { App } from '../kit/http.js';
-import { connectRedis } from '../kit/rate-limit.js';
+import { connectRedis } from '../kit/redis.js';
 import type { PasswordHasher } from '../kit/password-hasher.js';
 import { buildApp } from './app.js';
 import { authenticatorPassword, authenticatorRoleName, authenticatorUrl, ensureAuthenticator } from './authenticator.js';
 import type { IdpConfig } from './config.js';
 import { SigningKeys } from './keys.js';
+import type { MailQueue } from './auth/mails.js';
+import { enqueueMail } from '../kit/mail/outbox.js';
+import { createMailTransport } from '../kit/mail/transport.js';
+import { type MailWorker, startMailWorker } from '../kit/mail/worker.js';
 
 const ownMigrations = fileURLToPath(new URL('./migrations', import.meta.url));
 
@@ -89,7 +93,7 @@ export async function openIdp(
   opts: { databaseUrl: string; clock?: Clock; logStream?: Writable; passwordHasher?: PasswordHasher },
 ): Promise<{ app: App; close: () => Promise<void> }> {
   const clock = opts.clock ?? systemClock;
-  const pool = createPool(opts.databaseUrl, { max: 5, applicationName: 'idp' });
+  const pool = createPool(opts.databaseUrl, { max: 5, applicationName: 'idp', namedStatements: config.DATABASE_NAMED_STATEMENTS });
   try {
     await migrate(pool, 'idp', await readMigrations(ownMigrations));
     if (!existsSync(config.IDP_MIGRATIONS_DIR)) throw new Error(`IDP_MIGRATIONS_DIR ${config.IDP_MIGRATIONS_DIR} does not exist`);
@@ -108,8 +112,19 @@ export async function openIdp(
       const redis = config.REDIS_URL ? connectRedis(config.REDIS_URL, (err) => log?.warn(`redis: ${err.message}`)) : undefined;
       try {
         const keys = await SigningKeys.load(config.IDP_SIGNING_KEY, config.DATA_DIR, clock);
-        const app = await buildApp(config, { pool, restPool, keys, clock, logStream: opts.logStream, redis, passwordHasher: opts.passwordHasher });
+        // The worker is made once the app's logger exists; mail queued before that waits for its first poll.
+        let worker: MailWorker | undefined;
+        const mailQueue: MailQueue | undefined = config.SMTP_URL
+          ? { enqueue: (client, mail) => enqueueMail(client, mail), committed: () => worker?.wake() }
+          : undefined;
+        const app = await buildApp(config, { pool, restPool, keys, clock, logStream: opts.logStream, redis, passwordHasher: opts.passwordHasher, mailQueue });
         log = app.log;
+        if (config.SMTP_URL) {
+          worker = startMailWorker({ pool, transport: createMailTransport(config.SMTP_URL), from: config.MAIL_FROM, log: app.log });
+          const started = worker;
+          // Before the pools end (close below): due mail is still sent, the rest stays queued.
+          app.addHook('onClose', () => started.stop());
+        }
         app.log.info({ kid: keys.kid, configured: config.IDP_SIGNING_KEY !== undefined }, 'access tokens signed with ES256');
         return {
           app,

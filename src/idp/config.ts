@@ -2,6 +2,8 @@ import { createPrivateKey } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { ConfigError, type ConfigOf, bool, commonVars, connectionUrl, httpUrl, int, str, type VarSpec } from '../kit/config.js';
 import { passwordHasherVars } from '../kit/password-hasher.js';
+import { mailVars } from '../kit/mail/transport.js';
+import { corsOrigins } from './cors.js';
 
 // An opaque Supabase-style key: a fixed prefix, then URL-safe characters. The prefix tells which role
 // the key stands for, so a secret key pasted where the publishable one belongs fails at start.
@@ -31,6 +33,18 @@ const es256PrivateKey = (): VarSpec<string, false> => ({
   },
 });
 
+/** A comma-separated list of absolute http(s) URLs, each possibly with `*`/`**` wildcards. */
+const redirectList = (): VarSpec<string[], true> => ({
+  default: [],
+  parse: (raw, name) => {
+    const items = raw.split(',').map((item) => item.trim()).filter((item) => item !== '');
+    for (const item of items) {
+      if (!/^https?:\/\/[^/\s]+/.test(item)) throw new ConfigError(name, `must be a comma-separated list of http(s) URLs, got "${item}"`);
+    }
+    return items;
+  },
+});
+
 export const idpConfig = {
   ...commonVars(54321),
   IDP_PUBLISHABLE_KEY: opaqueKey('sb_publishable_'),
@@ -50,6 +64,21 @@ export const idpConfig = {
   IDP_SIGNING_KEY: es256PrivateKey(),
   /** The public base URL of the idp; access tokens are issued by `<IDP_SITE_URL>/auth/v1`. */
   IDP_SITE_URL: httpUrl({ default: (env: Record<string, string | undefined>) => `http://127.0.0.1:${env.PORT || 54321}` }),
+  /**
+   * The app's URL (GoTrue's SITE_URL): where a mail's link leads after /verify when the request
+   * named no allowed redirect_to; any URL on its host is allowed.
+   */
+  IDP_APP_URL: httpUrl({ default: (env: Record<string, string | undefined>) => env.IDP_SITE_URL || `http://127.0.0.1:${env.PORT || 54321}` }),
+  /** More URLs a redirect_to may name (GoTrue's URI_ALLOW_LIST): comma-separated, `*` and `**` globs. */
+  IDP_REDIRECT_URLS: redirectList(),
+  /** Seconds a mailed link or code stays valid (GoTrue's MAILER_OTP_EXP, same default: 24 h). */
+  IDP_MAILER_OTP_EXP: int({ default: 86400, min: 60, max: 7 * 24 * 3600 }),
+  /** Seconds between two mails to one address (GoTrue's SMTP_MAX_FREQUENCY, same default). */
+  IDP_SMTP_MAX_FREQUENCY: int({ default: 60, min: 1, max: 24 * 3600 }),
+  // SMTP_URL (unset: mails are dropped, as GoTrue without an SMTP host, with a warning at start) and MAIL_FROM.
+  ...mailVars('Supabase Auth <noreply@localhost>'),
+  /** Origins browsers may call the idp from: `*` (the default, as the Supabase CLI's gateway) or a comma-separated list. */
+  IDP_CORS_ORIGINS: corsOrigins(),
   /** The app migrations applied after the idp's own, like `supabase start` does. */
   IDP_MIGRATIONS_DIR: str({ default: fileURLToPath(new URL('../../supabase/migrations', import.meta.url)) }),
   /** Rate-limit counters shared by every instance; unset: counted in this process only. */
@@ -63,6 +92,8 @@ export const idpConfig = {
   IDP_RATE_LIMIT_OTP: int({ default: 30, min: 1, max: 1_000_000 }),
   /** Confirmation emails per hour for the whole service (not per address); 0 refuses every one, as in GoTrue. */
   IDP_RATE_LIMIT_EMAIL_SENT: int({ default: 30, min: 0, max: 1_000_000 }),
+  /** POST and GET /verify per address per 5 minutes (GoTrue's RATE_LIMIT_VERIFY): bounds guessing of mailed codes. */
+  IDP_RATE_LIMIT_VERIFY: int({ default: 30, min: 1, max: 1_000_000 }),
   /** Not in GoTrue: failed password sign-ins per account (email address) per 15 minutes. */
   IDP_RATE_LIMIT_LOGIN_FAILURES: int({ default: 10, min: 1, max: 1_000_000 }),
   // 128 cost-10 jobs are about 5 s of work for 2 cores, as the accounts default is at cost 12.

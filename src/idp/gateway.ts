@@ -1,11 +1,12 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { requestSlot } from '../kit/identity.js';
 
 // The API gateway in front of /auth/v1 and /rest/v1, as the Supabase CLI's gateway behaves with the
 // opaque keys: `apikey` must be one of the two keys and decides the role of a request that carries
 // no user JWT; a `Bearer <JWT>` is passed on unchanged (the endpoints verify it), while a missing
 // Authorization or `Bearer sb_…` stands for the key's own role. Nothing is minted: the role travels
-// in `request.caller` instead of a JWT.
+// in `callers.get(request)` instead of a JWT.
 
 export type KeyRole = 'anon' | 'service_role';
 
@@ -19,11 +20,8 @@ export interface Caller {
   bearer: { kind: 'key' } | { kind: 'jwt'; token: string } | { kind: 'other' };
 }
 
-declare module 'fastify' {
-  interface FastifyRequest {
-    caller: Caller;
-  }
-}
+/** The gateway's verdict on a request behind it (every /auth/v1 and /rest/v1 route). */
+export const callers = requestSlot<Caller>('idp caller');
 
 export const gatewayErrors = {
   invalidKey: { message: 'Invalid API key', hint: 'Double check your Supabase `anon` or `service_role` API key.' },
@@ -47,8 +45,14 @@ export function parseBearer(header: string | undefined): Caller['bearer'] {
   return token.startsWith('sb_') ? { kind: 'key' } : { kind: 'jwt', token };
 }
 
+/** The two keys the gateway accepts as `apikey`. */
+export interface GatewayKeys {
+  publishable: string;
+  secret: string;
+}
+
 /** An onRequest hook for the scopes behind the gateway. */
-export function gatewayHook(keys: { publishable: string; secret: string }) {
+export function gatewayHook(keys: GatewayKeys) {
   const publishable = digest(keys.publishable);
   const secret = digest(keys.secret);
   return async (request: FastifyRequest, reply: FastifyReply) => {
@@ -60,6 +64,6 @@ export function gatewayHook(keys: { publishable: string; secret: string }) {
     const isPublishable = sameKey(given, publishable);
     const isSecret = sameKey(given, secret);
     if (!isPublishable && !isSecret) return reply.code(401).send(gatewayErrors.invalidKey);
-    request.caller = { keyRole: isSecret ? 'service_role' : 'anon', bearer: parseBearer(request.headers.authorization) };
+    callers.set(request, { keyRole: isSecret ? 'service_role' : 'anon', bearer: parseBearer(request.headers.authorization) });
   };
 }

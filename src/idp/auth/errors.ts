@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { classifyError } from '../../kit/classify-error.js';
+import { unexpectedErrorOutcome } from '../../kit/classify-error.js';
 
 // GoTrue's error catalog: stable snake_case codes, each with its HTTP status. supabase-js surfaces
 // `error.code` only when the response echoes `X-Supabase-Api-Version`, so the envelope depends on
@@ -79,24 +79,44 @@ export function sendAuthError(request: FastifyRequest, reply: FastifyReply, err:
  * goes to the log, never to the client.
  */
 export function unexpectedAuthError(request: FastifyRequest, err: Error): AuthError {
-  const kind = classifyError(err);
-  const status = (err as { statusCode?: number }).statusCode;
-  switch (kind.kind) {
+  const outcome = unexpectedErrorOutcome(err, request.log);
+  switch (outcome.kind) {
     case 'client-gone':
-      request.log.info('client closed the connection before the request was complete');
-      return new AuthError(status && status < 500 ? status : 400, 'validation_failed', 'Request not complete');
+      return new AuthError(outcome.status, 'validation_failed', 'Request not complete');
     case 'client-error':
-      return new AuthError(kind.status, 'validation_failed', err.message);
+      return new AuthError(outcome.status, 'validation_failed', outcome.message);
     case 'unavailable':
-      request.log.warn(
-        { err: { message: err.message, code: (err as { code?: string }).code } },
-        kind.cause === 'database' ? 'database unavailable' : 'out of file descriptors',
-      );
       return new AuthError(503, 'unexpected_failure', 'Service temporarily unavailable');
     case 'internal':
-      request.log.error({ err }, 'unhandled error');
       return authErrors.unexpected();
   }
+}
+
+/** JSON's name for a value's type, as Go's decoder words it. */
+function jsonTypeOf(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'array';
+  if (typeof value === 'boolean') return 'bool';
+  return typeof value; // number, string, object
+}
+
+/** Go's name for the type a field was declared with (GoTrue decodes into Go structs). */
+const GO_TYPES: Record<string, string> = { string: 'string', boolean: 'bool', object: 'map[string]interface {}', integer: 'int', number: 'float64' };
+
+/**
+ * A body field of the wrong JSON type, worded as GoTrue's decoder reports it (bad_json: "json:
+ * cannot unmarshal number into Go struct field SignupParams.email of type string"), so that the
+ * message names the field and the type it must have. `params` is GoTrue's name for the body of
+ * the route; `validation` is the schema check's first finding.
+ */
+export function bodyTypeError(params: string, body: unknown, validation: { instancePath: string; keyword: string; params: Record<string, unknown>; message?: string }): AuthError {
+  const path = validation.instancePath.split('/').slice(1);
+  if (validation.keyword !== 'type') return authErrors.badJson(`body${validation.instancePath.replaceAll('/', '.')} ${validation.message ?? 'is not valid'}`);
+  let value = body;
+  for (const key of path) value = (value as Record<string, unknown> | null)?.[key];
+  const expected = GO_TYPES[String(validation.params.type)] ?? String(validation.params.type);
+  const target = path.length === 0 ? `Go value of type api.${params}` : `Go struct field ${params}.${path.join('.')} of type ${expected}`;
+  return authErrors.badJson(`json: cannot unmarshal ${jsonTypeOf(value)} into ${target}`);
 }
 
 // The catalog, named after GoTrue's codes so the route code reads like the reference.
@@ -126,6 +146,14 @@ export const authErrors = {
     new TooManyRequestsError('over_request_rate_limit', 'Request rate limit reached', retryAfterSeconds),
   overEmailSendRateLimit: (retryAfterSeconds: number) =>
     new TooManyRequestsError('over_email_send_rate_limit', 'email rate limit exceeded', retryAfterSeconds),
+  /** GoTrue's answer to a second mail to one address within SMTP_MAX_FREQUENCY. */
+  overEmailSendFrequency: (retryAfterSeconds: number) =>
+    new TooManyRequestsError(
+      'over_email_send_rate_limit',
+      `For security purposes, you can only request this after ${retryAfterSeconds} seconds.`,
+      retryAfterSeconds,
+    ),
+  otpExpired: (message: 'Email link is invalid or has expired' | 'Token has expired or is invalid') => new AuthError(403, 'otp_expired', message),
   /** This idp's own per-account limit, under GoTrue's rate-limit code so clients handle it alike. */
   tooManyFailedSignIns: (retryAfterSeconds: number) =>
     new TooManyRequestsError('over_request_rate_limit', 'Too many failed sign-in attempts for this account, try again later', retryAfterSeconds),

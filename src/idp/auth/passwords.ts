@@ -64,8 +64,9 @@ export function checkPasswordTooLong(password: string): void {
 
 /** The strength problem of a password under the current policy, or null. */
 export function passwordWeakness(password: string): { message: string; reasons: string[] } | null {
-  // Counted in characters (Go counts runes via utf8.RuneCountInString).
-  if ([...password].length < MIN_PASSWORD_LENGTH) {
+  // Counted in bytes of UTF-8, as GoTrue's checkPasswordStrength does (Go's len of a string), even
+  // though its message says characters: "ééé" (6 bytes) passes, "abcde" does not.
+  if (Buffer.byteLength(password) < MIN_PASSWORD_LENGTH) {
     return { message: `Password should be at least ${MIN_PASSWORD_LENGTH} characters.`, reasons: ['length'] };
   }
   return null;

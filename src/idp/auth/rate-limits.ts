@@ -4,7 +4,8 @@ import type { Clock } from '../../kit/clock.js';
 import { type CounterStore, FixedWindowLimiter } from '../../kit/rate-limit.js';
 import { authErrors } from './errors.js';
 
-// Supabase Auth's per-address limits on its auth endpoints, its limit on confirmation emails, and
+// Supabase Auth's per-address limits on its auth endpoints, its limits on emails (per hour for the
+// service, and per recipient as SMTP_MAX_FREQUENCY), and
 // a per-account limit on failed password sign-ins that GoTrue does not have. Every request is
 // counted before any work is done for it, so concurrent requests cannot slip past a limit.
 
@@ -13,10 +14,14 @@ export interface AuthRateLimitSettings {
   tokenRequests: number;
   /** POST /signup per address per 5 minutes. */
   signups: number;
-  /** Confirmation emails per hour, all addresses together. */
+  /** Emails per hour, all addresses together. */
   emailsSent: number;
   /** Failed password sign-ins per account per 15 minutes. */
   loginFailures: number;
+  /** POST/GET /verify per address per 5 minutes. */
+  verifications: number;
+  /** Seconds between two mails to one address (GoTrue's SMTP_MAX_FREQUENCY). */
+  emailFrequencySeconds: number;
   /** IPv6 clients are counted per network of this many leading bits. */
   ipv6Prefix: number;
 }
@@ -40,6 +45,8 @@ export class AuthRateLimits {
   private readonly signups: FixedWindowLimiter;
   private readonly emailsSent: FixedWindowLimiter;
   private readonly loginFailures: FixedWindowLimiter;
+  private readonly verifications: FixedWindowLimiter;
+  private readonly emailFrequency: FixedWindowLimiter;
   private readonly ipv6Prefix: number;
 
   /**
@@ -51,6 +58,8 @@ export class AuthRateLimits {
     this.signups = new FixedWindowLimiter(settings.signups, FIVE_MINUTES, storeFor('signup'), clock);
     this.emailsSent = new FixedWindowLimiter(settings.emailsSent, HOUR, storeFor('email-sent'), clock);
     this.loginFailures = new FixedWindowLimiter(settings.loginFailures, FIFTEEN_MINUTES, storeFor('login-failures'), clock);
+    this.verifications = new FixedWindowLimiter(settings.verifications, FIVE_MINUTES, storeFor('verify'), clock);
+    this.emailFrequency = new FixedWindowLimiter(1, settings.emailFrequencySeconds * 1000, storeFor('email-frequency'), clock);
     this.ipv6Prefix = settings.ipv6Prefix;
   }
 
@@ -64,6 +73,21 @@ export class AuthRateLimits {
   async signup(ip: string): Promise<void> {
     const decision = await this.signups.consume(rateLimitKey(ip, this.ipv6Prefix));
     if (decision.limited) throw authErrors.overRequestRateLimit(Math.max(decision.retryAfterSeconds, 1));
+  }
+
+  /** One request to /verify from `ip` (GoTrue's RATE_LIMIT_VERIFY): bounds guessing of emailed codes. */
+  async verify(ip: string): Promise<void> {
+    const decision = await this.verifications.consume(rateLimitKey(ip, this.ipv6Prefix));
+    if (decision.limited) throw authErrors.overRequestRateLimit(Math.max(decision.retryAfterSeconds, 1));
+  }
+
+  /**
+   * One mail to `email` about to be sent: at most one per address per SMTP max frequency, as
+   * GoTrue. Counted by address whether or not it is registered, so a 429 tells nothing about who is.
+   */
+  async emailToAddress(email: string): Promise<void> {
+    const decision = await this.emailFrequency.consume(accountKey(email.toLowerCase()));
+    if (decision.limited) throw authErrors.overEmailSendFrequency(Math.max(decision.retryAfterSeconds, 1));
   }
 
   /** One confirmation email about to be sent; throws 429 over_email_send_rate_limit when the hour's are spent. */

@@ -9,7 +9,8 @@ type Db = Pool | PoolClient;
 
 const USER_SELECT = `
   SELECT u.id, u.aud, u.role, u.email, u.phone, u.encrypted_password, u.email_confirmed_at,
-         u.phone_confirmed_at, u.confirmed_at, u.confirmation_sent_at, u.last_sign_in_at,
+         u.phone_confirmed_at, u.confirmed_at, u.confirmation_sent_at, u.recovery_sent_at, u.invited_at,
+         u.email_change, u.email_change_sent_at, u.email_change_confirm_status, u.last_sign_in_at,
          u.raw_app_meta_data, u.raw_user_meta_data, u.banned_until, u.deleted_at, u.is_anonymous,
          u.created_at, u.updated_at,
          coalesce((
@@ -21,6 +22,16 @@ const USER_SELECT = `
            FROM auth.identities i WHERE i.user_id = u.id), '[]'::json) AS identities
   FROM auth.users u`;
 
+export type OneTimeTokenType = 'confirmation_token' | 'recovery_token' | 'email_change_token_current' | 'email_change_token_new';
+
+/** The column that records when a token of each kind was last sent. */
+const SENT_AT_COLUMN: Record<OneTimeTokenType, string> = {
+  confirmation_token: 'confirmation_sent_at',
+  recovery_token: 'recovery_sent_at',
+  email_change_token_current: 'email_change_sent_at',
+  email_change_token_new: 'email_change_sent_at',
+};
+
 export interface NewUser {
   email: string;
   passwordHash: string;
@@ -28,6 +39,23 @@ export interface NewUser {
   confirmationSentAt: Date | null;
   userMetadata: Record<string, unknown>;
   appMetadata: Record<string, unknown>;
+  now: Date;
+  /** Set for a user made by an invitation. */
+  invitedAt?: Date;
+}
+
+/** What updateUser writes; an absent field is left as it is. */
+export interface UserChanges {
+  email?: string;
+  passwordHash?: string;
+  /** Sets email_confirmed_at when it is not set yet. */
+  confirmEmail?: boolean;
+  /** null lifts a ban. */
+  bannedUntil?: Date | null;
+  appMetadata?: Record<string, unknown>;
+  userMetadata?: Record<string, unknown>;
+  /** The session that stays when the password changes (the caller's own). */
+  keepSession?: string;
   now: Date;
 }
 
@@ -60,34 +88,138 @@ export class AuthRepository {
     return rows[0];
   }
 
-  /** The new user with its email identity, or undefined when the address is taken. */
-  async createUser(user: NewUser): Promise<UserRow | undefined> {
+  /**
+   * The new user with its email identity, or undefined when the address is taken. `within` runs in
+   * the same transaction (a confirmation token and its mail), so both exist or neither.
+   */
+  async createUser(user: NewUser, within?: (client: PoolClient, created: UserRow) => Promise<void>): Promise<UserRow | undefined> {
     const id = randomUUID();
+    // GoTrue writes its provider claims here with email_verified and phone_verified always false
+    // (the struct tags keep zero values), and confirming an address never updates them: the
+    // confirmation shows in email_confirmed_at and in user_metadata.email_verified instead.
     const identityData = {
       sub: id,
       email: user.email,
-      email_verified: user.emailConfirmedAt !== null,
+      email_verified: false,
       phone_verified: false,
     };
     try {
       return await withTransaction(this.pool, async (client) => {
         await client.query(
           `INSERT INTO auth.users (id, aud, role, email, encrypted_password, email_confirmed_at, confirmation_sent_at,
-                                   raw_app_meta_data, raw_user_meta_data, created_at, updated_at)
-           VALUES ($1, 'authenticated', 'authenticated', $2, $3, $4, $5, $6, $7, $8, $8)`,
-          [id, user.email, user.passwordHash, user.emailConfirmedAt, user.confirmationSentAt, user.appMetadata, user.userMetadata, user.now],
+                                   raw_app_meta_data, raw_user_meta_data, created_at, updated_at, invited_at)
+           VALUES ($1, 'authenticated', 'authenticated', $2, $3, $4, $5, $6, $7, $8, $8, $9)`,
+          [id, user.email, user.passwordHash, user.emailConfirmedAt, user.confirmationSentAt, user.appMetadata, user.userMetadata, user.now,
+            user.invitedAt ?? null],
         );
         await client.query(
           `INSERT INTO auth.identities (provider_id, user_id, identity_data, provider, created_at, updated_at)
            VALUES ($1::text, $2::uuid, $3, 'email', $4, $4)`,
           [id, id, identityData, user.now],
         );
+        const created = (await this.findUserById(id, client))!;
+        if (within) await within(client, created);
         return this.findUserById(id, client);
       });
     } catch (err) {
       if (isUniqueViolation(err, 'users_email_partial_key')) return undefined;
       throw err;
     }
+  }
+
+  // ---- one-time tokens (the links and codes of the idp's mails) -------------------------------
+
+  async transaction<T>(fn: (client: PoolClient) => Promise<T>): Promise<T> {
+    return withTransaction(this.pool, fn);
+  }
+
+  /**
+   * Replaces the user's token of this kind (one live token per kind, as GoTrue) and records when it
+   * was sent. `digest` is the SHA-256 of the token hash: the table never holds a usable token.
+   */
+  async issueOneTimeToken(
+    client: PoolClient,
+    token: { userId: string; type: OneTimeTokenType; digest: string; relatesTo: string; now: Date },
+  ): Promise<void> {
+    await client.query(
+      `INSERT INTO auth.one_time_tokens (user_id, token_type, token_hash, relates_to, created_at)
+       VALUES ($1, $2, $3, $4, $5)
+       ON CONFLICT (user_id, token_type) DO UPDATE SET token_hash = EXCLUDED.token_hash, relates_to = EXCLUDED.relates_to, created_at = EXCLUDED.created_at`,
+      [token.userId, token.type, token.digest, token.relatesTo, token.now],
+    );
+    const sentAt = SENT_AT_COLUMN[token.type];
+    await client.query(`UPDATE auth.users SET ${sentAt} = $2, updated_at = $2 WHERE id = $1`, [token.userId, token.now]);
+  }
+
+  /**
+   * Uses a token: deletes its row when it is of one of `types` and was issued after `issuedAfter`,
+   * and returns whose it was. A single DELETE, so of two concurrent uses exactly one gets the row;
+   * an expired token is not used up, and answers like an unknown one.
+   */
+  async useOneTimeToken(
+    client: PoolClient,
+    digest: string,
+    types: readonly OneTimeTokenType[],
+    issuedAfter: Date,
+  ): Promise<{ userId: string; type: OneTimeTokenType; relatesTo: string } | undefined> {
+    const { rows } = await client.query<{ user_id: string; token_type: OneTimeTokenType; relates_to: string }>(
+      `DELETE FROM auth.one_time_tokens WHERE token_hash = $1 AND token_type = ANY($2) AND created_at > $3
+       RETURNING user_id, token_type, relates_to`,
+      [digest, types, issuedAfter],
+    );
+    const row = rows[0];
+    return row && { userId: row.user_id, type: row.token_type, relatesTo: row.relates_to };
+  }
+
+  /** The user's address is confirmed (a no-op when it already was), as GoTrue's user.Confirm. */
+  async confirmEmail(client: PoolClient, userId: string, now: Date): Promise<void> {
+    await client.query(
+      `UPDATE auth.users SET email_confirmed_at = coalesce(email_confirmed_at, $2),
+              raw_user_meta_data = raw_user_meta_data || '{"email_verified": true}'::jsonb, updated_at = $2
+       WHERE id = $1`,
+      [userId, now],
+    );
+  }
+
+  /** A new address awaiting confirmation; both confirmations are to come. */
+  async startEmailChange(client: PoolClient, userId: string, newEmail: string, now: Date): Promise<void> {
+    await client.query(
+      `UPDATE auth.users SET email_change = $2, email_change_confirm_status = 0, email_change_sent_at = $3, updated_at = $3 WHERE id = $1`,
+      [userId, newEmail, now],
+    );
+    await client.query(`DELETE FROM auth.one_time_tokens WHERE user_id = $1 AND token_type LIKE 'email_change_token_%'`, [userId]);
+  }
+
+  /** One of the two addresses confirmed the change; the other is still to confirm. */
+  async confirmEmailChangeOnce(client: PoolClient, userId: string, now: Date): Promise<void> {
+    await client.query('UPDATE auth.users SET email_change_confirm_status = 1, updated_at = $2 WHERE id = $1', [userId, now]);
+  }
+
+  /**
+   * The pending address becomes the user's (and its email identity's); false when someone took it
+   * meanwhile. The other email change token goes too.
+   */
+  async completeEmailChange(client: PoolClient, userId: string, now: Date): Promise<boolean> {
+    await client.query('SAVEPOINT email_change');
+    try {
+      await client.query(
+        `UPDATE auth.users SET email = email_change, email_change = NULL, email_change_sent_at = NULL, email_change_confirm_status = 0,
+                email_confirmed_at = coalesce(email_confirmed_at, $2), updated_at = $2
+         WHERE id = $1 AND email_change IS NOT NULL`,
+        [userId, now],
+      );
+    } catch (err) {
+      await client.query('ROLLBACK TO SAVEPOINT email_change');
+      if (isUniqueViolation(err, 'users_email_partial_key')) return false;
+      throw err;
+    }
+    await client.query(
+      `UPDATE auth.identities SET identity_data = identity_data || jsonb_build_object('email', u.email), updated_at = $2
+       FROM auth.users u WHERE u.id = $1 AND auth.identities.user_id = $1 AND auth.identities.provider = 'email'`,
+      [userId, now],
+    );
+    await client.query(`DELETE FROM auth.one_time_tokens WHERE user_id = $1 AND token_type LIKE 'email_change_token_%'`, [userId]);
+    return true;
   }
 
   async markConfirmationSent(userId: string, now: Date): Promise<UserRow | undefined> {
@@ -114,9 +246,26 @@ export class AuthRepository {
     return rows[0]!;
   }
 
-  async findSession(id: string): Promise<SessionRow | undefined> {
-    const { rows } = await this.pool.query<SessionRow>('SELECT id, user_id, created_at FROM auth.sessions WHERE id = $1', [id]);
-    return rows[0];
+  /**
+   * The user (not deleted) and, when `sessionId` is given, that session, in one round trip: every
+   * request with a bearer token needs both. undefined when there is no such user; `session`
+   * undefined when there is no such session (whoever it belongs to: the caller compares).
+   */
+  async findUserWithSession(userId: string, sessionId: string | undefined): Promise<{ user: UserRow; session: SessionRow | undefined } | undefined> {
+    // Named: each connection parses and plans it once rather than on every request (planning
+    // was most of PostgreSQL's CPU for it); sent unnamed when DATABASE_NAMED_STATEMENTS=false.
+    const { rows } = await this.pool.query<UserRow & { session_id: string | null; session_user_id: string | null; session_created_at: Date | null }>({
+      name: 'idp-find-user-with-session',
+      text: `SELECT found.*, s.id AS session_id, s.user_id AS session_user_id, s.created_at AS session_created_at
+               FROM (${USER_SELECT} WHERE u.id = $1 AND u.deleted_at IS NULL) found
+               LEFT JOIN auth.sessions s ON s.id = $2::uuid`,
+      values: [userId, sessionId ?? null],
+    });
+    const row = rows[0];
+    if (!row) return undefined;
+    const { session_id, session_user_id, session_created_at, ...user } = row;
+    const session = session_id === null ? undefined : { id: session_id, user_id: session_user_id!, created_at: session_created_at! };
+    return { user, session };
   }
 
   /**
@@ -200,5 +349,70 @@ export class AuthRepository {
       await client.query('DELETE FROM auth.sessions WHERE user_id = $1', [id]);
       return true;
     });
+  }
+
+  // ---- user administration and self-service updates ------------------------------------------
+
+  /** One page of live users, newest first (GoTrue's default order), and how many there are. */
+  async listUsers(limit: number, offset: number): Promise<{ users: UserRow[]; total: number }> {
+    const [page, count] = await Promise.all([
+      this.pool.query<UserRow>(`${USER_SELECT} WHERE u.deleted_at IS NULL ORDER BY u.created_at DESC, u.id LIMIT $1 OFFSET $2`, [limit, offset]),
+      this.pool.query<{ total: string }>('SELECT count(*) AS total FROM auth.users WHERE deleted_at IS NULL'),
+    ]);
+    return { users: page.rows, total: Number(count.rows[0]!.total) };
+  }
+
+  /** Until when the owner of a refresh token is banned (null: not banned), undefined for an unknown token. */
+  async bannedUntilOfRefreshTokenOwner(tokenHash: string): Promise<Date | null | undefined> {
+    const { rows } = await this.pool.query<{ banned_until: Date | null }>(
+      'SELECT u.banned_until FROM auth.refresh_tokens t JOIN auth.users u ON u.id = t.user_id WHERE t.token = $1',
+      [tokenHash],
+    );
+    return rows[0]?.banned_until;
+  }
+
+  /**
+   * Changes a live user under a lock on its row: `decide` sees the current row and returns the
+   * changes (or throws to change nothing), so a merge of metadata and its size check see the same
+   * row even when updates race. Undefined when there is no such user; `emailTaken` when the new
+   * address belongs to someone else.
+   */
+  async updateUser(id: string, decide: (current: UserRow) => UserChanges): Promise<UserRow | undefined | 'emailTaken'> {
+    try {
+      return await withTransaction(this.pool, async (client) => {
+        const locked = await client.query('SELECT id FROM auth.users WHERE id = $1 AND deleted_at IS NULL FOR UPDATE', [id]);
+        if (locked.rowCount === 0) return undefined;
+        const current = (await this.findUserById(id, client))!;
+        const c = decide(current);
+        await client.query(
+          `UPDATE auth.users SET
+             email = coalesce($2, email),
+             encrypted_password = coalesce($3, encrypted_password),
+             email_confirmed_at = CASE WHEN $4::boolean THEN coalesce(email_confirmed_at, $9) ELSE email_confirmed_at END,
+             banned_until = CASE WHEN $5::boolean THEN $6::timestamptz ELSE banned_until END,
+             raw_app_meta_data = coalesce($7, raw_app_meta_data),
+             raw_user_meta_data = coalesce($8, raw_user_meta_data),
+             updated_at = $9
+           WHERE id = $1`,
+          [id, c.email ?? null, c.passwordHash ?? null, c.confirmEmail === true, c.bannedUntil !== undefined, c.bannedUntil ?? null,
+            c.appMetadata ?? null, c.userMetadata ?? null, c.now],
+        );
+        if (c.email !== undefined) {
+          await client.query(
+            `UPDATE auth.identities SET identity_data = identity_data || jsonb_build_object('email', $2::text), updated_at = $3
+             WHERE user_id = $1 AND provider = 'email'`,
+            [id, c.email, c.now],
+          );
+        }
+        // A new password ends the other sessions (all of them when no session is kept), as in GoTrue.
+        if (c.passwordHash !== undefined) {
+          await client.query('DELETE FROM auth.sessions WHERE user_id = $1 AND id IS DISTINCT FROM $2', [id, c.keepSession ?? null]);
+        }
+        return this.findUserById(id, client);
+      });
+    } catch (err) {
+      if (isUniqueViolation(err, 'users_email_partial_key')) return 'emailTaken';
+      throw err;
+    }
   }
 }

@@ -1,13 +1,20 @@
 import { Type } from '@sinclair/typebox';
-import type { FastifyError } from 'fastify';
+import type { FastifyError, FastifyRequest } from 'fastify';
 import type { App } from '../../kit/http.js';
+import { callers, type GatewayKeys, gatewayHook } from '../gateway.js';
 import { InvalidJsonBody } from '../../kit/json-body.js';
 import { acceptOptionalJsonBodies } from '../json-body.js';
-import { AuthError, OAuthError, authErrors, sendAuthError, unexpectedAuthError } from './errors.js';
+import { AuthError, OAuthError, authErrors, bodyTypeError, sendAuthError, unexpectedAuthError } from './errors.js';
 import type { AuthRateLimits } from './rate-limits.js';
-import { KEY_SECURITY, TokenResponseSchema, USER_SECURITY, UserSchema, authErrorResponses, rateLimited } from './schemas.js';
+import { AdminUserBody, JsonObject, KEY_SECURITY, TokenResponseSchema, USER_SECURITY, UserSchema, authErrorResponses, rateLimited } from './schemas.js';
 import { described } from '../../kit/openapi.js';
 import type { AuthService } from './service.js';
+import type { AdminUsers } from './admin-users.js';
+import type { UserUpdates } from './user-update.js';
+import { userRoutes } from './routes-users.js';
+import { emailRoutes } from './routes-email.js';
+import type { EmailFlows } from './email-flows.js';
+import type { SigningKeys } from '../keys.js';
 
 // The Supabase Auth (GoTrue) subset, mounted at /auth/v1 behind the gateway. The whole route map:
 //   POST   /signup                           sign up (session, or user awaiting confirmation)
@@ -17,11 +24,11 @@ import type { AuthService } from './service.js';
 //   POST   /logout?scope=global|local|others end sessions
 //   POST   /admin/users                      create a user (service_role)
 //   DELETE /admin/users/:id                  delete a user (service_role)
-// (GET /.well-known/jwks.json is public and lives outside the gateway, in app.ts.)
+//   GET    /admin/users, GET|PUT /admin/users/:id, PUT /user: userRoutes (routes-users.ts)
+//   POST   /recover, /resend, /verify, /invite, /admin/generate_link, GET /verify: emailRoutes (routes-email.ts)
+// (GET /.well-known/jwks.json is public: jwksRoute, registered outside the gateway.)
 // /signup and /token are rate limited per client address as in GoTrue, and password sign-ins per
 // account as well (see rate-limits.ts); the limit is taken before any work for the request.
-
-const JsonObject = Type.Object({}, { additionalProperties: true });
 
 const SignupBody = Type.Object({
   email: Type.Optional(Type.String()),
@@ -37,17 +44,37 @@ const TokenBody = Type.Object({
   refresh_token: Type.Optional(Type.String()),
 });
 
-const AdminCreateBody = Type.Object({
-  email: Type.Optional(Type.String()),
-  phone: Type.Optional(Type.String()),
-  password: Type.Optional(Type.String()),
-  email_confirm: Type.Optional(Type.Boolean()),
-  user_metadata: Type.Optional(JsonObject),
-  app_metadata: Type.Optional(JsonObject),
-});
+/** GoTrue's name for the body of each route (its Go struct), which its decoding errors mention. */
+function goParamsOf(request: FastifyRequest): string {
+  const route = `${request.method} ${request.routeOptions.url ?? ''}`;
+  if (route === 'POST /auth/v1/token') {
+    return (request.query as { grant_type?: string }).grant_type === 'refresh_token' ? 'RefreshTokenGrantParams' : 'PasswordGrantParams';
+  }
+  if (route === 'POST /auth/v1/signup') return 'SignupParams';
+  if (route === 'POST /auth/v1/admin/users') return 'AdminUserParams';
+  if (route === 'DELETE /auth/v1/admin/users/:id') return 'adminUserDeleteParams';
+  if (route === 'PUT /auth/v1/admin/users/:id') return 'AdminUserParams';
+  if (route === 'PUT /auth/v1/user') return 'UserUpdateParams';
+  if (route === 'POST /auth/v1/recover') return 'RecoverParams';
+  if (route === 'POST /auth/v1/resend') return 'ResendConfirmationParams';
+  if (route === 'POST /auth/v1/verify') return 'VerifyParams';
+  if (route === 'POST /auth/v1/admin/generate_link') return 'GenerateLinkParams';
+  if (route === 'POST /auth/v1/invite') return 'InviteParams';
+  return 'Params';
+}
 
-export async function authRoutes(scope: App, opts: { auth: AuthService; limits: AuthRateLimits }): Promise<void> {
+export async function authRoutes(
+  scope: App,
+  opts: { gateway: GatewayKeys; auth: AuthService; limits: AuthRateLimits; users: { admin: AdminUsers; self: UserUpdates }; emailFlows: EmailFlows },
+): Promise<void> {
   const { auth, limits } = opts;
+  // The mail's link is opened by a browser, which has no key: Supabase's gateway leaves GET /verify
+  // open too. It needs none, since the token in the link is the credential.
+  const gateway = gatewayHook(opts.gateway);
+  scope.addHook('onRequest', async (request, reply) => {
+    if (request.method === 'GET' && request.routeOptions.url === '/auth/v1/verify') return;
+    return gateway(request, reply);
+  });
   acceptOptionalJsonBodies(scope, {});
   // Every auth body is optional (GoTrue reads an absent body as an empty one), but Fastify validates
   // an absent body against the schema as `undefined`: a DELETE /admin/users/:id sent without a body
@@ -62,7 +89,10 @@ export async function authRoutes(scope: App, opts: { auth: AuthService; limits: 
     if (err instanceof InvalidJsonBody) return sendAuthError(request, reply, authErrors.badJson(err.message));
     // A body field of the wrong JSON type is a decoding error in GoTrue; a bad query value a validation one.
     if (fe.validation) {
-      const problem = fe.validationContext === 'body' ? authErrors.badJson(fe.message) : authErrors.validation(fe.message);
+      const problem =
+        fe.validationContext === 'body' && fe.validation[0]
+          ? bodyTypeError(goParamsOf(request), request.body, fe.validation[0])
+          : authErrors.validation(fe.message);
       return sendAuthError(request, reply, problem);
     }
     return sendAuthError(request, reply, unexpectedAuthError(request, err));
@@ -76,13 +106,14 @@ export async function authRoutes(scope: App, opts: { auth: AuthService; limits: 
         summary: 'Sign up with email and password',
         description: 'A session when sign-ups are confirmed at once (IDP_AUTOCONFIRM), otherwise the user awaiting confirmation.',
         security: KEY_SECURITY,
+        querystring: Type.Object({ redirect_to: Type.Optional(Type.String({ description: 'Where the confirmation link leads (IDP_AUTOCONFIRM off)' })) }),
         body: Type.Optional(SignupBody),
         response: { 200: Type.Union([TokenResponseSchema, UserSchema]), ...authErrorResponses, 429: rateLimited },
       },
     },
     async (request) => {
       await limits.signup(request.ip);
-      return auth.signUp(request.body ?? {});
+      return auth.signUp(request.body ?? {}, request.query.redirect_to);
     },
   );
 
@@ -120,7 +151,7 @@ export async function authRoutes(scope: App, opts: { auth: AuthService; limits: 
   scope.get(
     '/user',
     { schema: { tags: ['auth'], summary: "The caller's user", security: USER_SECURITY, response: { 200: UserSchema, ...authErrorResponses } } },
-    async (request) => auth.getUser(request.caller),
+    async (request) => auth.getUser(callers.get(request)),
   );
 
   scope.post(
@@ -138,7 +169,7 @@ export async function authRoutes(scope: App, opts: { auth: AuthService; limits: 
       },
     },
     async (request, reply) => {
-      await auth.logout(request.caller, request.query.scope ?? 'global');
+      await auth.logout(callers.get(request), request.query.scope ?? 'global');
       return reply.code(204).send(null);
     },
   );
@@ -151,11 +182,11 @@ export async function authRoutes(scope: App, opts: { auth: AuthService; limits: 
         summary: 'Create a user (secret key)',
         description: 'Needs the secret key as apikey (and, as supabase-js sends it, as the bearer token).',
         security: KEY_SECURITY,
-        body: Type.Optional(AdminCreateBody),
+        body: Type.Optional(AdminUserBody),
         response: { 200: UserSchema, ...authErrorResponses },
       },
     },
-    async (request) => auth.adminCreateUser(request.caller, request.body ?? {}),
+    async (request) => auth.adminCreateUser(callers.get(request), request.body ?? {}),
   );
 
   scope.delete(
@@ -171,8 +202,27 @@ export async function authRoutes(scope: App, opts: { auth: AuthService; limits: 
       },
     },
     async (request) => {
-      await auth.adminDeleteUser(request.caller, request.params.id, request.body?.should_soft_delete === true);
+      await auth.adminDeleteUser(callers.get(request), request.params.id, request.body?.should_soft_delete === true);
       return {};
     },
+  );
+
+  // Registered last, so these routes share the gateway, body handling and error handler above.
+  await scope.register(userRoutes, opts.users);
+  await scope.register(emailRoutes, { flows: opts.emailFlows, limits });
+}
+
+/** The public keys that verify access tokens; public like Supabase's, so registered outside the gateway. */
+export async function jwksRoute(app: App, { keys }: { keys: SigningKeys }): Promise<void> {
+  app.get(
+    '/auth/v1/.well-known/jwks.json',
+    {
+      schema: {
+        tags: ['auth'],
+        summary: 'Public keys that verify access tokens',
+        response: { 200: Type.Object({ keys: Type.Array(Type.Object({}, { additionalProperties: true })) }) },
+      },
+    },
+    async (_request, reply) => reply.header('cache-control', 'public, max-age=600').send(keys.jwks()),
   );
 }

@@ -26,7 +26,8 @@ export const USER_SECURITY = [{ apikey: [], bearerAuth: [] }];
 
 // Response shapes of the auth endpoints, for serialisation and the OpenAPI document.
 
-const JsonObject = Type.Object({}, { additionalProperties: true });
+/** User and app metadata: any JSON object. */
+export const JsonObject = Type.Object({}, { additionalProperties: true });
 
 export const IdentitySchema = Type.Object({
   identity_id: Type.String(),
@@ -51,6 +52,10 @@ export const UserSchema = Type.Object(
     phone_confirmed_at: Type.Optional(Type.String()),
     confirmed_at: Type.Optional(Type.String()),
     confirmation_sent_at: Type.Optional(Type.String()),
+    recovery_sent_at: Type.Optional(Type.String()),
+    invited_at: Type.Optional(Type.String()),
+    new_email: Type.Optional(Type.String({ description: 'An email change awaiting confirmation' })),
+    email_change_sent_at: Type.Optional(Type.String()),
     last_sign_in_at: Type.Optional(Type.String()),
     banned_until: Type.Optional(Type.String()),
     deleted_at: Type.Optional(Type.String()),
@@ -121,4 +126,19 @@ export const authErrorResponses = {
 export const rateLimited = authError('Too many requests from this client or for this account (Retry-After)', {
   code: 'over_request_rate_limit',
   message: 'Request rate limit reached',
+});
+
+export const mailLimited = authError('A mail to this address was sent less than IDP_SMTP_MAX_FREQUENCY seconds ago, or its hourly limit is spent (Retry-After)', {
+  code: 'over_email_send_rate_limit',
+  message: 'For security purposes, you can only request this after 42 seconds.',
+});
+
+/** What the secret key may set on a user it creates (POST /admin/users); PUT /admin/users/:id takes a ban as well. */
+export const AdminUserBody = Type.Object({
+  email: Type.Optional(Type.String()),
+  phone: Type.Optional(Type.String()),
+  password: Type.Optional(Type.String()),
+  email_confirm: Type.Optional(Type.Boolean()),
+  user_metadata: Type.Optional(JsonObject),
+  app_metadata: Type.Optional(JsonObject),
 });

@@ -1,8 +1,10 @@
 import { createHash, createHmac, randomBytes, randomUUID } from 'node:crypto';
 import type { Clock } from '../../kit/clock.js';
+import type { PoolClient } from '../../kit/db.js';
+import { isStorableText } from '../../kit/text.js';
 import type { Caller } from '../gateway.js';
 import { ACCESS_TOKEN_AUDIENCE, type SigningKeys, type VerifiedClaims, type TokenProblem } from '../keys.js';
-import { normalizeEmail } from './email.js';
+import { parseEmail } from './email.js';
 import { AuthError, authErrors, OAuthError } from './errors.js';
 import { checkMetadataLimits } from './metadata.js';
 import { checkPasswordTooLong, type Passwords, passwordWeakness, randomPassword } from './passwords.js';
@@ -28,8 +30,17 @@ export interface AuthSettings {
   refreshTokenKey: Buffer;
   /** How long after a rotation the replaced token still gets the current one back (see refresh). */
   refreshTokenReuseIntervalSeconds: number;
-  /** Runs before a confirmation email goes out and throws when none may (GoTrue's email rate limit). */
-  beforeConfirmationEmail?: () => Promise<void>;
+  /** The sign-up confirmation mail (email-flows.ts); set once the flows exist. */
+  confirmation?: ConfirmationMail;
+}
+
+export interface ConfirmationMail {
+  /** Takes the mail limits for the address; throws 429 when no mail may go out. */
+  before(email: string): Promise<void>;
+  /** Issues the confirmation token and queues its mail in the transaction that made the user. */
+  send(client: PoolClient, user: UserRow, redirectTo: string | undefined): Promise<void>;
+  /** That transaction committed: the mail may go. */
+  committed(): void;
 }
 
 export interface Logger {
@@ -37,7 +48,7 @@ export interface Logger {
 }
 
 const ADMIN_ROLES = new Set(['service_role', 'supabase_admin']);
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const EMAIL_APP_METADATA = { provider: 'email', providers: ['email'] };
 
 export type LogoutScope = 'global' | 'local' | 'others';
@@ -62,17 +73,16 @@ function jwtReason(problem: TokenProblem): string {
   }
 }
 
-// PostgreSQL's jsonb holds neither U+0000 (22P05) nor an unpaired surrogate (22P02) in any string
-// or key, so metadata carrying one made the insert fail with a 500.
-const UNSTORABLE_IN_JSONB = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-
-/** Metadata PostgreSQL cannot store is the caller's error: a 400 instead of a 500. */
-function checkStorableMetadata(field: string, value: unknown): void {
+/**
+ * Metadata PostgreSQL cannot store is the caller's error: a 400 instead of a 500. jsonb holds
+ * neither U+0000 (22P05) nor an unpaired surrogate (22P02) in any string or key.
+ */
+export function checkStorableMetadata(field: string, value: unknown): void {
   const pending: unknown[] = [value];
   while (pending.length > 0) {
     const item = pending.pop();
     if (typeof item === 'string') {
-      if (UNSTORABLE_IN_JSONB.test(item)) throw authErrors.validation(`${field} cannot contain U+0000 or unpaired surrogates`);
+      if (!isStorableText(item)) throw authErrors.validation(`${field} cannot contain U+0000 or unpaired surrogates`);
     } else if (typeof item === 'object' && item !== null) {
       for (const [key, inner] of Object.entries(item)) pending.push(key, inner);
     }
@@ -93,10 +103,18 @@ export class AuthService {
     return new Date(this.clock());
   }
 
+  /** Sign-ups awaiting confirmation get their mail through this (the mail flows need this service first). */
+  useConfirmationMail(confirmation: ConfirmationMail): void {
+    this.settings.confirmation = confirmation;
+  }
+
   // ---- sign-up and sign-in ----------------------------------------------------------------
 
   /** A session (autoconfirm) or a bare user (confirmation pending, or the anti-enumeration reply). */
-  async signUp(input: { email?: string; phone?: string; password?: string; data?: Record<string, unknown> }): Promise<TokenResponse | User> {
+  async signUp(
+    input: { email?: string; phone?: string; password?: string; data?: Record<string, unknown> },
+    redirectTo?: string,
+  ): Promise<TokenResponse | User> {
     const rawEmail = input.email ?? '';
     if (rawEmail === '' && !input.phone) throw authErrors.anonymousDisabled();
     if (rawEmail === '') throw authErrors.phoneDisabled();
@@ -105,7 +123,7 @@ export class AuthService {
     checkPasswordTooLong(password);
     const weakness = passwordWeakness(password);
     if (weakness) throw authErrors.weakPassword(weakness.message, weakness.reasons);
-    const email = normalizeEmail(rawEmail);
+    const email = parseEmail(rawEmail);
     const data = input.data ?? {};
     checkStorableMetadata('data', data);
     checkMetadataLimits('data', data);
@@ -114,11 +132,13 @@ export class AuthService {
     const passwordHash = await this.passwords.hash(password);
     const now = this.now();
     const existing = await this.repo.findUserByEmail(email);
-    if (existing) return this.signUpExisting(existing, email, data, now);
+    if (existing) return this.signUpExisting(existing, email, data, now, redirectTo);
 
     const confirmed = this.settings.autoconfirm;
-    if (!confirmed) await this.settings.beforeConfirmationEmail?.();
-    const created = await this.repo.createUser({
+    const confirmation = this.settings.confirmation;
+    if (!confirmed) await confirmation?.before(email);
+    const created = await this.repo.createUser(
+      {
       email,
       passwordHash,
       emailConfirmedAt: confirmed ? now : null,
@@ -126,30 +146,37 @@ export class AuthService {
       userMetadata: confirmed ? { ...data, email_verified: true } : { ...data },
       appMetadata: { ...EMAIL_APP_METADATA },
       now,
-    });
+      },
+      confirmed || !confirmation ? undefined : (client, user) => confirmation.send(client, user, redirectTo),
+    );
     // Lost a race with a concurrent signup of the same address: answer as if it existed before.
     if (created === undefined) {
       const winner = await this.repo.findUserByEmail(email);
-      if (winner) return this.signUpExisting(winner, email, data, now);
+      if (winner) return this.signUpExisting(winner, email, data, now, redirectTo);
       throw authErrors.unexpected('Database error saving new user');
     }
     if (!confirmed) {
-      this.sendConfirmation(created);
+      confirmation?.committed();
       return toUser(created);
     }
     return this.startSession(created, password);
   }
 
-  private async signUpExisting(existing: UserRow, email: string, data: Record<string, unknown>, now: Date): Promise<User> {
+  private async signUpExisting(existing: UserRow, email: string, data: Record<string, unknown>, now: Date, redirectTo?: string): Promise<User> {
     if (this.settings.autoconfirm) throw authErrors.userAlreadyExists();
+    const confirmation = this.settings.confirmation;
+    // Taken for confirmed addresses too, so a 429 does not tell them from unconfirmed ones.
+    await confirmation?.before(email);
     if (existing.email_confirmed_at === null) {
-      // Still unconfirmed: send the confirmation again; the stored password is left alone.
-      await this.settings.beforeConfirmationEmail?.();
-      const user = await this.repo.markConfirmationSent(existing.id, now);
-      if (user) {
-        this.sendConfirmation(user);
-        return toUser(user);
-      }
+      // Still unconfirmed: a new confirmation mail; the stored password is left alone.
+      const user = confirmation
+        ? await this.repo.transaction(async (client) => {
+            await confirmation.send(client, existing, redirectTo);
+            return this.repo.findUserById(existing.id, client);
+          })
+        : await this.repo.markConfirmationSent(existing.id, now);
+      confirmation?.committed();
+      if (user) return toUser(user);
     }
     // Confirmed: do not reveal it. A made-up user whose empty identities is the only tell.
     const at = goTime(now);
@@ -169,17 +196,13 @@ export class AuthService {
     };
   }
 
-  private sendConfirmation(user: UserRow): void {
-    // No mail is sent by this idp: confirmation happens only through admin createUser with email_confirm.
-    this.log.info({ user_id: user.id }, 'signup needs email confirmation; a confirmation email would be sent now (not sent by this idp)');
-  }
-
   async signInWithPassword(input: { email?: string; phone?: string; password?: string }): Promise<TokenResponse> {
     const rawEmail = input.email ?? '';
     if (rawEmail === '' && !input.phone) throw authErrors.validation('missing email or phone');
     const password = input.password ?? '';
     // No stored address contains U+0000, and PostgreSQL refuses it even as a parameter (a 500 before).
-    const lookup = rawEmail === '' || rawEmail.includes('\u0000') ? undefined : rawEmail.trim().toLowerCase();
+    // Looked up as sent, lower-cased (GoTrue trims nothing): " a@b.c" is no one's address.
+    const lookup = rawEmail === '' || rawEmail.includes('\u0000') ? undefined : rawEmail.toLowerCase();
     const user = lookup === undefined ? undefined : await this.repo.findUserByEmail(lookup);
     // Same work and same answer for an unknown address and a wrong password.
     const valid = await this.passwords.verify(password, user?.encrypted_password);
@@ -190,12 +213,22 @@ export class AuthService {
   }
 
   private async startSession(user: UserRow, password: string): Promise<TokenResponse> {
-    const refreshToken = randomBytes(32).toString('base64url');
-    const session = await this.repo.startSession(user.id, sha256(refreshToken), this.now());
-    const fresh = (await this.repo.findUserById(user.id)) ?? user;
-    const response = await this.tokenResponse(fresh, session, refreshToken);
+    const response = await this.newSession(user.id, 'password');
     const weakness = passwordWeakness(password);
     return weakness ? { ...response, weak_password: weakness } : response;
+  }
+
+  /** A session for the user whose emailed link or code was just verified (amr `otp`, as GoTrue). */
+  async startSessionAfterVerification(userId: string): Promise<TokenResponse> {
+    return this.newSession(userId, 'otp');
+  }
+
+  private async newSession(userId: string, method: 'password' | 'otp'): Promise<TokenResponse> {
+    const refreshToken = randomBytes(32).toString('base64url');
+    const session = await this.repo.startSession(userId, sha256(refreshToken), this.now());
+    const user = await this.repo.findUserById(userId);
+    if (!user) throw authErrors.userNotFound();
+    return this.tokenResponse(user, session, refreshToken, method);
   }
 
   // ---- refresh ------------------------------------------------------------------------------
@@ -212,6 +245,9 @@ export class AuthService {
 
   async refresh(refreshToken: string | undefined): Promise<TokenResponse> {
     if (!refreshToken) throw new OAuthError('invalid_request', 'refresh_token required');
+    // Before any rotation, as GoTrue checks it: a banned user's token stays as it was.
+    const bannedUntil = await this.repo.bannedUntilOfRefreshTokenOwner(sha256(refreshToken));
+    if (bannedUntil && bannedUntil.getTime() > this.clock()) throw new AuthError(400, 'user_banned', 'Invalid Refresh Token: User Banned');
     const successor = this.successorOf(refreshToken);
     const outcome = await this.repo.refresh(sha256(refreshToken), sha256(successor), this.now(), this.settings.refreshTokenReuseIntervalSeconds * 1000);
     if (outcome.kind === 'not_found') throw authErrors.refreshTokenNotFound();
@@ -224,7 +260,7 @@ export class AuthService {
     return this.tokenResponse(user, outcome.session, successor);
   }
 
-  private async tokenResponse(user: UserRow, session: SessionRow, refreshToken: string): Promise<TokenResponse> {
+  private async tokenResponse(user: UserRow, session: SessionRow, refreshToken: string, method: 'password' | 'otp' = 'password'): Promise<TokenResponse> {
     const iat = this.keys.nowSeconds();
     const exp = iat + this.settings.jwtExpirySeconds;
     const accessToken = await this.keys.sign({
@@ -239,7 +275,7 @@ export class AuthService {
       user_metadata: user.raw_user_meta_data,
       role: user.role || 'authenticated',
       aal: 'aal1',
-      amr: [{ method: 'password', timestamp: Math.floor(session.created_at.getTime() / 1000) }],
+      amr: [{ method, timestamp: Math.floor(session.created_at.getTime() / 1000) }],
       session_id: session.id,
       is_anonymous: user.is_anonymous,
     });
@@ -272,11 +308,13 @@ export class AuthService {
     const sub = claims.sub;
     if (typeof sub !== 'string' || sub === '') throw authErrors.badJwt('invalid claim: missing sub claim');
     if (!UUID.test(sub)) throw authErrors.badJwt('invalid claim: sub claim must be a UUID', 400);
-    const user = await this.repo.findUserById(sub);
-    if (!user) throw authErrors.userFromSubNotFound();
     const sessionId = claims.session_id;
-    if (typeof sessionId !== 'string' || !UUID.test(sessionId)) throw authErrors.badJwt('invalid claim: session_id claim must be a UUID');
-    const session = await this.repo.findSession(sessionId);
+    const validSessionId = typeof sessionId === 'string' && UUID.test(sessionId);
+    // One query for both; the errors keep GoTrue's order (user, then the claim, then the session).
+    const found = await this.repo.findUserWithSession(sub, validSessionId ? sessionId : undefined);
+    if (!found) throw authErrors.userFromSubNotFound();
+    if (!validSessionId) throw authErrors.badJwt('invalid claim: session_id claim must be a UUID');
+    const { user, session } = found;
     if (!session || session.user_id !== user.id) throw authErrors.sessionNotFound();
     if (user.banned_until !== null && user.banned_until.getTime() > this.clock()) throw authErrors.userBanned(403);
     return { user, session, claims };
@@ -309,7 +347,7 @@ export class AuthService {
       if (attrs.phone) throw authErrors.validation('Phone users are not supported by this identity provider');
       throw authErrors.validation('Cannot create a user without either an email or phone');
     }
-    const email = normalizeEmail(attrs.email);
+    const email = parseEmail(attrs.email);
     checkStorableMetadata('user_metadata', attrs.user_metadata);
     checkStorableMetadata('app_metadata', attrs.app_metadata);
     checkMetadataLimits('user_metadata', attrs.user_metadata);

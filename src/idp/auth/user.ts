@@ -24,6 +24,11 @@ export interface UserRow {
   phone_confirmed_at: Date | null;
   confirmed_at: Date | null;
   confirmation_sent_at: Date | null;
+  recovery_sent_at: Date | null;
+  invited_at: Date | null;
+  email_change: string | null;
+  email_change_sent_at: Date | null;
+  email_change_confirm_status: number;
   last_sign_in_at: Date | null;
   raw_app_meta_data: Record<string, unknown>;
   raw_user_meta_data: Record<string, unknown>;
@@ -57,6 +62,10 @@ export interface User {
   phone_confirmed_at?: string;
   confirmed_at?: string;
   confirmation_sent_at?: string;
+  recovery_sent_at?: string;
+  invited_at?: string;
+  new_email?: string;
+  email_change_sent_at?: string;
   last_sign_in_at?: string;
   banned_until?: string;
   deleted_at?: string;
@@ -101,6 +110,10 @@ export function toUser(row: UserRow): User {
     phone_confirmed_at: optionalTime(row.phone_confirmed_at),
     confirmed_at: optionalTime(row.confirmed_at),
     confirmation_sent_at: optionalTime(row.confirmation_sent_at),
+    recovery_sent_at: optionalTime(row.recovery_sent_at),
+    invited_at: optionalTime(row.invited_at),
+    new_email: row.email_change ?? undefined,
+    email_change_sent_at: optionalTime(row.email_change_sent_at),
     last_sign_in_at: optionalTime(row.last_sign_in_at),
     banned_until: optionalTime(row.banned_until),
     deleted_at: optionalTime(row.deleted_at),

@@ -6,29 +6,16 @@
 //   never the request's spelling of it, and is quoted with quoteIdent.
 // - Type names in casts also come from the catalog and must pass sqlTypeName.
 
-export class RestQueryError extends Error {
-  constructor(
-    public status: number,
-    public code: string,
-    message: string,
-    public details: string | null = null,
-    public hint: string | null = null,
-  ) {
-    super(message);
-    this.name = 'RestQueryError';
-  }
-
-  /** PostgREST's error body: all four keys, missing values null. */
-  toJSON(): { code: string; details: string | null; hint: string | null; message: string } {
-    return { code: this.code, details: this.details, hint: this.hint, message: this.message };
-  }
-}
+import { quoteIdent } from '../../kit/db.js';
+import { RestError, restErrors } from './errors.js';
 
 export type TableInfo = {
   schema: string;
   name: string;
   /** column name -> Postgres type name (format_type / udt_name), in table order */
   columns: Map<string, { type: string }>;
+  /** The primary key's columns (empty without one): the default conflict target of an upsert. */
+  primaryKey?: string[];
 };
 
 export type SqlQuery = { text: string; values: unknown[] };
@@ -39,7 +26,7 @@ export type OrderTerm = {
   nulls: 'first' | 'last' | null;
 };
 
-export type ComparisonOp = 'eq' | 'neq' | 'gt' | 'gte' | 'lt' | 'lte';
+export type ComparisonOp = 'eq' | 'neq' | 'gt' | 'gte' | 'lt' | 'lte' | 'like' | 'ilike';
 
 export type Filter =
   | { column: string; negate: boolean; op: ComparisonOp; value: string }
@@ -65,20 +52,21 @@ const COMPARISON_SQL: Record<ComparisonOp, string> = {
   gte: '>=',
   lt: '<',
   lte: '<=',
+  like: 'LIKE',
+  ilike: 'ILIKE',
 };
+
+// PostgREST writes `*` for LIKE's `%` (a `%` is awkward in a URL); `%`, `_` and `\` keep their LIKE
+// meaning, so a literal `*` cannot be matched.
+const PATTERN_OPS = new Set<ComparisonOp>(['like', 'ilike']);
 
 const IS_VALUES = new Set(['null', 'true', 'false', 'unknown']);
 
-// PostgREST parses these keys as logic trees, not columns; saying "column notes.or does not exist"
-// would mislead a client that used .or().
-const LOGIC_KEYS = new Set(['or', 'and']);
+// PostgREST parses these keys as logic trees (`or=(a.eq.1,b.eq.2)`), not as column filters.
+const LOGIC_KEYS = new Set(['or', 'and', 'not.or', 'not.and']);
 
 // Unquoted names as PostgREST clients send them; anything else must be double-quoted.
 const UNQUOTED_NAME = /^[\p{L}\p{N}_$]+$/u;
-
-export function quoteIdent(name: string): string {
-  return `"${name.replace(/"/g, '""')}"`;
-}
 
 function qualifiedName(table: TableInfo): string {
   return `${quoteIdent(table.schema)}.${quoteIdent(table.name)}`;
@@ -166,13 +154,13 @@ function parseName(s: string): string | null {
   return read !== null && read.end === s.length ? read.name : null;
 }
 
-function unknownColumn(table: TableInfo, column: string): RestQueryError {
-  return new RestQueryError(400, '42703', `column ${table.name}.${column} does not exist`);
+function unknownColumn(table: TableInfo, column: string): RestError {
+  return new RestError(400, '42703', `column ${table.name}.${column} does not exist`);
 }
 
-function parseError(what: string, raw: string, details: string | null = null): RestQueryError {
+function parseError(what: string, raw: string, details: string | null = null): RestError {
   // PostgREST quotes the parser message like this, followed by a position we do not reproduce.
-  return new RestQueryError(400, 'PGRST100', `"failed to parse ${what} (${raw})"`, details);
+  return new RestError(400, 'PGRST100', `"failed to parse ${what} (${raw})"`, details);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -255,44 +243,49 @@ function parseList(raw: string): string[] | null {
   return values;
 }
 
-/** Every non-reserved query key is a filter: `col=[not.]op.value`. */
+/** Every non-reserved query key is a filter: `col=[not.]op.value`; `or` / `and` are logic trees. */
 export function parseFilters(params: URLSearchParams, table: TableInfo): Filter[] {
   const filters: Filter[] = [];
   for (const [key, raw] of params) {
-    if (RESERVED_PARAMS.has(key)) continue;
-    if (LOGIC_KEYS.has(key)) {
-      throw parseError('logic tree', raw, 'or/and filters are not supported');
-    }
+    if (RESERVED_PARAMS.has(key) || LOGIC_KEYS.has(key)) continue;
     const column = parseName(key);
     if (column === null) {
       throw parseError('tree path', key, 'only plain column names are supported (no JSON paths)');
     }
     if (!table.columns.has(column)) throw unknownColumn(table, column);
-
-    const negate = raw.startsWith('not.');
-    const expr = negate ? raw.slice('not.'.length) : raw;
-    const dot = expr.indexOf('.');
-    if (dot < 0) throw parseError('filter', raw, 'expected operator.value');
-    const op = expr.slice(0, dot);
-    const value = expr.slice(dot + 1);
-
-    if (Object.hasOwn(COMPARISON_SQL, op)) {
-      filters.push({ column, negate, op: op as ComparisonOp, value });
-    } else if (op === 'in') {
-      const list = parseList(value);
-      if (list === null) throw parseError('filter', raw, 'expected a list like (a,b,"c,d")');
-      filters.push({ column, negate, op: 'in', value: list });
-    } else if (op === 'is') {
-      const isValue = value.toLowerCase();
-      if (!IS_VALUES.has(isValue)) {
-        throw parseError('filter', raw, 'is accepts null, true, false or unknown');
-      }
-      filters.push({ column, negate, op: 'is', value: isValue as 'null' | 'true' | 'false' | 'unknown' });
-    } else {
-      throw parseError('filter', raw, 'supported operators: eq, neq, gt, gte, lt, lte, in, is');
-    }
+    filters.push(parseOperation(column, raw, raw, parseList));
   }
   return filters;
+}
+
+/**
+ * `[not.]op.value` for `column`. `list` reads the value of `in` (the whole rest of the text in a
+ * query parameter; inside a logic tree, the caller has already cut the value out).
+ */
+function parseOperation(column: string, expression: string, raw: string, list: (value: string) => string[] | null): Filter {
+  const negate = expression.startsWith('not.');
+  const expr = negate ? expression.slice('not.'.length) : expression;
+  const dot = expr.indexOf('.');
+  if (dot < 0) throw parseError('filter', raw, 'expected operator.value');
+  const op = expr.slice(0, dot);
+  const value = expr.slice(dot + 1);
+
+  if (Object.hasOwn(COMPARISON_SQL, op)) {
+    return { column, negate, op: op as ComparisonOp, value };
+  }
+  if (op === 'in') {
+    const values = list(value);
+    if (values === null) throw parseError('filter', raw, 'expected a list like (a,b,"c,d")');
+    return { column, negate, op: 'in', value: values };
+  }
+  if (op === 'is') {
+    const isValue = value.toLowerCase();
+    if (!IS_VALUES.has(isValue)) {
+      throw parseError('filter', raw, 'is accepts null, true, false or unknown');
+    }
+    return { column, negate, op: 'is', value: isValue as 'null' | 'true' | 'false' | 'unknown' };
+  }
+  throw parseError('filter', raw, 'supported operators: eq, neq, gt, gte, lt, lte, like, ilike, in, is');
 }
 
 function parseCount(params: URLSearchParams, name: 'limit' | 'offset'): number | null {
@@ -324,6 +317,9 @@ function renderFilter(filter: Filter, table: TableInfo, values: unknown[]): stri
   if (filter.op === 'is') {
     // filter.value is one of IS_VALUES (checked by parseFilters), i.e. a fixed SQL keyword.
     sql = `${column} IS ${filter.value.toUpperCase()}`;
+  } else if (PATTERN_OPS.has(filter.op as ComparisonOp)) {
+    // A pattern is text whatever the column; on a column without LIKE Postgres answers 42883 itself.
+    sql = `${column} ${COMPARISON_SQL[filter.op as ComparisonOp]} ${bind(values, (filter.value as string).replaceAll('*', '%'))}::text`;
   } else {
     // Casting the parameter to the column's type makes Postgres reject bad input itself
     // (22P02 "invalid input syntax for type bigint"), as PostgREST does. Without a safe type
@@ -341,9 +337,15 @@ function renderFilter(filter: Filter, table: TableInfo, values: unknown[]): stri
   return filter.negate ? `NOT (${sql})` : sql;
 }
 
-function renderWhere(filters: Filter[], table: TableInfo, values: unknown[]): string {
-  if (filters.length === 0) return '';
-  return ` WHERE ${filters.map((f) => renderFilter(f, table, values)).join(' AND ')}`;
+function renderCondition(condition: Condition, table: TableInfo, values: unknown[]): string {
+  if (!('logic' in condition)) return renderFilter(condition, table, values);
+  const joined = condition.children.map((c) => renderCondition(c, table, values)).join(condition.logic === 'or' ? ' OR ' : ' AND ');
+  return condition.negate ? `NOT (${joined})` : `(${joined})`;
+}
+
+function renderWhere(conditions: Condition[], table: TableInfo, values: unknown[]): string {
+  if (conditions.length === 0) return '';
+  return ` WHERE ${conditions.map((c) => renderCondition(c, table, values)).join(' AND ')}`;
 }
 
 function renderOrder(terms: OrderTerm[]): string {
@@ -373,7 +375,7 @@ function aggregate(source: string): string {
 
 function checkColumn(table: TableInfo, key: string): void {
   if (!table.columns.has(key)) {
-    throw new RestQueryError(
+    throw new RestError(
       400,
       'PGRST204',
       `Could not find the '${key}' column of '${table.name}' in the schema cache`,
@@ -385,17 +387,13 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-function invalidBody(): RestQueryError {
-  return new RestQueryError(400, 'PGRST102', 'Empty or invalid json', 'expected a JSON object or an array of objects');
-}
-
 /**
  * Result columns: `body` (JSON array text of the rows), `n` (row count) and, with `count`, `total`
  * (rows matching the filters, ignoring limit and offset: `Prefer: count=exact`).
  */
 export function buildSelect(table: TableInfo, params: URLSearchParams, opts: { count?: boolean } = {}): SqlQuery {
   const columns = parseSelect(params.get('select'), table);
-  const filters = parseFilters(params, table);
+  const filters = parseConditions(params, table);
   const order = parseOrder(params.get('order'), table);
   const { limit, offset } = parseLimitOffset(params);
   const values: unknown[] = [];
@@ -422,17 +420,14 @@ export function buildInsert(
   rows: Record<string, unknown> | Record<string, unknown>[],
   returning: string[] | null,
   columnsParam: string | null = null,
+  upsert: Upsert | null = null,
 ): SqlQuery {
   const list = Array.isArray(rows) ? rows : [rows];
-  if (!list.every(isPlainObject)) throw invalidBody();
+  if (!list.every(isPlainObject)) throw restErrors.invalidBody('expected a JSON object or an array of objects');
 
   let columns: string[];
   if (columnsParam !== null) {
-    const names = splitTopLevel(columnsParam)?.map((c) => parseName(c.trim()));
-    if (names === undefined || names.some((c) => c === null)) {
-      throw parseError('columns parameter', columnsParam, 'expected a comma list of column names');
-    }
-    columns = [...new Set(names as string[])];
+    columns = parseColumnList('columns parameter', columnsParam);
     columns.forEach((c) => checkColumn(table, c));
   } else {
     const keys = new Set<string>();
@@ -448,9 +443,39 @@ export function buildInsert(
   const target = columns.length === 0 ? '' : ` (${renderColumns(columns)})`;
   const insert =
     `INSERT INTO ${qualifiedName(table)}${target} ` +
-    `SELECT ${renderColumns(columns)} FROM json_populate_recordset(null::${qualifiedName(table)}, ${json}::json) ` +
-    renderReturning(returning);
+    `SELECT ${renderColumns(columns)} FROM json_populate_recordset(null::${qualifiedName(table)}, ${json}::json)` +
+    (upsert === null ? '' : renderOnConflict(table, columns, upsert)) +
+    ` ${renderReturning(returning)}`;
   return { text: `WITH ins AS (${insert}) ${aggregate('ins')}`, values };
+}
+
+/** `Prefer: resolution=…` with the optional `on_conflict` query parameter (raw). */
+export type Upsert = { resolution: 'merge-duplicates' | 'ignore-duplicates'; onConflict: string | null };
+
+function parseColumnList(what: string, raw: string): string[] {
+  const names = splitTopLevel(raw)?.map((c) => parseName(c.trim()));
+  if (names === undefined || names.some((c) => c === null)) {
+    throw parseError(what, raw, 'expected a comma list of column names');
+  }
+  return [...new Set(names as string[])];
+}
+
+/**
+ * PostgREST's upsert: the conflict target is `on_conflict`'s columns, else the primary key.
+ * merge-duplicates updates the conflicting row with the columns sent; ignore-duplicates keeps it.
+ * Without a target (no primary key, no on_conflict) ignore-duplicates skips any conflict and
+ * merge-duplicates has nothing to merge on, so it is a plain insert.
+ */
+function renderOnConflict(table: TableInfo, columns: string[], upsert: Upsert): string {
+  const target = upsert.onConflict === null ? table.primaryKey ?? [] : parseColumnList('on_conflict parameter', upsert.onConflict);
+  target.forEach((c) => {
+    if (!table.columns.has(c)) throw unknownColumn(table, c);
+  });
+  const conflict = target.length === 0 ? ' ON CONFLICT' : ` ON CONFLICT (${renderColumns(target)})`;
+  if (upsert.resolution === 'ignore-duplicates') return `${conflict} DO NOTHING`;
+  if (target.length === 0) return '';
+  if (columns.length === 0) return `${conflict} DO NOTHING`;
+  return `${conflict} DO UPDATE SET ${columns.map((c) => `${quoteIdent(c)} = EXCLUDED.${quoteIdent(c)}`).join(', ')}`;
 }
 
 /** PATCH: sets the body's keys on the rows matching the filters. */
@@ -460,14 +485,14 @@ export function buildUpdate(
   params: URLSearchParams,
   returning: string[] | null,
 ): SqlQuery {
-  if (!isPlainObject(patch)) throw invalidBody();
+  if (!isPlainObject(patch)) throw restErrors.invalidBody('expected a JSON object or an array of objects');
   const columns = Object.keys(patch);
   columns.forEach((c) => checkColumn(table, c));
-  const filters = parseFilters(params, table);
+  const filters = parseConditions(params, table);
   rejectLimitOffset(params);
   // PostgREST issues no UPDATE for an empty patch (there is nothing to SET) and returns no rows.
   if (columns.length === 0) return { text: `SELECT '[]'::text AS body, 0 AS n`, values: [] };
-  if (filters.length === 0) throw new RestQueryError(400, '21000', 'UPDATE requires a WHERE clause');
+  if (filters.length === 0) throw new RestError(400, '21000', 'UPDATE requires a WHERE clause');
 
   const values: unknown[] = [];
   const json = bind(values, JSON.stringify(patch));
@@ -487,9 +512,9 @@ export function buildDelete(
   params: URLSearchParams,
   returning: string[] | null,
 ): SqlQuery {
-  const filters = parseFilters(params, table);
+  const filters = parseConditions(params, table);
   rejectLimitOffset(params);
-  if (filters.length === 0) throw new RestQueryError(400, '21000', 'DELETE requires a WHERE clause');
+  if (filters.length === 0) throw new RestError(400, '21000', 'DELETE requires a WHERE clause');
   const values: unknown[] = [];
   const del = `DELETE FROM ${qualifiedName(table)}${renderWhere(filters, table, values)} ${renderReturning(returning)}`;
   return { text: `WITH del AS (${del}) ${aggregate('del')}`, values };
@@ -502,6 +527,183 @@ function rejectLimitOffset(params: URLSearchParams): void {
     const raw = params.get(name);
     if (raw !== null) {
       throw parseError(`${name} parameter`, raw, 'limit and offset are not supported on update or delete');
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Logic trees: `or=(a.eq.1,b.eq.2)`, `and=(…)`, `not.or=(…)`, nested `and(…)` / `or(…)` / `not.and(…)`
+
+const MAX_TREE_DEPTH = 32;
+
+export type LogicNode = { logic: 'and' | 'or'; negate: boolean; children: Condition[] };
+/** What a WHERE clause is made of: plain filters and logic trees, all of them ANDed. */
+export type Condition = Filter | LogicNode;
+
+/** The column filters and the logic trees of a request. */
+export function parseConditions(params: URLSearchParams, table: TableInfo): Condition[] {
+  const conditions: Condition[] = parseFilters(params, table);
+  for (const [key, raw] of params) {
+    if (!LOGIC_KEYS.has(key)) continue;
+    const negate = key.startsWith('not.');
+    const logic = negate ? key.slice('not.'.length) : key;
+    // As PostgREST does, the key's operator and the value are read as one tree: `or` + `(…)`.
+    const reader = new LogicTreeReader(`${logic}${raw}`, raw);
+    const tree = reader.tree(negate);
+    reader.end();
+    // The whole tree is read before any name is looked up, as PostgREST parses before it plans.
+    checkTreeColumns(tree, table);
+    conditions.push(tree);
+  }
+  return conditions;
+}
+
+function checkTreeColumns(condition: Condition, table: TableInfo): void {
+  if ('logic' in condition) condition.children.forEach((c) => checkTreeColumns(c, table));
+  else if (!table.columns.has(condition.column)) throw unknownColumn(table, condition.column);
+}
+
+/**
+ * A recursive-descent reader of PostgREST's logic-tree grammar. Inside a tree a value runs to the
+ * next `,` or `)` unless it is double-quoted (`"a,b"`, backslash escaping the next character) or a
+ * `{…}` array literal; `in` takes a parenthesised list.
+ */
+class LogicTreeReader {
+  private pos = 0;
+
+  constructor(
+    private readonly text: string,
+    private readonly raw: string,
+  ) {}
+
+  private fail(details: string): RestError {
+    return parseError('logic tree', this.raw, details);
+  }
+
+  private spaces(): void {
+    while (this.text[this.pos] === ' ' || this.text[this.pos] === '\t') this.pos++;
+  }
+
+  private expect(ch: string): void {
+    this.spaces();
+    if (this.text[this.pos] !== ch) throw this.fail(`expected "${ch}" at position ${this.pos + 1}`);
+    this.pos++;
+    this.spaces();
+  }
+
+  end(): void {
+    this.spaces();
+    if (this.pos !== this.text.length) throw this.fail(`unexpected "${this.text[this.pos]}" after the tree`);
+  }
+
+  /** `and(…)` / `or(…)` at the current position; `negate` when a `not.` came before it. */
+  tree(negate: boolean, depth = 1): LogicNode {
+    // PostgREST sets no limit; one keeps a URL of nested and( from exhausting the stack here and in
+    // the SQL it would become.
+    if (depth > MAX_TREE_DEPTH) throw this.fail(`logic trees may nest at most ${MAX_TREE_DEPTH} levels`);
+    const rest = this.text.slice(this.pos);
+    const logic = rest.startsWith('and') ? 'and' : rest.startsWith('or') ? 'or' : null;
+    if (logic === null) throw this.fail('expected logic operator (and, or)');
+    this.pos += logic.length;
+    this.expect('(');
+    const children: Condition[] = [this.item(depth)];
+    this.spaces();
+    while (this.text[this.pos] === ',') {
+      this.pos++;
+      children.push(this.item(depth));
+      this.spaces();
+    }
+    this.expect(')');
+    return { logic, negate, children };
+  }
+
+  private item(depth: number): Condition {
+    this.spaces();
+    const nested = /^(not\.)?(and|or)\(/.exec(this.text.slice(this.pos, this.pos + 8));
+    if (nested) {
+      this.pos += nested[1]?.length ?? 0;
+      return this.tree(nested[1] !== undefined, depth + 1);
+    }
+    const name = readName(this.text, this.pos);
+    if (name === null) throw this.fail('expected a column name, not. or a logic operator (and, or)');
+    this.pos = name.end;
+    if (this.text[this.pos] !== '.') throw this.fail(`expected "." after ${name.name}`);
+    this.pos++;
+    const start = this.pos;
+    if (this.text.startsWith('not.', this.pos)) this.pos += 'not.'.length;
+    const dot = this.text.indexOf('.', this.pos);
+    if (dot < 0) throw this.fail('expected operator.value');
+    const op = this.text.slice(this.pos, dot);
+    this.pos = dot + 1;
+    const list = op === 'in' ? this.list() : null;
+    const expression = `${this.text.slice(start, dot)}.${list === null ? this.value() : '()'}`;
+    try {
+      return parseOperation(name.name, expression, this.raw, () => list);
+    } catch (err) {
+      // PostgREST reports any flaw inside the tree as a flaw of the tree.
+      if (err instanceof RestError && err.code === 'PGRST100') throw this.fail(err.details ?? 'invalid filter');
+      throw err;
+    }
+  }
+
+  /** A single value: quoted, an array literal, or everything up to the next `,` or `)`. */
+  private value(): string {
+    const quoted = this.quoted();
+    if (quoted !== null) return quoted;
+    if (this.text[this.pos] === '{') {
+      const close = this.text.indexOf('}', this.pos);
+      if (close > 0 && !this.text.slice(this.pos + 1, close).includes('{')) {
+        const literal = this.text.slice(this.pos, close + 1);
+        this.pos = close + 1;
+        return literal;
+      }
+    }
+    return this.plain();
+  }
+
+  private plain(): string {
+    const start = this.pos;
+    while (this.pos < this.text.length && this.text[this.pos] !== ',' && this.text[this.pos] !== ')') this.pos++;
+    return this.text.slice(start, this.pos);
+  }
+
+  /** `"…"` followed by `,` or `)`; otherwise null and nothing consumed (the quote is then plain text). */
+  private quoted(): string | null {
+    if (this.text[this.pos] !== '"') return null;
+    let value = '';
+    for (let i = this.pos + 1; i < this.text.length; i++) {
+      const ch = this.text[i]!;
+      if (ch === '\\' && i + 1 < this.text.length) {
+        value += this.text[++i]!;
+      } else if (ch === '"') {
+        const next = this.text[i + 1];
+        if (next !== ',' && next !== ')') return null;
+        this.pos = i + 1;
+        return value;
+      } else {
+        value += ch;
+      }
+    }
+    return null;
+  }
+
+  /** `(a,"b,c")` for `in`. */
+  private list(): string[] {
+    if (this.text[this.pos] !== '(') throw this.fail('expected a list like (a,b,"c,d") after in.');
+    this.pos++;
+    const values: string[] = [];
+    for (;;) {
+      this.spaces();
+      values.push(this.quoted() ?? this.plain().trim());
+      if (this.text[this.pos] === ',') {
+        this.pos++;
+        continue;
+      }
+      if (this.text[this.pos] === ')') {
+        this.pos++;
+        return values;
+      }
+      throw this.fail('unterminated list');
     }
   }
 }

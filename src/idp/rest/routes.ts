@@ -2,21 +2,23 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import type { Pool } from '../../kit/db.js';
 import type { App } from '../../kit/http.js';
+import { callers, type GatewayKeys, gatewayHook } from '../gateway.js';
 import { DOCUMENT_ONLY, described } from '../../kit/openapi.js';
 import { KEY_SECURITY, USER_SECURITY } from '../auth/schemas.js';
 import { InvalidJsonBody } from '../../kit/json-body.js';
 import { acceptOptionalJsonBodies } from '../json-body.js';
 import type { SigningKeys } from '../keys.js';
-import { classifyError } from '../../kit/classify-error.js';
-import { restErrors, toRestError } from './errors.js';
-import { RestQueryError, type SqlQuery, type TableInfo, buildDelete, buildInsert, buildSelect, buildUpdate, parseSelect } from './query.js';
+import { unexpectedErrorOutcome } from '../../kit/classify-error.js';
+import { RestError, restErrors, toRestError } from './errors.js';
+import { type SqlQuery, type TableInfo, buildDelete, buildInsert, buildSelect, buildUpdate, parseSelect } from './query.js';
 import { OBJECT_MEDIA_TYPE, type Preferences, parsePrefer, requestIdentity, wantsSingleObject } from './request.js';
 import { EXPOSED_SCHEMA, type SchemaCache } from './schema-cache.js';
-import { type RequestContext, inRequestTransaction } from './transaction.js';
+import { tableNotFoundHint } from './table-hint.js';
+import { type TransactionSettings, inRequestTransaction } from './transaction.js';
 
 // The PostgREST subset, mounted at /rest/v1 behind the gateway:
 //   GET|HEAD /:table   select, filters, order, limit/offset, Prefer: count=exact
-//   POST     /:table   insert an object or an array of objects
+//   POST     /:table   insert an object or an array of objects (upsert with Prefer: resolution=…)
 //   PATCH    /:table   update the rows matching the filters
 //   DELETE   /:table   delete the rows matching the filters
 // Prefer: return=representation|minimal; Accept: application/vnd.pgrst.object+json for one object.
@@ -43,7 +45,7 @@ interface ResultRow {
 
 type Method = 'GET' | 'HEAD' | 'POST' | 'PATCH' | 'DELETE';
 
-function sendRestError(reply: FastifyReply, error: RestQueryError): FastifyReply {
+function sendRestError(reply: FastifyReply, error: RestError): FastifyReply {
   reply.code(error.status).header('content-type', JSON_TYPE).header('proxy-status', `PostgREST; error=${error.code}`);
   if (error.status === 503) reply.header('retry-after', '1');
   if (error.code === 'PGRST301' || error.code === 'PGRST303') {
@@ -72,7 +74,13 @@ function buildQuery(method: Method, table: TableInfo, params: URLSearchParams, b
       return buildSelect(table, params, { count: prefer.countExact });
     case 'POST':
       if (body === undefined) throw restErrors.invalidBody(null);
-      return buildInsert(table, body as Record<string, unknown>, returning(), params.get('columns'));
+      return buildInsert(
+        table,
+        body as Record<string, unknown>,
+        returning(),
+        params.get('columns'),
+        prefer.resolution === null ? null : { resolution: prefer.resolution, onConflict: params.get('on_conflict') },
+      );
     case 'PATCH':
       if (body === undefined) throw restErrors.invalidBody(null);
       return buildUpdate(table, body as Record<string, unknown>, params, returning());
@@ -81,34 +89,35 @@ function buildQuery(method: Method, table: TableInfo, params: URLSearchParams, b
   }
 }
 
-export async function restRoutes(scope: App, opts: { pool: Pool; schema: SchemaCache; keys: SigningKeys }): Promise<void> {
+export async function restRoutes(scope: App, opts: { gateway: GatewayKeys; pool: Pool; schema: SchemaCache; keys: SigningKeys }): Promise<void> {
   const { pool, schema, keys } = opts;
+  scope.addHook('onRequest', gatewayHook(opts.gateway));
   acceptOptionalJsonBodies(scope, undefined);
 
   // Errors raised before the handler runs: body parsing, size, media type.
   scope.setErrorHandler((err: FastifyError | Error, request, reply) => {
     if (err instanceof InvalidJsonBody) return sendRestError(reply, restErrors.invalidBody(err.message));
-    const fe = err as FastifyError;
-    const kind = classifyError(err);
-    if (kind.kind === 'client-gone') {
-      request.log.info('client closed the connection before the request was complete');
-      return sendRestError(reply, new RestQueryError(fe.statusCode && fe.statusCode < 500 ? fe.statusCode : 400, 'PGRST102', 'Request not complete'));
+    const outcome = unexpectedErrorOutcome(err, request.log);
+    switch (outcome.kind) {
+      case 'client-gone':
+        return sendRestError(reply, new RestError(outcome.status, 'PGRST102', 'Request not complete'));
+      case 'client-error':
+        return sendRestError(reply, new RestError(outcome.status, 'PGRST102', outcome.message));
+      case 'unavailable':
+        return sendRestError(reply, restErrors.unavailable());
+      case 'internal':
+        return sendRestError(reply, restErrors.internal());
     }
-    if (kind.kind === 'client-error') return sendRestError(reply, new RestQueryError(kind.status, 'PGRST102', fe.message));
-    const { error } = toRestError(err, 'anon');
-    if (kind.kind === 'unavailable') request.log.warn({ err: { message: err.message, code: (err as { code?: string }).code } }, 'database unavailable');
-    else request.log.error({ err }, 'unhandled error');
-    return sendRestError(reply, error);
   });
 
   /** Builds against the cached columns; on an unknown column, re-reads the table once (it may have changed). */
   async function build(name: string, make: (table: TableInfo) => SqlQuery): Promise<SqlQuery> {
     const table = await schema.table(name);
-    if (!table) throw restErrors.unknownTable(name);
+    if (!table) throw restErrors.unknownTable(name, tableNotFoundHint(EXPOSED_SCHEMA, name, await schema.tableNames()));
     try {
       return make(table);
     } catch (err) {
-      if (!(err instanceof RestQueryError) || (err.code !== '42703' && err.code !== 'PGRST204')) throw err;
+      if (!(err instanceof RestError) || (err.code !== '42703' && err.code !== 'PGRST204')) throw err;
       const fresh = await schema.reload(name);
       if (!fresh) throw restErrors.unknownTable(name);
       return make(fresh);
@@ -117,19 +126,20 @@ export async function restRoutes(scope: App, opts: { pool: Pool; schema: SchemaC
 
   async function handle(request: FastifyRequest<{ Params: { table: string } }>, reply: FastifyReply) {
     const method = request.method as Method;
-    let role: RequestContext['role'] = 'anon';
+    let role: TransactionSettings['role'] = 'anon';
     try {
-      const identity = await requestIdentity(request.caller, keys);
+      const identity = await requestIdentity(callers.get(request), keys);
       role = identity.role;
       checkProfile(request, method);
       const params = queryParams(request.url);
       const prefer = parsePrefer(request.headers.prefer);
+      if (prefer.strict && prefer.invalid.length > 0) throw restErrors.invalidPreferences(prefer.invalid);
       const single = wantsSingleObject(request.headers.accept);
       const name = request.params.table;
       const query = await build(name, (table) => buildQuery(method, table, params, request.body, prefer));
       const readOnly = method === 'GET' || method === 'HEAD';
 
-      const result = await inRequestTransaction<ResultRow | RestQueryError>(
+      const result = await inRequestTransaction<ResultRow | RestError>(
         pool,
         { role, claims: identity.claims, method, path: `/${name}`, readOnly },
         async (client) => {
@@ -137,12 +147,18 @@ export async function restRoutes(scope: App, opts: { pool: Pool; schema: SchemaC
           const row = rows[0] ?? { body: '[]', n: 0 };
           // PostgREST undoes the whole request when one object was asked for and not exactly one row came.
           if (single && row.n !== 1) return { value: restErrors.notSingular(row.n), commit: false };
+          // max-affected binds only with handling=strict; exceeding it undoes the change.
+          if ((method === 'PATCH' || method === 'DELETE') && prefer.strict && prefer.maxAffected !== null && row.n > prefer.maxAffected) {
+            return { value: restErrors.maxAffected(row.n), commit: false };
+          }
           return { value: row, commit: true };
         },
       );
-      if (result instanceof RestQueryError) return sendRestError(reply, result);
+      if (result instanceof RestError) return sendRestError(reply, result);
 
-      if (prefer.applied.length > 0 && !readOnly) reply.header('preference-applied', prefer.applied.join(', '));
+      // On reads PostgREST reports only the preferences a read can apply (count, handling).
+      const applied = readOnly ? prefer.applied.filter((p) => p.startsWith('count=') || p.startsWith('handling=')) : prefer.applied;
+      if (applied.length > 0) reply.header('preference-applied', applied.join(', '));
       const body = single ? result.body.slice(1, -1) : result.body;
       const contentType = single ? OBJECT_TYPE : JSON_TYPE;
 
@@ -150,6 +166,10 @@ export async function restRoutes(scope: App, opts: { pool: Pool; schema: SchemaC
         const offset = Number(params.get('offset') ?? 0) || 0;
         const total = prefer.countExact ? String(result.total ?? 0) : '*';
         const range = result.n > 0 ? `${offset}-${offset + result.n - 1}/${total}` : `*/${total}`;
+        // PostgREST's rangeStatus: an offset past the counted rows is 416, not an empty page.
+        if (prefer.countExact && result.total !== undefined && offset > result.total) {
+          return sendRestError(reply.header('content-range', range), restErrors.offsetPastEnd(offset, result.total));
+        }
         const partial = prefer.countExact && result.total !== undefined && result.n < result.total;
         return reply.code(partial ? 206 : 200).header('content-range', range).header('content-type', contentType).send(body);
       }
@@ -165,8 +185,14 @@ export async function restRoutes(scope: App, opts: { pool: Pool; schema: SchemaC
   }
 
   const error = (description: string, example: Record<string, unknown>) => described(PostgrestErrorSchema, description, example);
+  const offsetPastEnd = error('Prefer: count=exact and an offset past the rows counted', {
+    code: 'PGRST103',
+    details: 'An offset of 50 was requested, but there are only 6 rows.',
+    hint: null,
+    message: 'Requested range not satisfiable',
+  });
   const errors = {
-    400: error('A malformed query, filter or body, or an unknown column', {
+    400: error('A malformed query, filter or body, an unknown column, a preference refused with handling=strict (PGRST122), or more rows than max-affected (PGRST124)', {
       code: 'PGRST100',
       details: 'unexpected "x" expecting operator (eq, gt, ...)',
       hint: null,
@@ -226,11 +252,14 @@ export async function restRoutes(scope: App, opts: { pool: Pool; schema: SchemaC
     order: text('Sort: <column>[.asc|.desc][.nullsfirst|.nullslast], comma-separated', 'created_at.desc'),
     limit: text('At most this many rows (a non-negative integer)', '10'),
     offset: text('Skip this many rows first (a non-negative integer)', '0'),
+    or: text('Rows matching any of the filters: (<column>.<op>.<value>,…), nested and(…)/or(…), not. to negate; also and=, not.or=, not.and=', '(title.ilike.*milk*,body.ilike.*milk*)'),
+    and: text('Rows matching all of the filters, written like or', '(id.gte.1,id.lte.9)'),
   };
   const FILTERS =
     'Filters: any other query parameter `<column>=<op>.<value>` keeps the rows where the column matches ' +
-    '(eq, neq, gt, gte, lt, lte, like, ilike, is, in.(a,b), and not.<op>), e.g. `?id=eq.42&title=ilike.*draft*`; ' +
-    'several filters all apply. PATCH and DELETE act on the rows the filters keep (all rows without one).';
+    '(eq, neq, gt, gte, lt, lte, like, ilike, is, in.(a,b), and not.<op>), e.g. `?id=eq.42&title=ilike.*draft*` ' +
+    '(in like and ilike `*` stands for `%`); `or=(…)` and `and=(…)` combine filters; several filters all apply. ' +
+    'PATCH and DELETE act on the rows the filters keep.';
   const headers = (prefer: string) =>
     Type.Object({
       prefer: text(prefer),
@@ -249,23 +278,32 @@ export async function restRoutes(scope: App, opts: { pool: Pool; schema: SchemaC
       schema: {
         ...common,
         summary: 'Read rows',
-        description: `${FILTERS} HEAD answers the same headers without a body. Content-Range gives the rows returned (and the total with Prefer: count=exact).`,
-        [DOCUMENT_ONLY]: { querystring: documentedQuery(filtered), headers: headers('count=exact: count every matching row (Content-Range total; 206 when not all are returned)') },
-        response: { 200: rows('The rows (an array, or one object with the object Accept type)'), 206: rows('Some of the rows: Prefer: count=exact and more rows match than were returned'), ...errors },
+        description: `${FILTERS} HEAD answers the same headers without a body. Content-Range gives the rows returned (and the total with Prefer: count=exact); Preference-Applied echoes the count and handling preferences applied.`,
+        [DOCUMENT_ONLY]: { querystring: documentedQuery(filtered), headers: headers('count=exact: count every matching row (Content-Range total; 206 when not all are returned); handling=strict: an unknown or unsupported preference is 400 PGRST122') },
+        response: { 200: rows('The rows (an array, or one object with the object Accept type)'), 206: rows('Some of the rows: Prefer: count=exact and more rows match than were returned'), 416: offsetPastEnd, ...errors },
       },
     },
     handle,
   );
-  const WRITE_PREFER = 'return=representation (answer with the rows written) or return=minimal (the default: no body); count=exact';
+  const WRITE_PREFER =
+    'return=representation (answer with the rows written) or return=minimal (the default: no body); count=exact; ' +
+    'handling=strict (an unknown or unsupported preference is 400 PGRST122) or handling=lenient (the default: ignored)';
+  const APPLIED = 'Preference-Applied echoes the Prefer options applied.';
+  const UPSERT_PREFER = `${WRITE_PREFER}; resolution=merge-duplicates or resolution=ignore-duplicates (upsert on on_conflict, else the primary key)`;
+  const LIMIT_PREFER = `${WRITE_PREFER}; max-affected=N with handling=strict (more rows would change: 400 PGRST124, nothing changed)`;
   scope.post(
     '/:table',
     {
       schema: {
         ...common,
         summary: 'Insert rows',
+        description: APPLIED,
         [DOCUMENT_ONLY]: {
-          querystring: documentedQuery({ columns: text('Only these columns of the body are inserted, comma-separated', 'title,body') }),
-          headers: headers(WRITE_PREFER),
+          querystring: documentedQuery({
+            columns: text('Only these columns of the body are inserted, comma-separated', 'title,body'),
+            on_conflict: text('With Prefer: resolution=…, the unique columns a conflict is detected on (default: the primary key)', 'id'),
+          }),
+          headers: headers(UPSERT_PREFER),
           body: RowsBody,
         },
         response: { 201: described(Rows, 'Inserted: the rows with return=representation, otherwise no body', [{ id: 1, title: 'A note', body: null }]), ...errors },
@@ -279,10 +317,10 @@ export async function restRoutes(scope: App, opts: { pool: Pool; schema: SchemaC
       schema: {
         ...common,
         summary: 'Update the filtered rows',
-        description: FILTERS,
+        description: `${FILTERS} ${APPLIED}`,
         [DOCUMENT_ONLY]: {
           querystring: documentedQuery(filtered),
-          headers: headers(WRITE_PREFER),
+          headers: headers(LIMIT_PREFER),
           body: Type.Object({}, { additionalProperties: true, description: 'The columns to set and their new values' }),
         },
         response: { 200: rows('Updated: the rows, with return=representation'), 204: noBody('Updated (return=minimal)'), ...errors },
@@ -296,8 +334,8 @@ export async function restRoutes(scope: App, opts: { pool: Pool; schema: SchemaC
       schema: {
         ...common,
         summary: 'Delete the filtered rows',
-        description: FILTERS,
-        [DOCUMENT_ONLY]: { querystring: documentedQuery(filtered), headers: headers(WRITE_PREFER) },
+        description: `${FILTERS} ${APPLIED}`,
+        [DOCUMENT_ONLY]: { querystring: documentedQuery(filtered), headers: headers(LIMIT_PREFER) },
         response: { 200: rows('Deleted: the rows, with return=representation'), 204: noBody('Deleted (return=minimal)'), ...errors },
       },
     },

@@ -26,12 +26,24 @@ export class SchemaCache {
     return load;
   }
 
+  /** Every table and view of the exposed schema, for the "Perhaps you meant" hint of an unknown name. */
+  async tableNames(): Promise<string[]> {
+    const { rows } = await this.pool.query<{ name: string }>(
+      `SELECT c.relname AS name FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+       WHERE n.nspname = $1 AND c.relkind IN ('r', 'p', 'v', 'm', 'f')`,
+      [EXPOSED_SCHEMA],
+    );
+    return rows.map((r) => r.name);
+  }
+
   private async load(name: string): Promise<TableInfo | undefined> {
     // pg_catalog rather than information_schema: the latter hides columns the connected role has no
     // privilege on, and this runs as the admin role anyway. Type names without modifiers
     // (`character varying`, not `character varying(255)`) are what casts in filters need.
-    const { rows } = await this.pool.query<{ name: string; type: string }>(
-      `SELECT a.attname AS name, format_type(a.atttypid, NULL) AS type
+    const { rows } = await this.pool.query<{ name: string; type: string; pk: boolean }>(
+      `SELECT a.attname AS name, format_type(a.atttypid, NULL) AS type,
+              EXISTS (SELECT 1 FROM pg_catalog.pg_index i
+                      WHERE i.indrelid = c.oid AND i.indisprimary AND a.attnum = ANY (i.indkey)) AS pk
        FROM pg_catalog.pg_class c
        JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
        JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid
@@ -44,7 +56,12 @@ export class SchemaCache {
       this.tables.delete(name);
       return undefined;
     }
-    const info: TableInfo = { schema: EXPOSED_SCHEMA, name, columns: new Map(rows.map((r) => [r.name, { type: r.type }])) };
+    const info: TableInfo = {
+      schema: EXPOSED_SCHEMA,
+      name,
+      columns: new Map(rows.map((r) => [r.name, { type: r.type }])),
+      primaryKey: rows.filter((r) => r.pk).map((r) => r.name),
+    };
     this.tables.set(name, info);
     return info;
   }

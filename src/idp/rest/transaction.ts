@@ -5,7 +5,7 @@ import { abandonTransaction, type Pool, type PoolClient } from '../../kit/db.js'
 // nothing leaks to the next request on the same connection. Row-level security then applies to the
 // role; nothing in the REST code filters rows by user.
 
-export interface RequestContext {
+export interface TransactionSettings {
   role: 'anon' | 'authenticated' | 'service_role';
   /** Always includes `role`. */
   claims: Record<string, unknown>;
@@ -20,7 +20,7 @@ export interface Outcome<T> {
   commit: boolean;
 }
 
-export async function inRequestTransaction<T>(pool: Pool, ctx: RequestContext, work: (client: PoolClient) => Promise<Outcome<T>>): Promise<T> {
+export async function inRequestTransaction<T>(pool: Pool, settings: TransactionSettings, work: (client: PoolClient) => Promise<Outcome<T>>): Promise<T> {
   const client = await pool.connect();
   let broken: Error | undefined;
   try {
@@ -30,10 +30,10 @@ export async function inRequestTransaction<T>(pool: Pool, ctx: RequestContext, w
     // request's query values stay bind parameters.
     const literal = (v: string) => client.escapeLiteral(v);
     await client.query(
-      `${ctx.readOnly ? 'BEGIN READ ONLY' : 'BEGIN'};
-       SELECT set_config('role', ${literal(ctx.role)}, true), set_config('request.jwt.claims', ${literal(JSON.stringify(ctx.claims))}, true),
-              set_config('search_path', 'public', true), set_config('request.method', ${literal(ctx.method)}, true),
-              set_config('request.path', ${literal(ctx.path)}, true)`,
+      `${settings.readOnly ? 'BEGIN READ ONLY' : 'BEGIN'};
+       SELECT set_config('role', ${literal(settings.role)}, true), set_config('request.jwt.claims', ${literal(JSON.stringify(settings.claims))}, true),
+              set_config('search_path', 'public', true), set_config('request.method', ${literal(settings.method)}, true),
+              set_config('request.path', ${literal(settings.path)}, true)`,
     );
     const outcome = await work(client);
     await client.query(outcome.commit ? 'COMMIT' : 'ROLLBACK');
