@@ -2,15 +2,14 @@
 // start on this Node version (supabase-js needs the ws transport on Node 20),
 // readiness against the idp, and draining on SIGTERM.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import { ConfigErrors, loadConfig } from '../src/kit/config.js';
 import { notesConfig } from '../src/notes/config.js';
 import { startIdp, type RunningIdp } from './helpers/idp.js';
 import { startNotes, startUpstream } from './helpers/notes.js';
-import { copyForAudit } from './helpers/logs.js';
 import { call } from './helpers/http.js';
 import { closedPort } from './helpers/ports.js';
+import { spawnEntry } from './helpers/process.js';
 
 interface Exited {
   code: number | null;
@@ -21,47 +20,30 @@ interface Exited {
 const baseEnv = () => ({ PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' });
 
 /** Runs server.ts to completion (for configurations it must refuse). */
-function runServer(env: Record<string, string>): Promise<Exited> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/notes/server.ts'], { env: { ...baseEnv(), ...env } });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (copyForAudit(d), (stdout += d.toString())));
-    child.stderr.on('data', (d: Buffer) => (copyForAudit(d), (stderr += d.toString())));
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`server.ts did not exit; stdout: ${stdout}`));
-    }, 20_000);
-    child.on('exit', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
+async function runServer(env: Record<string, string>): Promise<Exited> {
+  const server = spawnEntry('src/notes/server.ts', { ...baseEnv(), ...env });
+  const timer = setTimeout(() => server.child.kill('SIGKILL'), 20_000);
+  const code = await server.exited;
+  clearTimeout(timer);
+  if (server.child.signalCode === 'SIGKILL') throw new Error(`server.ts did not exit; stdout: ${server.stdout()}`);
+  return { code, stdout: server.stdout(), stderr: server.stderr() };
 }
 
 /** Starts server.ts and resolves once it logged its address. */
 function launchServer(env: Record<string, string>) {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/notes/server.ts'], {
-    env: { ...baseEnv(), PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stderr.on('data', (d: Buffer) => (copyForAudit(d), (stderr += d.toString())));
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const server = spawnEntry('src/notes/server.ts', { ...baseEnv(), PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env });
   const url = new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no listening line; stdout: ${stdout} stderr: ${stderr}`)), 20_000);
-    child.stdout.on('data', (d: Buffer) => {
-      copyForAudit(d);
-      stdout += d.toString();
-      const match = /notes listening on (http:\/\/[\d.:]+)/.exec(stdout);
+    const timer = setTimeout(() => reject(new Error(`no listening line; stdout: ${server.stdout()} stderr: ${server.stderr()}`)), 20_000);
+    server.child.stdout!.on('data', () => {
+      const match = /notes listening on (http:\/\/[\d.:]+)/.exec(server.stdout());
       if (match) {
         clearTimeout(timer);
         resolve(match[1]!);
       }
     });
-    void exited.then((code) => reject(new Error(`exited with ${code} before listening: ${stderr}`)));
+    void server.exited.then((code) => reject(new Error(`exited with ${code} before listening: ${server.stderr()}`)));
   });
-  return { child, url, exited, output: () => stdout };
+  return { child: server.child, url, exited: server.exited, output: server.stdout };
 }
 
 const REQUIRED = ['IDP_URL', 'IDP_SECRET_KEY', 'IDP_PUBLISHABLE_KEY'] as const;
@@ -108,6 +90,11 @@ describe('notes configuration', () => {
     assert.doesNotThrow(() => loadConfig(notesConfig, { ...completeEnv, DATABASE_URL: 'not a url' }));
     assert.equal(loadConfig(notesConfig, { ...completeEnv, IDP_URL: 'https://abc.supabase.co/' }).IDP_URL, 'https://abc.supabase.co');
     assert.throws(() => loadConfig(notesConfig, { ...completeEnv, IDP_TIMEOUT_MS: '10' }), ConfigErrors);
+    // Where the recovery link leads: the service's own address unless told, and only http(s).
+    assert.equal(config.NOTES_PUBLIC_URL, 'http://127.0.0.1:9999');
+    assert.equal(loadConfig(notesConfig, { ...completeEnv, PORT: '8080' }).NOTES_PUBLIC_URL, 'http://127.0.0.1:8080');
+    assert.equal(loadConfig(notesConfig, { ...completeEnv, NOTES_PUBLIC_URL: 'https://notes.example.com/' }).NOTES_PUBLIC_URL, 'https://notes.example.com');
+    assert.throws(() => loadConfig(notesConfig, { ...completeEnv, NOTES_PUBLIC_URL: 'notes.example.com' }), ConfigErrors);
   });
 });
 
@@ -123,9 +110,9 @@ describe('logging and proxies', () => {
       await call(plain.url, 'GET', '/healthz', { headers });
       const addressOf = (logs: Array<Record<string, unknown>>) =>
         (logs.find((l) => l.msg === 'incoming request')?.req as { remoteAddress?: string } | undefined)?.remoteAddress;
-      assert.equal(addressOf(trusting.logs), '203.0.113.7');
-      assert.equal(addressOf(plain.logs), '127.0.0.1');
-      assert.doesNotMatch(JSON.stringify([...trusting.logs, ...plain.logs]), /secret-token-value/);
+      assert.equal(addressOf(trusting.logs.lines()), '203.0.113.7');
+      assert.equal(addressOf(plain.logs.lines()), '127.0.0.1');
+      assert.doesNotMatch(trusting.logs.text() + plain.logs.text(), /secret-token-value/);
     } finally {
       await trusting.close();
       await plain.close();

@@ -17,7 +17,7 @@ after(async () => {
   await idp?.close();
 });
 
-const NOTE_KEYS = ['body', 'created_at', 'id', 'title', 'user_id'];
+const NOTE_KEYS = ['body', 'created_at', 'id', 'title', 'updated_at', 'user_id'];
 
 for (const mode of ['remote', 'local'] as const) {
   describe(`notes flow (IDP_VERIFY=${mode})`, () => {
@@ -335,7 +335,7 @@ describe('notes endpoints', () => {
       const remove = await call(notes.url, 'DELETE', `/notes/${note.body.id}`, { token: user.token });
       assert.equal(remove.status, 500);
       assert.deepEqual(remove.body, { message: 'permission denied for table notes' });
-      const logged = notes.logs.filter((l) => l.msg === 'note store error');
+      const logged = notes.logs.lines().filter((l) => l.msg === 'note store error');
       assert.ok(logged.length >= 2);
       assert.equal((logged.at(-1)!.store as { code: string }).code, '42501');
     } finally {

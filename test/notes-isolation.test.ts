@@ -43,10 +43,10 @@ const TABLE: Row[] = [
   { channel: 'notes', role: 'authenticated', op: 'insert', owner: 'own',   expect: { allowed: true, status: 201 } },
   { channel: 'notes', role: 'authenticated', op: 'insert', owner: 'other', expect: { ownedByCaller: true, status: 201 } },
   { channel: 'notes', role: 'anon',          op: 'insert', owner: 'other', expect: { refused: true, status: 401, message: 'Missing bearer token' } },
-  // There is no update route: nobody can change a note through notes.
-  { channel: 'notes', role: 'authenticated', op: 'update', owner: 'own',   expect: { refused: true, status: 404 } },
-  { channel: 'notes', role: 'authenticated', op: 'update', owner: 'other', expect: { refused: true, status: 404 } },
-  { channel: 'notes', role: 'anon',          op: 'update', owner: 'other', expect: { refused: true, status: 404 } },
+  // PATCH /notes/:id: the caller's own note only; another user's is the 404 of a missing one.
+  { channel: 'notes', role: 'authenticated', op: 'update', owner: 'own',   expect: { allowed: true, status: 200 } },
+  { channel: 'notes', role: 'authenticated', op: 'update', owner: 'other', expect: { refused: true, status: 404, message: 'Note not found' } },
+  { channel: 'notes', role: 'anon',          op: 'update', owner: 'other', expect: { refused: true, status: 401, message: 'Missing bearer token' } },
   { channel: 'notes', role: 'authenticated', op: 'delete', owner: 'own',   expect: { allowed: true, status: 200 } },
   { channel: 'notes', role: 'authenticated', op: 'delete', owner: 'other', expect: { refused: true, status: 404, message: 'Note not found' } },
   { channel: 'notes', role: 'anon',          op: 'delete', owner: 'other', expect: { refused: true, status: 401, message: 'Missing bearer token' } },

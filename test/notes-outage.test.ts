@@ -50,11 +50,11 @@ for (const mode of ['remote', 'local'] as const) {
       const notes = await startNotes({ ...idp, url: `http://127.0.0.1:${port}` }, { IDP_VERIFY: mode });
       try {
         assertAllUnavailable(await everyRoute(notes.url, user.token, note.body.id));
-        const warnings = notes.logs.filter((l) => l.msg === 'identity provider unavailable');
+        const warnings = notes.logs.lines().filter((l) => l.msg === 'identity provider unavailable');
         assert.ok(warnings.length >= 5, `expected a warning per request, got ${warnings.length}`);
         assert.match(String(warnings[0]!.reason), /status 0/);
         // Nothing sensitive in what was logged.
-        assert.doesNotMatch(JSON.stringify(notes.logs), new RegExp(user.token.split('.')[2]!));
+        assert.doesNotMatch(notes.logs.text(), new RegExp(user.token.split('.')[2]!));
         assert.equal((await call(notes.url, 'GET', '/readyz')).status, 503);
 
         // The same port now leads to the idp.
@@ -94,6 +94,37 @@ describe('idp failing with 5xx', () => {
         await failing.close();
       }
     }
+  });
+
+  test('a refresh meeting an outage is 503 after one request: supabase-js would retry it for up to 30 s; the token still works afterwards', async () => {
+    const user = await signUp(direct.url, 'refresh-outage');
+    for (const failure of [502, 503, 504, 'unreachable'] as const) {
+      const tokenRequests = () => upstream.seen.filter((s) => s === 'POST /auth/v1/token').length;
+      const upstream = await startUpstream(idp.url, (_m, path) =>
+        path.startsWith('/auth/v1/token') ? (failure === 'unreachable' ? 'hang' : { status: failure, body: { message: 'down' } }) : 'forward',
+      );
+      // 'unreachable': the request hangs until IDP_TIMEOUT_MS, as a dead host's would.
+      const notes = await startNotes({ ...idp, url: upstream.url }, { IDP_TIMEOUT_MS: '1000' });
+      try {
+        const started = Date.now();
+        const res = await call(notes.url, 'POST', '/auth/refresh', { body: { refresh_token: user.refreshToken } });
+        const waited = Date.now() - started;
+        assert.equal(res.status, 503, `${failure}: ${JSON.stringify(res.body)}`);
+        // A bound on the wait, not a speed figure: one IDP_TIMEOUT_MS at most (plus a busy
+        // machine's slack), where supabase-js's own retries would hold the caller about 25 s.
+        assert.ok(waited < 1000 + 5000, `${failure}: answered after ${waited} ms`);
+        assert.deepEqual(res.body, UNAVAILABLE);
+        // Past the first retry's backoff (200 ms): still the one request.
+        await new Promise((resolve) => setTimeout(resolve, 600));
+        assert.equal(tokenRequests(), 1, `${failure}: one refresh request, no retries`);
+      } finally {
+        await notes.close();
+        await upstream.close();
+      }
+    }
+    // The refresh token was never spent: it still gives a session.
+    const again = await call(direct.url, 'POST', '/auth/refresh', { body: { refresh_token: user.refreshToken } });
+    assert.equal(again.status, 200);
   });
 
   test('REST 502/503/504 become 503; REST 401 for the token becomes 401 "Invalid or expired token"', async () => {
@@ -160,7 +191,7 @@ describe("the idp refusing this service's keys", () => {
       const res = await call(notes.url, 'GET', '/notes', { token: user.token });
       assert.equal(res.status, 503);
       assert.deepEqual(res.body, UNAVAILABLE);
-      assert.match(String(notes.logs.find((l) => l.msg === 'identity provider unavailable')?.reason), /API key/i);
+      assert.match(String(notes.logs.lines().find((l) => l.msg === 'identity provider unavailable')?.reason), /API key/i);
     } finally {
       await notes.close();
     }

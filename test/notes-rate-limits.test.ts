@@ -2,12 +2,12 @@
 // with its own 429 and a Retry-After (not its generic 401), and names each caller's address to the
 // idp, so callers are limited one by one and not as one service.
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { type RunningIdp, startIdp } from './helpers/idp.js';
 import { PASSWORD, type RunningNotes, startNotes } from './helpers/notes.js';
 import { uniqueEmail } from './helpers/emails.js';
 import { call } from './helpers/http.js';
+import { uniqueIp } from './helpers/client-ips.js';
 
 const TOKEN_LIMIT = 4;
 const SIGNUP_LIMIT = 2;
@@ -33,12 +33,6 @@ after(async () => {
   await idp?.close();
 });
 
-const nextIp = (() => {
-  let n = 0;
-  const base = `10.${randomBytes(1)[0]}.${randomBytes(1)[0]}`;
-  return () => `${base}.${++n}`;
-})();
-
 const login = (notes: RunningNotes, email: string, password: string, ip?: string) =>
   call(notes.url, 'POST', '/auth/login', { body: { email, password }, headers: ip ? { 'x-forwarded-for': ip } : {} });
 const register = (notes: RunningNotes, email: string, ip: string) =>
@@ -54,31 +48,31 @@ function assertTooMany(reply: { status: number; body: unknown; headers: Headers 
 
 describe('notes passes the idp\'s 429 on', () => {
   test('login: past the idp\'s /token limit, 429 with the idp\'s Retry-After instead of 401; another caller is unaffected', async () => {
-    const ip = nextIp();
+    const ip = uniqueIp();
     for (let i = 0; i < TOKEN_LIMIT; i++) {
       assert.equal((await login(behindProxy, uniqueEmail('wrong'), 'not-it', ip)).status, 401);
     }
     assertTooMany(await login(behindProxy, uniqueEmail('wrong'), 'not-it', ip), 300);
     // A second caller, at another address behind the same proxy, has its own count at the idp.
-    assert.equal((await login(behindProxy, uniqueEmail('wrong'), 'not-it', nextIp())).status, 401);
+    assert.equal((await login(behindProxy, uniqueEmail('wrong'), 'not-it', uniqueIp())).status, 401);
   });
 
   test('register: past the idp\'s /signup limit, 429 with Retry-After', async () => {
-    const ip = nextIp();
+    const ip = uniqueIp();
     for (let i = 0; i < SIGNUP_LIMIT; i++) assert.equal((await register(behindProxy, uniqueEmail('reg'), ip)).status, 201);
     assertTooMany(await register(behindProxy, uniqueEmail('reg'), ip), 300);
   });
 
   test('login: the idp\'s per-account limit holds across addresses, and then refuses the right password with 429', async () => {
     const email = uniqueEmail('victim');
-    assert.equal((await register(behindProxy, email, nextIp())).status, 201);
-    for (let i = 0; i < LOGIN_FAILURES; i++) assert.equal((await login(behindProxy, email, 'wrong', nextIp())).status, 401);
-    assertTooMany(await login(behindProxy, email, PASSWORD, nextIp()), 15 * 60);
+    assert.equal((await register(behindProxy, email, uniqueIp())).status, 201);
+    for (let i = 0; i < LOGIN_FAILURES; i++) assert.equal((await login(behindProxy, email, 'wrong', uniqueIp())).status, 401);
+    assertTooMany(await login(behindProxy, email, PASSWORD, uniqueIp()), 15 * 60);
   });
 
   test('without a trusted proxy, a caller\'s X-Forwarded-For is ignored: every caller counts as notes\' own peer', async () => {
     const statuses: number[] = [];
-    for (let i = 0; i <= TOKEN_LIMIT; i++) statuses.push((await login(exposed, uniqueEmail('spoof'), 'not-it', nextIp())).status);
+    for (let i = 0; i <= TOKEN_LIMIT; i++) statuses.push((await login(exposed, uniqueEmail('spoof'), 'not-it', uniqueIp())).status);
     assert.deepEqual(statuses, [...Array(TOKEN_LIMIT).fill(401), 429]);
   });
 });

@@ -6,7 +6,7 @@ import { after, before, test } from 'node:test';
 import { createClient, isAuthApiError, isAuthRetryableFetchError } from '@supabase/supabase-js';
 import { startIdp, type RunningIdp } from './helpers/idp.js';
 import { decodeJwt, PASSWORD } from './helpers/notes.js';
-import { serviceClient, userClient } from './helpers/supabase.js';
+import { SUPABASE_CLIENT_OPTIONS, serviceClient, userClient } from './helpers/supabase.js';
 import { uniqueEmail } from './helpers/emails.js';
 import { closedPort } from './helpers/ports.js';
 
@@ -28,7 +28,8 @@ async function newSession() {
 }
 
 test('createClient needs a WebSocket class on Node 20 only; with ws it constructs everywhere', () => {
-  const build = () => createClient(idp.url, idp.publishableKey, { auth: { persistSession: false } });
+  // The project's client options without the ws transport: what supabase-js does on its own.
+  const build = () => createClient(idp.url, idp.publishableKey, { auth: SUPABASE_CLIENT_OPTIONS.auth });
   if (Number(process.versions.node.split('.')[0]) < 22 && typeof globalThis.WebSocket === 'undefined') {
     assert.throws(build, /WebSocket/);
   } else {

@@ -1,19 +1,19 @@
 import type { Writable } from 'node:stream';
 import { type Clock, systemClock } from '../kit/clock.js';
 import { HttpError } from '../kit/errors.js';
-import { type App, createServer } from '../kit/http.js';
+import { type App, buildHttpApp } from '../kit/http.js';
 import { NOTES_DOCUMENT } from './schemas.js';
 import { createMetricsRegistry } from '../kit/metrics.js';
 import { httpSettings } from '../kit/http-limits.js';
-import { installBearerAuth } from './bearer-auth.js';
 import type { NotesConfig } from './config.js';
 import { createIdentity } from './identity.js';
 import { boundedFetch, createIdpClients, type IdpFetch, jwksUrl } from './idp-clients.js';
 import { IdpUnavailableError, NoteStoreError } from './idp-errors.js';
 import { measuredIdpFetch } from './idp-metrics.js';
 import { createNotesStore } from './notes-store.js';
-import { authRoutes } from './routes/auth.js';
+import { authRoutes, sessionRoutes } from './routes/auth.js';
 import { notesRoutes } from './routes/notes.js';
+import { webPagesRoutes } from './routes/web-pages.js';
 import { createTokenVerifier } from './token-verifier.js';
 
 export interface NotesDeps {
@@ -43,7 +43,7 @@ export async function buildApp(config: NotesConfig, deps: NotesDeps = {}): Promi
   });
   const pingIdp = boundedFetch(Math.min(READINESS_TIMEOUT_MS, config.IDP_TIMEOUT_MS), idpFetch);
 
-  const app = await createServer({
+  const app = await buildHttpApp({
     title: 'notes',
     description:
       'Private notes. Identity is delegated to a Supabase-compatible provider; /notes routes need `Authorization: Bearer <access_token>` from /auth/login.',
@@ -61,6 +61,7 @@ export async function buildApp(config: NotesConfig, deps: NotesDeps = {}): Promi
     notReadyMessage: 'Service not ready: identity provider unreachable',
     metrics: { token: config.METRICS_TOKEN, registry: metrics },
     http: httpSettings(config),
+    responseCheck: config.OPENAPI_RESPONSE_CHECK,
   });
 
   // The error handler answers these without logging; the reason behind a 5xx belongs in the log.
@@ -75,13 +76,10 @@ export async function buildApp(config: NotesConfig, deps: NotesDeps = {}): Promi
     }
   });
 
-  await app.register(async (scope) => authRoutes(scope, createIdentity(clients)), { prefix: '/auth' });
-  await app.register(
-    async (scope) => {
-      installBearerAuth(scope, verifyToken);
-      await notesRoutes(scope, createNotesStore(clients));
-    },
-    { prefix: '/notes' },
-  );
+  const identity = createIdentity(clients);
+  await app.register(authRoutes, { prefix: '/auth', identity, publicUrl: config.NOTES_PUBLIC_URL });
+  await app.register(sessionRoutes, { prefix: '/auth', identity, verifyToken });
+  await app.register(notesRoutes, { prefix: '/notes', store: createNotesStore(clients), verifyToken });
+  await app.register(webPagesRoutes);
   return app;
 }

@@ -1,9 +1,11 @@
-import type { FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
+import type { onRequestAsyncHookHandler } from 'fastify';
 import { HttpError } from '../kit/errors.js';
 import type { App } from '../kit/http.js';
+import { requestSlot } from '../kit/identity.js';
 import type { Caller, TokenVerifier } from './token-verifier.js';
 
-const CALLER = 'notesCaller';
+/** The verified caller of a request inside the bearer-authenticated scope. */
+export const callers = requestSlot<Caller>('notes caller');
 
 const missingBearer = () => new HttpError(401, 'Missing bearer token');
 
@@ -24,21 +26,13 @@ export function bearerTokenOf(header: string | undefined): string | undefined {
 /**
  * Installs bearer authentication on one encapsulated scope (the /notes plugin):
  * every route in it runs only for a verified caller, before its body is parsed,
- * and finds that caller with `callerOf(request)`.
+ * and finds that caller with `callers.get(request)`.
  */
 export function installBearerAuth(scope: App, verifyToken: TokenVerifier): void {
-  scope.decorateRequest(CALLER, null);
   const authenticate: onRequestAsyncHookHandler = async (request) => {
     const token = bearerTokenOf(request.headers.authorization);
     if (token === undefined) throw missingBearer();
-    request.setDecorator<Caller>(CALLER, await verifyToken(token));
+    callers.set(request, await verifyToken(token));
   };
   scope.addHook('onRequest', authenticate);
-}
-
-export function callerOf(request: FastifyRequest): Caller {
-  const caller = request.getDecorator<Caller | null>(CALLER);
-  // Only reachable if a route were registered outside the authenticated scope.
-  if (!caller) throw new Error('route is not behind bearer authentication');
-  return caller;
 }

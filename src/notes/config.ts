@@ -23,6 +23,11 @@ export const notesConfig = {
   IDP_PUBLISHABLE_KEY: str({ required: true }),
   /** remote: ask the provider for every request; local: verify signatures against its JWKS. */
   IDP_VERIFY: oneOf(TOKEN_VERIFICATION_MODES, { default: 'remote' }),
+  /**
+   * Where users reach this service (scheme, host, port, optional path): the provider's recovery
+   * mail links to `<NOTES_PUBLIC_URL>/reset-password`, which the provider must allow as a redirect.
+   */
+  NOTES_PUBLIC_URL: httpUrl({ default: (env: Record<string, string | undefined>) => `http://127.0.0.1:${env.PORT || 9999}` }),
   /** Upper bound on any one request to the provider, so a hung provider becomes a 503, not a hung client. */
   IDP_TIMEOUT_MS: int({ default: 5000, min: 100, max: 120_000 }),
 };

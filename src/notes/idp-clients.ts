@@ -1,6 +1,7 @@
 import { createClient, type SupabaseClient, type SupabaseClientOptions } from '@supabase/supabase-js';
 import WebSocket from 'ws';
 import type { NotesConfig } from './config.js';
+import { IdpUnavailableError } from './idp-errors.js';
 
 // Every conversation with the identity provider goes through the real
 // supabase-js client, so the service runs unchanged against a hosted project.
@@ -17,6 +18,13 @@ export interface AnonymousCall {
   client: SupabaseClient;
   /** The Retry-After of the provider's last 429 to this client (supabase-js does not surface headers). */
   retryAfter(): string | null;
+  /**
+   * Rejects with the cause once a request of this client fails as an outage
+   * would (no answer, or 502/503/504). supabase-js retries such a refresh with
+   * backoff for up to 30 s; racing the call against this answers 503 at the
+   * first failure instead, and the client then sends nothing more.
+   */
+  readonly firstOutage: Promise<never>;
 }
 
 export interface IdpClients {
@@ -94,9 +102,28 @@ export function createIdpClients(
   return {
     anonymous: (clientIp) => {
       let retryAfter: string | null = null;
+      let outage: string | undefined;
+      let reportOutage!: (reason: string) => void;
+      const firstOutage = new Promise<never>((_, reject) => {
+        reportOutage = (reason) => reject(new IdpUnavailableError(reason));
+      });
+      // Nobody may be racing it (only refresh does): its rejection is not an unhandled one.
+      firstOutage.catch(() => {});
       const recordingFetch: IdpFetch = async (input, init) => {
-        const response = await fetchWithTimeout(input, init);
+        if (outage) throw new Error(`not sent after an earlier failure: ${outage}`);
+        let response: Response;
+        try {
+          response = await fetchWithTimeout(input, init);
+        } catch (err) {
+          outage = `status 0, ${(err as Error).message}`;
+          reportOutage(outage);
+          throw err;
+        }
         if (response.status === 429) retryAfter = response.headers.get('retry-after');
+        if (response.status === 502 || response.status === 503 || response.status === 504) {
+          outage = `status ${response.status}`;
+          reportOutage(outage);
+        }
         return response;
       };
       // A client per call already (no session may be shared), so the per-user header costs nothing more.
@@ -105,7 +132,7 @@ export function createIdpClients(
         config.IDP_PUBLISHABLE_KEY,
         options({ fetch: recordingFetch, headers: { 'X-Forwarded-For': clientIp } }),
       );
-      return { client, retryAfter: () => retryAfter };
+      return { client, retryAfter: () => retryAfter, firstOutage };
     },
     privileged: createClient(config.IDP_URL, config.IDP_SECRET_KEY, options()),
     data: createClient(config.IDP_URL, config.IDP_PUBLISHABLE_KEY, options()),

@@ -12,6 +12,7 @@ export interface Note {
   title: string;
   body: string | null;
   created_at: string;
+  updated_at: string;
 }
 
 export interface NewNote {
@@ -19,10 +20,26 @@ export interface NewNote {
   body?: string | undefined;
 }
 
+export interface NoteChanges {
+  title?: string | undefined;
+  body?: string | undefined;
+}
+
+/** A page of the list: `limit` notes from `offset` on, only those matching `q` when given. */
+export interface ListPage {
+  limit: number;
+  offset: number;
+  q?: string | undefined;
+}
+
 export interface NotesStore {
   /** The caller's notes, newest first; ties on created_at broken by id so the order is stable. */
   list(accessToken: string): Promise<Note[]>;
+  /** One page of list's order, and how many notes match in all. */
+  listPage(accessToken: string, page: ListPage): Promise<{ notes: Note[]; total: number }>;
   create(accessToken: string, note: NewNote): Promise<Note>;
+  /** The updated rows; empty when the id is missing or not the caller's (RLS hides it). */
+  update(accessToken: string, id: string, changes: NoteChanges): Promise<Note[]>;
   /** The deleted rows; empty when the id is missing or not the caller's (RLS hides it). */
   delete(accessToken: string, id: string): Promise<Note[]>;
 }
@@ -38,6 +55,37 @@ export function createNotesStore(clients: IdpClients): NotesStore {
       if (error) throw restFailure(error, status, 500);
       return data as Note[];
     },
+    async listPage(accessToken, { limit, offset, q }) {
+      // One ilike per column in an or=() tree, the value double-quoted so no character of q can
+      // end it or add a filter.
+      const matching = <Q extends { or(filters: string): Q }>(query: Q): Q => {
+        if (q === undefined) return query;
+        const pattern = quoted(containing(q));
+        return query.or(`title.ilike.${pattern},body.ilike.${pattern}`);
+      };
+      const page = matching(notes().select('*', { count: 'exact' }))
+        .order('created_at', { ascending: false })
+        .order('id', { ascending: false })
+        .range(offset, offset + limit - 1);
+      const { data, error, status, count } = await asCaller(page, accessToken).retry(false);
+      // PostgREST answers an offset past the counted rows with 416 (PGRST103) rather than an
+      // empty page; the caller gets the empty page, and the total from a count alone.
+      if (status === 416) {
+        const counted = await asCaller(matching(notes().select('*', { count: 'exact', head: true })), accessToken).retry(false);
+        if (counted.error) throw restFailure(counted.error, counted.status, 500);
+        return { notes: [], total: counted.count ?? 0 };
+      }
+      if (error) throw restFailure(error, status, 500);
+      return { notes: data as Note[], total: count ?? 0 };
+    },
+    async update(accessToken, id, changes) {
+      const row: { title?: string; body?: string } = {};
+      if (changes.title !== undefined) row.title = changes.title;
+      if (changes.body !== undefined) row.body = changes.body;
+      const { data, error, status } = await asCaller(notes().update(row).eq('id', id).select(), accessToken).retry(false);
+      if (error) throw restFailure(error, status, 400);
+      return data as Note[];
+    },
     async create(accessToken, note) {
       const row: { title: string; body?: string } = { title: note.title };
       if (note.body !== undefined) row.body = note.body;
@@ -51,4 +99,21 @@ export function createNotesStore(clients: IdpClients): NotesStore {
       return data as Note[];
     },
   };
+}
+
+/**
+ * An ilike pattern matching any text that contains `text` literally: LIKE's own `\`, `%` and `_`
+ * are escaped. PostgREST reads `*` as `%` and offers no escape for it, so a `*` in `text` can only
+ * be matched as "any one character" (`_`): a search for `a*b` also finds `axb`.
+ */
+export function containing(text: string): string {
+  return `*${text.replace(/[\\%_]/g, (c) => `\\${c}`).replaceAll('*', '_')}*`;
+}
+
+/**
+ * A value inside PostgREST's `or=(…)`: double-quoted, so that `,`, `(`, `)` and `.` in it cannot end
+ * it or start another filter; inside the quotes a backslash escapes the next character.
+ */
+export function quoted(value: string): string {
+  return `"${value.replace(/[\\"]/g, (c) => `\\${c}`)}"`;
 }

@@ -34,7 +34,8 @@ export const Errors = {
   }),
 };
 
-export const Credentials = Type.Object(
+/** The body of POST /auth/register and /auth/login (the Credentials they carry are in identity.ts). */
+export const CredentialsBody = Type.Object(
   {
     email: Type.String({ minLength: 1 }),
     password: Type.String({ minLength: 1 }),
@@ -46,6 +47,15 @@ export const RegisteredUser = Type.Object({
   id: Type.String({ format: 'uuid' }),
   email: Type.String(),
 });
+
+/** POST /auth/password-reset. */
+export const PasswordResetRequest = Type.Object({ email: Type.String({ minLength: 1, maxLength: 255 }) }, { additionalProperties: false });
+
+/** POST /auth/password. */
+export const NewPassword = Type.Object({ password: Type.String({ minLength: 1, maxLength: 1024 }) }, { additionalProperties: false });
+
+/** POST /auth/refresh. */
+export const RefreshRequest = Type.Object({ refresh_token: Type.String({ minLength: 1 }) }, { additionalProperties: false });
 
 export const LoginSession = Type.Object({
   access_token: Type.String(),
@@ -72,7 +82,32 @@ export const Note = Type.Object({
   title: Type.String(),
   body: Type.Union([Type.String(), Type.Null()]),
   created_at: Type.String({ format: 'date-time' }),
+  updated_at: Type.String({ format: 'date-time', description: 'When the note was last changed (created_at until then); set by the store' }),
 });
+
+/** PATCH /notes/:id: title and/or body, each with the rules of a new note. */
+export const NoteChanges = Type.Object(
+  {
+    title: Type.Optional(Type.String({ minLength: 1, maxLength: TITLE_MAX })),
+    body: Type.Optional(Type.String({ maxLength: BODY_MAX })),
+  },
+  // As for a new note, anything else (user_id, created_at, …) is dropped: only these two change.
+  { additionalProperties: false },
+);
+
+export const PAGE_MAX = 100;
+export const SEARCH_MAX = 200;
+
+export const ListQuery = Type.Object(
+  {
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: PAGE_MAX, description: `At most this many notes (1-${PAGE_MAX}; ${PAGE_MAX} when offset or q is given without it)` })),
+    offset: Type.Optional(Type.Integer({ minimum: 0, maximum: 2_147_483_647, description: 'Skip this many notes first' })),
+    q: Type.Optional(
+      Type.String({ maxLength: SEARCH_MAX, description: 'Only notes whose title or body contains this text, ignoring case (an empty q is no filter)' }),
+    ),
+  },
+  { additionalProperties: false },
+);
 
 /** A PostgreSQL bigint written in decimal without sign; the range is checked separately. */
 export const NOTE_ID_PATTERN = '^[0-9]{1,19}$';
