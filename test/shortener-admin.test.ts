@@ -1,43 +1,42 @@
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import { after, before, describe, it, mock } from 'node:test';
-import { createPool, type Pool } from '../src/kit/db.js';
+import { type Pool } from '../src/kit/db.js';
 import type { App } from '../src/kit/http.js';
 import { ADMIN_NOT_CONFIGURED } from '../src/shortener/admin-auth.js';
-import { buildApp } from '../src/shortener/app.js';
 import { MAX_CODE_ATTEMPTS } from '../src/shortener/links.js';
 import { LinkRepository } from '../src/shortener/repository.js';
 import { RESERVED_CODE_PREFIXES, isReservedCode } from '../src/shortener/reserved-codes.js';
-import { freshDatabase, type TestDatabase, watchQueries } from './helpers/database.js';
-import { assertEnvelope, createCode, createLink, shortenerMigrations, shortenerTestConfig } from './helpers/shortener.js';
+import { watchQueries } from './helpers/database.js';
+import {
+  assertEnvelope,
+  buildShortener,
+  createCode,
+  createLink,
+  scriptedCodes,
+  type RunningShortener,
+  type ShortenerOptions,
+  shortenerTestConfig,
+  withShortener,
+} from './helpers/shortener.js';
 
 const ADMIN_KEY = 'k'.repeat(20) + '-admin-key-for-tests';
 const AUTH = { authorization: `Bearer ${ADMIN_KEY}` };
 
-let db: TestDatabase;
-let pool: Pool;
+let shortener: RunningShortener;
 let app: App;
+let pool: Pool;
 
 before(async () => {
-  db = await freshDatabase('shortener', await shortenerMigrations());
-  pool = createPool(db.url, { max: 5 });
-  app = await buildApp(shortenerTestConfig({ SHORTENER_ADMIN_KEY: ADMIN_KEY }), { pool });
+  shortener = await buildShortener({ env: { SHORTENER_ADMIN_KEY: ADMIN_KEY } });
+  ({ app, pool } = shortener);
 });
 
-after(async () => {
-  await app.close();
-  await pool.end();
-  await db.drop();
-});
+after(() => shortener.close());
 
-async function withApp<T>(fn: (app: App) => Promise<T>, deps: Partial<Parameters<typeof buildApp>[1]> = {}, env: Record<string, string> = { SHORTENER_ADMIN_KEY: ADMIN_KEY }): Promise<T> {
-  const other = await buildApp(shortenerTestConfig(env), { pool, ...deps });
-  try {
-    return await fn(other);
-  } finally {
-    await other.close();
-  }
-}
+/** Another shortener on this file's database, with the admin key unless `options.env` replaces it. */
+const withApp = <T>(fn: (app: App) => Promise<T>, options: ShortenerOptions = {}) =>
+  withShortener({ pool, env: { SHORTENER_ADMIN_KEY: ADMIN_KEY }, ...options }, fn);
 
 /** Inserts a link directly, so created_at and URLs the create path would refuse can be set. */
 async function insertLink(code: string, url: string, secondsAgo: number): Promise<void> {
@@ -72,8 +71,7 @@ describe('admin auth', () => {
         // Create and stats stay public.
         assert.equal((await createLink(unconfigured, 'https://example.com/still-public')).status, 201);
       },
-      {},
-      {},
+      { env: {} },
     );
   });
 
@@ -400,39 +398,28 @@ describe('DELETE /api/links/:code', () => {
   it('never issues a deleted code again: a generator that yields it gets another code', async () => {
     const deleted = await createCode(app, 'https://example.com/deleted-then-drawn');
     assert.equal((await app.inject({ method: 'DELETE', url: `/api/links/${deleted}`, headers: AUTH })).statusCode, 200);
-    const drawn: string[] = [];
+    const script = scriptedCodes(deleted, 'Other01');
     await withApp(
       async (drawing) => {
         const res = await createLink(drawing, 'https://example.com/new-link');
         assert.equal(res.status, 201, JSON.stringify(res.body));
         assert.equal((res.body.data as { code: string }).code, 'Other01');
       },
-      {
-        generateCode: () => {
-          const code = drawn.length === 0 ? deleted : 'Other01';
-          drawn.push(code);
-          return code;
-        },
-      },
+      { generateCode: script.generateCode },
     );
-    assert.deepEqual(drawn, [deleted, 'Other01']);
+    assert.deepEqual(script.drawn, [deleted, 'Other01']);
     assert.equal((await pool.query('SELECT 1 FROM links WHERE code = $1', [deleted])).rowCount, 0);
     // A generator that only yields the deleted code gives up like on any duplicate: 503, nothing inserted.
-    let calls = 0;
+    const stuckScript = scriptedCodes(deleted);
     await withApp(
       async (stuck) => {
         const res = await createLink(stuck, 'https://example.com/never');
         assert.equal(res.status, 503);
         assertEnvelope(res.body, 503, 'Service Unavailable');
       },
-      {
-        generateCode: () => {
-          calls += 1;
-          return deleted;
-        },
-      },
+      { generateCode: stuckScript.generateCode },
     );
-    assert.equal(calls, MAX_CODE_ATTEMPTS);
+    assert.equal(stuckScript.drawn.length, MAX_CODE_ATTEMPTS);
     assert.equal((await pool.query('SELECT 1 FROM links WHERE code = $1', [deleted])).rowCount, 0);
   });
 
@@ -444,7 +431,7 @@ describe('DELETE /api/links/:code', () => {
       // The delete's own statement, left uncommitted while the create runs.
       const gone = await new LinkRepository(deleter as unknown as Pool).deleteAndTombstone(code);
       assert.equal(gone?.code, code);
-      const drawn: string[] = [];
+      const script = scriptedCodes(code, 'Other02');
       await withApp(
         async (drawing) => {
           const creating = createLink(drawing, 'https://example.com/racing');
@@ -462,15 +449,9 @@ describe('DELETE /api/links/:code', () => {
           assert.equal(res.status, 201, JSON.stringify(res.body));
           assert.equal((res.body.data as { code: string }).code, 'Other02');
         },
-        {
-          generateCode: () => {
-            const next = drawn.length === 0 ? code : 'Other02';
-            drawn.push(next);
-            return next;
-          },
-        },
+        { generateCode: script.generateCode },
       );
-      assert.deepEqual(drawn, [code, 'Other02']);
+      assert.deepEqual(script.drawn, [code, 'Other02']);
       assert.equal((await pool.query('SELECT 1 FROM links WHERE code = $1', [code])).rowCount, 0);
     } finally {
       await deleter.query('ROLLBACK').catch(() => {});
@@ -484,7 +465,7 @@ describe('reserved codes', () => {
     // Four reserved codes, then a free one, per create (a create makes at most 5 attempts).
     const reserved = ['admin12', 'Assets1', 'STATS99', 'docs123', 'api4567', 'healthz', 'metrics', 'readyz1'];
     const sequence = [...reserved.slice(0, 4), 'Normal0', ...reserved.slice(4), 'Normal1'];
-    const drawn: string[] = [];
+    const script = scriptedCodes(...sequence);
     const issued: string[] = [];
     await withApp(
       async (drawing) => {
@@ -494,15 +475,9 @@ describe('reserved codes', () => {
           issued.push((res.body.data as { code: string }).code);
         }
       },
-      {
-        generateCode: () => {
-          const code = sequence[drawn.length]!;
-          drawn.push(code);
-          return code;
-        },
-      },
+      { generateCode: script.generateCode },
     );
-    assert.deepEqual(drawn, sequence);
+    assert.deepEqual(script.drawn, sequence);
     assert.deepEqual(issued, ['Normal0', 'Normal1']);
     assert.equal((await pool.query('SELECT 1 FROM links WHERE code = ANY($1)', [reserved])).rowCount, 0);
   });
@@ -515,5 +490,35 @@ describe('reserved codes', () => {
     assert.deepEqual([...RESERVED_CODE_PREFIXES].sort(), ['admin', 'api', 'assets', 'docs', 'healthz', 'metrics', 'readyz', 'stats']);
     assert.equal(isReservedCode('adminXY'.toUpperCase()), true);
     assert.equal(isReservedCode('Xadmin1'), false);
+  });
+});
+
+describe('DELETE /api/links/:code and the link\'s visits', () => {
+  it('takes the visits with it: the visits endpoint and the stats page answer 404, no visit row is left, other links keep theirs', async () => {
+    const code = await createCode(app, 'https://example.com/visited-then-deleted');
+    const kept = await createCode(app, 'https://example.com/kept');
+    for (const [c, ip] of [[code, '192.0.2.1'], [code, '192.0.2.2'], [kept, '192.0.2.1']] as const) {
+      assert.equal((await app.inject({ method: 'GET', url: `/${c}`, headers: { 'user-agent': 'Mozilla/5.0 Firefox/121.0' }, remoteAddress: ip })).statusCode, 302);
+    }
+    const rowsOf = async (c: string) => {
+      const { rows } = await pool.query<{ counts: number; visitors: number }>(
+        `SELECT (SELECT count(*) FROM visit_counts WHERE code = $1)::int AS counts, (SELECT count(*) FROM daily_visitors WHERE code = $1)::int AS visitors`,
+        [c],
+      );
+      return rows[0]!;
+    };
+    assert.deepEqual(await rowsOf(code), { counts: 1, visitors: 2 });
+    assert.equal((await app.inject({ method: 'DELETE', url: `/api/links/${code}`, headers: AUTH })).statusCode, 200);
+
+    const visits = await app.inject({ method: 'GET', url: `/api/links/${code}/visits` });
+    assert.equal(visits.statusCode, 404);
+    assert.equal(assertEnvelope(visits.json(), 404, 'Not Found'), 'Link not found');
+    const page = await app.inject({ method: 'GET', url: `/stats/${code}` });
+    assert.equal(page.statusCode, 404);
+    assert.match(page.body, /<title>Link not found<\/title>/);
+    assert.deepEqual(await rowsOf(code), { counts: 0, visitors: 0 });
+    assert.deepEqual(await rowsOf(kept), { counts: 1, visitors: 1 });
+    const keptVisits = await app.inject({ method: 'GET', url: `/api/links/${kept}/visits` });
+    assert.equal((keptVisits.json() as { data: { totals: { visits: number } } }).data.totals.visits, 1);
   });
 });

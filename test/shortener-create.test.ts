@@ -3,43 +3,29 @@ import { after, before, describe, it } from 'node:test';
 import { domainToASCII } from 'node:url';
 import fc from 'fast-check';
 import { canonicalIp } from '../src/kit/client-ip.js';
-import { createPool, type Pool } from '../src/kit/db.js';
-import { buildApp } from '../src/shortener/app.js';
+import { createPool } from '../src/kit/db.js';
+import type { App } from '../src/kit/http.js';
 import { CODE_PATTERN } from '../src/shortener/codes.js';
 import { MAX_CODE_ATTEMPTS } from '../src/shortener/links.js';
-import { freshDatabase, type TestDatabase } from './helpers/database.js';
-import { captureLogs } from './helpers/logs.js';
 import {
   assertEnvelope,
+  buildShortener,
   countLinks,
   createCode,
   createLink,
-  shortenerMigrations,
-  shortenerTestConfig,
-  uniqueIp,
+  postLinkBody,
+  scriptedCodes,
+  type RunningShortener,
+  shortenerDatabase,
+  type ShortenerOptions,
+  withShortener,
 } from './helpers/shortener.js';
+import { uniqueIp } from './helpers/client-ips.js';
+import { fileDatabase } from './helpers/database.js';
 
-let db: TestDatabase;
-let pool: Pool;
+const db = fileDatabase(shortenerDatabase, 5);
 
-before(async () => {
-  db = await freshDatabase('shortener', await shortenerMigrations());
-  pool = createPool(db.url, { max: 5 });
-});
-
-after(async () => {
-  await pool.end();
-  await db.drop();
-});
-
-async function withApp<T>(fn: (app: Awaited<ReturnType<typeof buildApp>>) => Promise<T>, deps: Partial<Parameters<typeof buildApp>[1]> = {}, env: Record<string, string> = {}): Promise<T> {
-  const app = await buildApp(shortenerTestConfig(env), { pool, ...deps });
-  try {
-    return await fn(app);
-  } finally {
-    await app.close();
-  }
-}
+const withApp = <T>(fn: (app: App, shortener: RunningShortener) => Promise<T>, options: ShortenerOptions = {}) => withShortener({ pool: db.pool, ...options }, fn);
 
 /** A valid http URL of exactly `length` characters. */
 function urlOfLength(length: number): string {
@@ -50,7 +36,7 @@ function urlOfLength(length: number): string {
 describe('POST /api/links: success', () => {
   it('answers 201 with exactly the spec body, and the row exists', async () => {
     await withApp(async (app) => {
-      const before = await countLinks(pool);
+      const before = await countLinks(db.pool);
       const res = await createLink(app, 'https://example.com/a/long/path?q=1#frag');
       assert.equal(res.status, 201);
       assert.match(String(res.headers['content-type']), /^application\/json/);
@@ -62,8 +48,8 @@ describe('POST /api/links: success', () => {
         data: { code: data.code, short_url: `https://sho.rt/${data.code}`, original_url: 'https://example.com/a/long/path?q=1#frag' },
       });
       assert.match(data.code, /^[0-9a-zA-Z]{7}$/);
-      assert.equal(await countLinks(pool), before + 1);
-      const { rows } = await pool.query('SELECT original_url, clicks FROM links WHERE code = $1', [data.code]);
+      assert.equal(await countLinks(db.pool), before + 1);
+      const { rows } = await db.pool.query('SELECT original_url, clicks FROM links WHERE code = $1', [data.code]);
       assert.deepEqual(rows, [{ original_url: 'https://example.com/a/long/path?q=1#frag', clicks: 0 }]);
     });
   });
@@ -82,8 +68,7 @@ describe('POST /api/links: success', () => {
           assert.equal(data.short_url, `${expected}${data.code}`);
           assert.doesNotMatch(data.short_url.replace(/^https?:\/\//, ''), /\/\//);
         },
-        {},
-        { BASE_URL: base },
+        { env: { BASE_URL: base } },
       );
     }
   });
@@ -159,36 +144,26 @@ describe('POST /api/links: validation (rule 1) gives 400 and inserts nothing', (
     ['a zero-padded IPv4 host (read as octal)', 'http://010.0.0.1/', /host/],
   ];
 
-  let app: Awaited<ReturnType<typeof buildApp>>;
-  before(async () => {
-    app = await buildApp(shortenerTestConfig(), { pool });
-  });
-  after(async () => {
-    await app.close();
-  });
+  let app: App;
+  before(async () => ({ app } = await buildShortener({ pool: db.pool })));
+  after(() => app.close());
 
   for (const [name, url, message] of cases) {
     it(`rejects ${name}`, async () => {
-      const before = await countLinks(pool);
+      const before = await countLinks(db.pool);
       const payload = url === undefined ? {} : { url };
       const res = await app.inject({ method: 'POST', url: '/api/links', payload, remoteAddress: uniqueIp() });
       assert.equal(res.statusCode, 400, res.body);
       const text = assertEnvelope(res.json(), 400, 'Bad Request');
       if (message) assert.match(text, message);
-      assert.equal(await countLinks(pool), before);
+      assert.equal(await countLinks(db.pool), before);
     });
   }
 
   it('rejects a body that is not an object', async () => {
     await withApp(async (app) => {
       for (const payload of ['"https://example.com/"', '[]', '7', 'null']) {
-        const res = await app.inject({
-          method: 'POST',
-          url: '/api/links',
-          headers: { 'content-type': 'application/json' },
-          payload,
-          remoteAddress: uniqueIp(),
-        });
+        const res = await postLinkBody(app, payload);
         assert.equal(res.statusCode, 400, `${payload}: ${res.body}`);
         assertEnvelope(res.json(), 400, 'Bad Request');
       }
@@ -207,29 +182,17 @@ describe('POST /api/links: validation (rule 1) gives 400 and inserts nothing', (
 describe('POST /api/links: malformed requests', () => {
   it('malformed JSON gives a 400 envelope', async () => {
     await withApp(async (app) => {
-      const before = await countLinks(pool);
-      const res = await app.inject({
-        method: 'POST',
-        url: '/api/links',
-        headers: { 'content-type': 'application/json' },
-        payload: '{"url": "https://example.com/"',
-        remoteAddress: uniqueIp(),
-      });
+      const before = await countLinks(db.pool);
+      const res = await postLinkBody(app, '{"url": "https://example.com/"');
       assert.equal(res.statusCode, 400);
       assertEnvelope(res.json(), 400, 'Bad Request');
-      assert.equal(await countLinks(pool), before);
+      assert.equal(await countLinks(db.pool), before);
     });
   });
 
   it('Content-Type text/plain gives a 415 envelope', async () => {
     await withApp(async (app) => {
-      const res = await app.inject({
-        method: 'POST',
-        url: '/api/links',
-        headers: { 'content-type': 'text/plain' },
-        payload: '{"url":"https://example.com/"}',
-        remoteAddress: uniqueIp(),
-      });
+      const res = await postLinkBody(app, '{"url":"https://example.com/"}', 'text/plain');
       assert.equal(res.statusCode, 415);
       assertEnvelope(res.json(), 415, 'Unsupported Media Type');
     });
@@ -237,13 +200,7 @@ describe('POST /api/links: malformed requests', () => {
 
   it('a body over 64 KiB gives a 413 envelope', async () => {
     await withApp(async (app) => {
-      const res = await app.inject({
-        method: 'POST',
-        url: '/api/links',
-        headers: { 'content-type': 'application/json' },
-        payload: JSON.stringify({ url: `https://example.com/${'a'.repeat(70 * 1024)}` }),
-        remoteAddress: uniqueIp(),
-      });
+      const res = await postLinkBody(app, JSON.stringify({ url: `https://example.com/${'a'.repeat(70 * 1024)}` }));
       assert.equal(res.statusCode, 413);
       assertEnvelope(res.json(), 413, 'Payload Too Large');
     });
@@ -251,24 +208,18 @@ describe('POST /api/links: malformed requests', () => {
 
   it('a __proto__ key gives 400 and nothing is inserted', async () => {
     await withApp(async (app) => {
-      const before = await countLinks(pool);
+      const before = await countLinks(db.pool);
       for (const payload of [
         '{"url":"https://example.com/","__proto__":{"polluted":true}}',
         '{"__proto__":{"url":"https://example.com/"}}',
         '{"url":"https://example.com/","constructor":{"prototype":{"polluted":true}}}',
       ]) {
-        const res = await app.inject({
-          method: 'POST',
-          url: '/api/links',
-          headers: { 'content-type': 'application/json' },
-          payload,
-          remoteAddress: uniqueIp(),
-        });
+        const res = await postLinkBody(app, payload);
         assert.equal(res.statusCode, 400, `${payload}: ${res.body}`);
         assertEnvelope(res.json(), 400, 'Bad Request');
       }
       assert.equal(({} as Record<string, unknown>).polluted, undefined);
-      assert.equal(await countLinks(pool), before);
+      assert.equal(await countLinks(db.pool), before);
     });
   });
 });
@@ -278,28 +229,22 @@ describe('POST /api/links: code allocation (rule 2)', () => {
     await withApp(async (app) => {
       const existing = await createCode(app);
       const fresh = 'Fresh01';
-      const calls: string[] = [];
-      const before = await countLinks(pool);
+      const script = scriptedCodes(existing, fresh);
+      const before = await countLinks(db.pool);
       await withApp(
         async (retrying) => {
           const res = await createLink(retrying, 'https://example.com/retry');
           assert.equal(res.status, 201, JSON.stringify(res.body));
           assert.equal((res.body.data as { code: string }).code, fresh);
         },
-        {
-          generateCode: () => {
-            const code = calls.length === 0 ? existing : fresh;
-            calls.push(code);
-            return code;
-          },
-        },
+        { generateCode: script.generateCode },
       );
-      assert.deepEqual(calls, [existing, fresh]);
-      assert.equal(await countLinks(pool), before + 1);
-      const { rows } = await pool.query('SELECT original_url FROM links WHERE code = ANY($1) ORDER BY code', [[existing, fresh]]);
+      assert.deepEqual(script.drawn, [existing, fresh]);
+      assert.equal(await countLinks(db.pool), before + 1);
+      const { rows } = await db.pool.query('SELECT original_url FROM links WHERE code = ANY($1) ORDER BY code', [[existing, fresh]]);
       assert.equal(rows.length, 2);
       // The existing link was not overwritten by the colliding attempt.
-      const byCode = await pool.query('SELECT original_url FROM links WHERE code = $1', [existing]);
+      const byCode = await db.pool.query('SELECT original_url FROM links WHERE code = $1', [existing]);
       assert.equal(byCode.rows[0].original_url, 'https://example.com/some/page');
     });
   });
@@ -307,8 +252,8 @@ describe('POST /api/links: code allocation (rule 2)', () => {
   it('gives up with a 503 envelope after exactly 5 colliding attempts', async () => {
     await withApp(async (app) => {
       const existing = await createCode(app);
-      let calls = 0;
-      const before = await countLinks(pool);
+      const script = scriptedCodes(existing);
+      const before = await countLinks(db.pool);
       await withApp(
         async (colliding) => {
           const res = await createLink(colliding, 'https://example.com/never');
@@ -316,74 +261,57 @@ describe('POST /api/links: code allocation (rule 2)', () => {
           assertEnvelope(res.body, 503, 'Service Unavailable');
           assert.equal(res.headers['retry-after'], '1');
         },
-        {
-          generateCode: () => {
-            calls += 1;
-            return existing;
-          },
-        },
+        { generateCode: script.generateCode },
       );
       assert.equal(MAX_CODE_ATTEMPTS, 5);
-      assert.equal(calls, 5);
-      assert.equal(await countLinks(pool), before);
+      assert.equal(script.drawn.length, 5);
+      assert.equal(await countLinks(db.pool), before);
     });
   });
 
   it('does not retry an error other than a duplicate code', async () => {
     // The CHECK constraint on code rejects this one: a different database error than a unique violation.
-    let calls = 0;
-    const logs = captureLogs();
-    const before = await countLinks(pool);
+    const script = scriptedCodes('bad-cod');
+    const before = await countLinks(db.pool);
     await withApp(
-      async (app) => {
+      async (app, { logs }) => {
         const res = await createLink(app, 'https://example.com/');
         assert.equal(res.status, 500);
         const message = assertEnvelope(res.body, 500, 'Internal Server Error');
         assert.equal(message, 'Internal Server Error');
         assert.doesNotMatch(JSON.stringify(res.body), /check|constraint|links|violat|stack|at /i);
+        // The cause is in the log for the operator, not in the response.
+        assert.match(logs.text(), /links_code_check/);
       },
       {
-        generateCode: () => {
-          calls += 1;
-          return 'bad-cod';
-        },
-        logStream: logs,
+        generateCode: script.generateCode,
+        env: { LOG_LEVEL: 'error' },
       },
-      { LOG_LEVEL: 'error' },
     );
-    assert.equal(calls, 1);
-    assert.equal(await countLinks(pool), before);
-    // The cause is in the log for the operator, not in the response.
-    assert.match(logs.text(), /links_code_check/);
+    assert.equal(script.drawn.length, 1);
+    assert.equal(await countLinks(db.pool), before);
   });
 
   for (const [route, next] of [['healthz', 'Normal1'], ['metrics', 'Normal2']] as const) {
     it(`never issues a code that is a path of the service (${route})`, async () => {
-      const issued: string[] = [];
+      const script = scriptedCodes(route, next);
       await withApp(
         async (app) => {
           const res = await createLink(app, 'https://example.com/');
           assert.equal(res.status, 201);
           assert.equal((res.body.data as { code: string }).code, next);
         },
-        {
-          generateCode: () => {
-            const code = issued.length === 0 ? route : next;
-            issued.push(code);
-            return code;
-          },
-        },
+        { generateCode: script.generateCode },
       );
-      assert.deepEqual(issued, [route, next]);
-      const { rowCount } = await pool.query('SELECT 1 FROM links WHERE code = $1', [route]);
+      assert.deepEqual(script.drawn, [route, next]);
+      const { rowCount } = await db.pool.query('SELECT 1 FROM links WHERE code = $1', [route]);
       assert.equal(rowCount, 0);
     });
   }
 
-
   it('a generator that only yields reserved codes ends in 503 after 5 attempts, nothing inserted', async () => {
-    let calls = 0;
-    const before = await countLinks(pool);
+    const script = scriptedCodes('healthz');
+    const before = await countLinks(db.pool);
     await withApp(
       async (app) => {
         const res = await createLink(app, 'https://example.com/');
@@ -393,15 +321,10 @@ describe('POST /api/links: code allocation (rule 2)', () => {
         const health = await app.inject({ method: 'GET', url: '/healthz' });
         assert.deepEqual(health.json(), { status: 'ok' });
       },
-      {
-        generateCode: () => {
-          calls += 1;
-          return 'healthz';
-        },
-      },
+      { generateCode: script.generateCode },
     );
-    assert.equal(calls, 5);
-    assert.equal(await countLinks(pool), before);
+    assert.equal(script.drawn.length, 5);
+    assert.equal(await countLinks(db.pool), before);
   });
 
   it('issued codes match the code pattern', async () => {
@@ -415,56 +338,46 @@ describe('POST /api/links: failures never leak', () => {
   it('a database that is gone gives a 503 envelope without internals', async () => {
     const deadPool = createPool('postgres://postgres@127.0.0.1:1/none', { connectionTimeoutMillis: 500 });
     try {
-      const app = await buildApp(shortenerTestConfig(), { pool: deadPool });
-      try {
-        const res = await createLink(app, 'https://example.com/');
-        assert.equal(res.status, 503);
-        const message = assertEnvelope(res.body, 503, 'Service Unavailable');
-        assert.doesNotMatch(message, /ECONNREFUSED|127\.0\.0\.1|postgres/);
-      } finally {
-        await app.close();
-      }
+      await withApp(
+        async (app) => {
+          const res = await createLink(app, 'https://example.com/');
+          assert.equal(res.status, 503);
+          const message = assertEnvelope(res.body, 503, 'Service Unavailable');
+          assert.doesNotMatch(message, /ECONNREFUSED|127\.0\.0\.1|postgres/);
+        },
+        { pool: deadPool },
+      );
     } finally {
       await deadPool.end();
     }
   });
 
   it('a missing table gives a 500 envelope with no internal message or stack', async () => {
-    const broken = await freshDatabase('shortener', await shortenerMigrations());
-    const brokenPool = createPool(broken.url, { max: 2 });
+    // A database of its own, since this one loses its table.
+    const { app, pool: brokenPool, close } = await buildShortener();
     try {
       await brokenPool.query('DROP TABLE links CASCADE');
-      const app = await buildApp(shortenerTestConfig(), { pool: brokenPool });
-      try {
-        const create = await createLink(app, 'https://example.com/');
-        assert.equal(create.status, 500);
-        assert.deepEqual(create.body, { status: 500, response: 'Internal Server Error', message: 'Internal Server Error' });
-        const stats = await app.inject({ method: 'GET', url: '/api/links/abcdefg' });
-        assert.equal(stats.statusCode, 500);
-        assert.deepEqual(stats.json(), { status: 500, response: 'Internal Server Error', message: 'Internal Server Error' });
-        // A failed click batch counted nothing for anyone in it: 503, try again (docs: clicks under load).
-        const redirect = await app.inject({ method: 'GET', url: '/abcdefg' });
-        assert.equal(redirect.statusCode, 503);
-        assert.equal(redirect.headers['retry-after'], '1');
-        assert.deepEqual(redirect.json(), { status: 503, response: 'Service Unavailable', message: 'Service temporarily unavailable, try again shortly' });
-      } finally {
-        await app.close();
-      }
+      const create = await createLink(app, 'https://example.com/');
+      assert.equal(create.status, 500);
+      assert.deepEqual(create.body, { status: 500, response: 'Internal Server Error', message: 'Internal Server Error' });
+      const stats = await app.inject({ method: 'GET', url: '/api/links/abcdefg' });
+      assert.equal(stats.statusCode, 500);
+      assert.deepEqual(stats.json(), { status: 500, response: 'Internal Server Error', message: 'Internal Server Error' });
+      // A failed click batch counted nothing for anyone in it: 503, try again (docs: clicks under load).
+      const redirect = await app.inject({ method: 'GET', url: '/abcdefg' });
+      assert.equal(redirect.statusCode, 503);
+      assert.equal(redirect.headers['retry-after'], '1');
+      assert.deepEqual(redirect.json(), { status: 503, response: 'Service Unavailable', message: 'Service temporarily unavailable, try again shortly' });
     } finally {
-      await brokenPool.end();
-      await broken.drop();
+      await close();
     }
   });
 });
 
 describe('POST /api/links: the URL shown is where the redirect goes', () => {
-  let app: Awaited<ReturnType<typeof buildApp>>;
-  before(async () => {
-    app = await buildApp(shortenerTestConfig(), { pool });
-  });
-  after(async () => {
-    await app.close();
-  });
+  let app: App;
+  before(async () => ({ app } = await buildShortener({ pool: db.pool })));
+  after(() => app.close());
 
   /**
    * The host as a person (and RFC 3986) reads the text, spaces around it aside:
@@ -563,7 +476,7 @@ describe('POST /api/links: any body', () => {
       );
       await fc.assert(
         fc.asyncProperty(url, async (value) => {
-          const before = await countLinks(pool);
+          const before = await countLinks(db.pool);
           const res = await createLink(app, value);
           if (res.status === 201) {
             const data = res.body.data as { code: string; original_url: string };
@@ -571,11 +484,11 @@ describe('POST /api/links: any body', () => {
             assert.equal(data.original_url, value);
             assert.ok((value as string).length >= 1 && (value as string).length <= 2048);
             assert.match(new URL(value as string).protocol, /^https?:$/);
-            assert.equal(await countLinks(pool), before + 1);
+            assert.equal(await countLinks(db.pool), before + 1);
           } else {
             assert.equal(res.status, 400, `${JSON.stringify(value)} gave ${res.status} ${JSON.stringify(res.body)}`);
             assertEnvelope(res.body, 400, 'Bad Request');
-            assert.equal(await countLinks(pool), before);
+            assert.equal(await countLinks(db.pool), before);
           }
         }),
         { numRuns: 250 },

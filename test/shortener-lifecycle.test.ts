@@ -1,36 +1,31 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { manualClock } from '../src/kit/clock.js';
-import { createPool, type Pool } from '../src/kit/db.js';
+import { type Pool } from '../src/kit/db.js';
 import type { App } from '../src/kit/http.js';
-import { buildApp } from '../src/shortener/app.js';
-import { freshDatabase, type TestDatabase } from './helpers/database.js';
+import { watchQueries } from './helpers/database.js';
 import { sampleValue, scrape } from './helpers/metrics.js';
-import { assertEnvelope, clicksOf, createLink, shortenerMigrations, shortenerTestConfig } from './helpers/shortener.js';
+import { assertEnvelope, buildShortener, clicksOf, createLink, type RunningShortener } from './helpers/shortener.js';
+import { uniqueIp } from './helpers/client-ips.js';
 
 // A link may expire, stop after max_visits, or be disabled: it then answers
 // 410, counts nothing and records no visit, while stats and visits still answer.
 
 const START = Date.UTC(2026, 10, 20, 10, 0);
-let db: TestDatabase;
-let pool: Pool;
+let shortener: RunningShortener;
 let app: App;
+let pool: Pool;
 const clock = manualClock(START);
 
 before(async () => {
-  db = await freshDatabase('shortener', await shortenerMigrations());
-  pool = createPool(db.url, { max: 10 });
-  app = await buildApp(shortenerTestConfig(), { pool, clock });
+  shortener = await buildShortener({ clock });
+  ({ app, pool } = shortener);
 });
 
-after(async () => {
-  await app.close();
-  await pool.end();
-  await db.drop();
-});
+after(() => shortener.close());
 
 async function create(body: Record<string, unknown>): Promise<string> {
-  const res = await app.inject({ method: 'POST', url: '/api/links', payload: { url: 'https://example.com/life', ...body }, remoteAddress: `10.9.${Math.floor(Math.random() * 250)}.${Math.floor(Math.random() * 250)}` });
+  const res = await app.inject({ method: 'POST', url: '/api/links', payload: { url: 'https://example.com/life', ...body }, remoteAddress: uniqueIp() });
   assert.equal(res.statusCode, 201, res.body);
   return (res.json() as { data: { code: string } }).data.code;
 }
@@ -168,8 +163,7 @@ describe('max_visits under concurrency', () => {
   });
 
   it('holds across two instances on one database, over real HTTP', async () => {
-    const otherPool = createPool(db.url, { max: 10 });
-    const other = await buildApp(shortenerTestConfig(), { pool: otherPool, clock });
+    const { app: other } = await buildShortener({ pool, clock });
     try {
       const codes = [await create({ max_visits: 10 }), await create({ max_visits: 1 }), await create({ max_visits: 37 })];
       const ports: number[] = [];
@@ -194,7 +188,29 @@ describe('max_visits under concurrency', () => {
       }
     } finally {
       await other.close();
-      await otherPool.end();
     }
+  });
+});
+
+describe('no extra round trip for the lifecycle', () => {
+  it('a redirect of a link with max_visits and expires_at is one statement, whether it answers 302 or 410', async () => {
+    // The day's visitor salt is fetched once per instance and day: fetched here first.
+    const warm = await create({});
+    assert.equal((await app.inject({ method: 'GET', url: `/${warm}` })).statusCode, 302);
+    const code = await create({ max_visits: 2, expires_at: new Date(START + 86_400_000).toISOString() });
+    const watch = watchQueries(pool);
+    const statuses: number[] = [];
+    const queries: number[] = [];
+    try {
+      for (let i = 0; i < 3; i++) {
+        const before = watch.queries.length;
+        statuses.push((await app.inject({ method: 'GET', url: `/${code}` })).statusCode);
+        queries.push(watch.queries.length - before);
+      }
+    } finally {
+      watch.stop();
+    }
+    assert.deepEqual(statuses, [302, 302, 410]);
+    assert.deepEqual(queries, [1, 1, 1], `statements per redirect: ${watch.queries.join('\n---\n')}`);
   });
 });

@@ -1,33 +1,15 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import { createPool, type Pool } from '../src/kit/db.js';
+import { describe, it } from 'node:test';
+import { createPool } from '../src/kit/db.js';
 import type { App } from '../src/kit/http.js';
-import { buildApp, CREATE_LIMIT } from '../src/shortener/app.js';
-import { freshDatabase, type TestDatabase } from './helpers/database.js';
+import { CREATE_LIMIT } from '../src/shortener/app.js';
 import { labelValues, sampleValue, scrape } from './helpers/metrics.js';
-import { clicksOf, createCode, createLink, shortenerMigrations, shortenerTestConfig } from './helpers/shortener.js';
+import { clicksOf, createCode, createLink, shortenerDatabase, type ShortenerOptions, withShortener } from './helpers/shortener.js';
+import { fileDatabase } from './helpers/database.js';
 
-let db: TestDatabase;
-let pool: Pool;
+const db = fileDatabase(shortenerDatabase, 5);
 
-before(async () => {
-  db = await freshDatabase('shortener', await shortenerMigrations());
-  pool = createPool(db.url, { max: 5 });
-});
-
-after(async () => {
-  await pool.end();
-  await db.drop();
-});
-
-async function withApp<T>(fn: (app: App) => Promise<T>, deps: Partial<Parameters<typeof buildApp>[1]> = {}, env: Record<string, string> = {}): Promise<T> {
-  const app = await buildApp(shortenerTestConfig(env), { pool, ...deps });
-  try {
-    return await fn(app);
-  } finally {
-    await app.close();
-  }
-}
+const withApp = <T>(fn: (app: App) => Promise<T>, options: ShortenerOptions = {}) => withShortener({ pool: db.pool, ...options }, fn);
 
 const redirects = (text: string, outcome: string) => sampleValue(text, 'shortener_redirects_total', { outcome });
 
@@ -92,7 +74,7 @@ describe('shortener metrics', () => {
 
   it('GET /metrics is the metrics route, never a redirect, even when a link with that code exists', async () => {
     // Written past the service, as an older release without the route might have.
-    await pool.query("INSERT INTO links (code, original_url) VALUES ('metrics', 'https://example.com/should-not-redirect')");
+    await db.pool.query("INSERT INTO links (code, original_url) VALUES ('metrics', 'https://example.com/should-not-redirect')");
     try {
       await withApp(async (app) => {
         const res = await app.inject({ method: 'GET', url: '/metrics' });
@@ -100,7 +82,7 @@ describe('shortener metrics', () => {
         assert.match(String(res.headers['content-type']), /^text\/plain/);
         assert.equal(res.headers.location, undefined);
         assert.equal(redirects(res.body, 'redirected'), 0);
-        assert.equal(await clicksOf(pool, 'metrics'), 0);
+        assert.equal(await clicksOf(db.pool, 'metrics'), 0);
       });
       await withApp(
         async (app) => {
@@ -111,11 +93,10 @@ describe('shortener metrics', () => {
           const ok = await app.inject({ method: 'GET', url: '/metrics', remoteAddress: '203.0.113.5', headers: { authorization: 'Bearer shortener-metrics-token-42' } });
           assert.equal(ok.statusCode, 200);
         },
-        {},
-        { METRICS_TOKEN: 'shortener-metrics-token-42' },
+        { env: { METRICS_TOKEN: 'shortener-metrics-token-42' } },
       );
     } finally {
-      await pool.query("DELETE FROM links WHERE code = 'metrics'");
+      await db.pool.query("DELETE FROM links WHERE code = 'metrics'");
     }
   });
 });

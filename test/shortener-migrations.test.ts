@@ -2,9 +2,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { manualClock } from '../src/kit/clock.js';
 import { createPool, migrate, type Pool } from '../src/kit/db.js';
-import { buildApp } from '../src/shortener/app.js';
 import { freshDatabase, type TestDatabase } from './helpers/database.js';
-import { shortenerMigrations, shortenerTestConfig } from './helpers/shortener.js';
+import { buildShortener, shortenerMigrations } from './helpers/shortener.js';
 
 // An existing database (links and clicks under 001 only) is brought forward
 // by the later migrations without losing a link or a click.
@@ -50,7 +49,7 @@ describe('shortener migrations on a database with data', () => {
     assert.equal(visits.rows[0].n, 0);
 
     // Old links work: stats unchanged plus state, and a redirect counts a click with its visit.
-    const app = await buildApp(shortenerTestConfig(), { pool, clock: manualClock(Date.UTC(2026, 10, 20, 12)) });
+    const { app } = await buildShortener({ pool, clock: manualClock(Date.UTC(2026, 10, 20, 12)) });
     try {
       const stats = await app.inject({ method: 'GET', url: '/api/links/Old0003' });
       assert.deepEqual((stats.json() as { data: unknown }).data, {

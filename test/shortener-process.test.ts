@@ -1,19 +1,18 @@
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
 import http from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
-import { freshDatabase, type TestDatabase } from './helpers/database.js';
-import { shortenerMigrations } from './helpers/shortener.js';
-import { copyForAudit } from './helpers/logs.js';
+import type { TestDatabase } from './helpers/database.js';
+import { shortenerDatabase } from './helpers/shortener.js';
 import { freePort } from './helpers/ports.js';
+import { spawnEntry } from './helpers/process.js';
 
 // The real process: `node --import tsx src/shortener/server.ts`, configured by its environment only.
 
 let db: TestDatabase;
 
 before(async () => {
-  db = await freshDatabase('shortener', await shortenerMigrations());
+  db = await shortenerDatabase();
 });
 
 after(async () => {
@@ -26,27 +25,7 @@ function serverEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   return { ...env, DATABASE_URL: db.url, ...extra };
 }
 
-interface Spawned {
-  child: ChildProcess;
-  stdout: () => string;
-  stderr: () => string;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-}
-
-function startServer(env: Record<string, string>): Spawned {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/shortener/server.ts'], {
-    env: serverEnv(env),
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  let err = '';
-  child.stdout!.on('data', (d: Buffer) => (copyForAudit(d), (out += d.toString())));
-  child.stderr!.on('data', (d: Buffer) => (copyForAudit(d), (err += d.toString())));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.on('exit', (code, signal) => resolve({ code, signal })),
-  );
-  return { child, stdout: () => out, stderr: () => err, exited };
-}
+const startServer = (env: Record<string, string>) => spawnEntry('src/shortener/server.ts', serverEnv(env));
 
 async function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
@@ -80,7 +59,7 @@ describe('configuration errors stop the process', { concurrency: true }, () => {
   for (const [env, lines] of cases) {
     it(`exits 1 naming the variable: ${JSON.stringify(env)}`, async () => {
       const server = startServer({ ...env, LOG_LEVEL: env.LOG_LEVEL ?? 'info' });
-      const { code } = await withTimeout(server.exited, 30_000, 'server exit');
+      const code = await withTimeout(server.exited, 30_000, 'server exit');
       assert.equal(code, 1, server.stderr());
       for (const line of lines) assert.match(server.stderr(), line);
       assert.equal(server.stderr().trim().split('\n').length, lines.length, server.stderr());
@@ -157,7 +136,7 @@ describe('graceful shutdown', () => {
       const exit = await withTimeout(server.exited, 25_000, 'server exit');
 
       assert.deepEqual(statuses, Array(50).fill(302), `statuses: ${statuses.join(',')}`);
-      assert.deepEqual(exit, { code: 0, signal: null }, server.stdout() + server.stderr());
+      assert.deepEqual({ code: exit, signal: server.child.signalCode }, { code: 0, signal: null }, server.stdout() + server.stderr());
       const { rows } = await admin.query('SELECT clicks FROM links WHERE code = $1', [code]);
       assert.equal(rows[0].clicks, statuses.filter((s) => s === 302).length);
       const visits = await admin.query('SELECT coalesce(sum(visits), 0)::int AS n FROM visit_counts WHERE code = $1', [code]);

@@ -2,36 +2,30 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import jsQRModule from 'jsqr';
 import { PNG } from 'pngjs';
-import { createPool, type Pool } from '../src/kit/db.js';
+import { type Pool } from '../src/kit/db.js';
 import { HttpError } from '../src/kit/errors.js';
 import type { App } from '../src/kit/http.js';
-import { buildApp } from '../src/shortener/app.js';
 import { QR_CACHE_CONTROL, QR_SIZE, RenderGate } from '../src/shortener/routes/link-qr.js';
-import { freshDatabase, type TestDatabase, watchQueries } from './helpers/database.js';
-import { assertEnvelope, createCode, shortenerMigrations, shortenerTestConfig } from './helpers/shortener.js';
+import { watchQueries } from './helpers/database.js';
+import { assertEnvelope, buildShortener, createCode, type RunningShortener } from './helpers/shortener.js';
 
 // jsqr is CommonJS whose module.exports is the function itself, while its types declare an ES default export.
 const jsQR = jsQRModule as unknown as typeof jsQRModule.default;
 
 const ADMIN_KEY = 'q'.repeat(40);
 
-let db: TestDatabase;
-let pool: Pool;
+let shortener: RunningShortener;
 let app: App;
+let pool: Pool;
 let code: string;
 
 before(async () => {
-  db = await freshDatabase('shortener', await shortenerMigrations());
-  pool = createPool(db.url, { max: 5 });
-  app = await buildApp(shortenerTestConfig({ SHORTENER_ADMIN_KEY: ADMIN_KEY }), { pool });
+  shortener = await buildShortener({ env: { SHORTENER_ADMIN_KEY: ADMIN_KEY } });
+  ({ app, pool } = shortener);
   code = await createCode(app, 'https://example.com/a/page/with/a/qr');
 });
 
-after(async () => {
-  await app.close();
-  await pool.end();
-  await db.drop();
-});
+after(() => shortener.close());
 
 const qr = (query: string, c = code) => app.inject({ method: 'GET', url: `/api/links/${c}/qr${query}` });
 

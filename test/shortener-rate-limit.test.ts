@@ -1,27 +1,15 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { manualClock } from '../src/kit/clock.js';
-import { createPool, type Pool } from '../src/kit/db.js';
 import type { App } from '../src/kit/http.js';
-import { connectRedis } from '../src/kit/rate-limit.js';
-import { buildApp, CREATE_LIMIT } from '../src/shortener/app.js';
-import { freshDatabase, type TestDatabase } from './helpers/database.js';
-import { assertEnvelope, countLinks, shortenerMigrations, shortenerTestConfig } from './helpers/shortener.js';
+import { connectRedis } from '../src/kit/redis.js';
+import { CREATE_LIMIT } from '../src/shortener/app.js';
+import { assertEnvelope, buildShortener, countLinks, shortenerDatabase, withShortener } from './helpers/shortener.js';
 import { withoutRedis } from './helpers/redis.js';
+import { fileDatabase } from './helpers/database.js';
 
-let db: TestDatabase;
-let pool: Pool;
-
-before(async () => {
-  db = await freshDatabase('shortener', await shortenerMigrations());
-  pool = createPool(db.url, { max: 10 });
-});
-
-after(async () => {
-  await pool.end();
-  await db.drop();
-});
+const db = fileDatabase(shortenerDatabase);
 
 interface Attempt {
   status: number;
@@ -57,14 +45,10 @@ function assertTooMany(attempt: Attempt, seconds: number): void {
   assert.match(message, new RegExp(`\\b${seconds} seconds?\\b`));
 }
 
-async function withApp<T>(fn: (app: App, clock: ReturnType<typeof manualClock>) => Promise<T>, env: Record<string, string> = {}): Promise<T> {
+/** A shortener on this file's database with a clock of its own, configured by `env`. */
+function withApp<T>(fn: (app: App, clock: ReturnType<typeof manualClock>) => Promise<T>, env: Record<string, string> = {}): Promise<T> {
   const clock = manualClock();
-  const app = await buildApp(shortenerTestConfig(env), { pool, clock });
-  try {
-    return await fn(app, clock);
-  } finally {
-    await app.close();
-  }
+  return withShortener({ pool: db.pool, clock, env }, (app) => fn(app, clock));
 }
 
 describe('create rate limit: 10 per fixed 60 s window per IP', () => {
@@ -74,7 +58,7 @@ describe('create rate limit: 10 per fixed 60 s window per IP', () => {
 
   it('requests 1-10 succeed with X-RateLimit-Limit 10 and Remaining 9..0; the 11th is a 429 with Retry-After', async () => {
     await withApp(async (app, clock) => {
-      const before = await countLinks(pool);
+      const before = await countLinks(db.pool);
       for (let i = 1; i <= 10; i++) {
         const attempt = await create(app);
         assert.equal(attempt.status, 201, `request ${i}`);
@@ -86,7 +70,7 @@ describe('create rate limit: 10 per fixed 60 s window per IP', () => {
       // 10 s have passed since the window opened; 20.5 s more leaves 29.5 s, rounded up to 30.
       clock.advance(20_500);
       assertTooMany(await create(app), 30);
-      assert.equal(await countLinks(pool), before + 10);
+      assert.equal(await countLinks(db.pool), before + 10);
     });
   });
 
@@ -200,16 +184,13 @@ describe('create rate limit: 10 per fixed 60 s window per IP', () => {
 
   it('two limiters (two app instances, no Redis) keep their own counters', async () => {
     const clock = manualClock();
-    const one = await buildApp(shortenerTestConfig(), { pool, clock });
-    const two = await buildApp(shortenerTestConfig(), { pool, clock });
-    try {
-      for (let i = 0; i < 10; i++) assert.equal((await create(one)).status, 201);
-      assert.equal((await create(one)).status, 429);
-      assert.equal((await create(two)).status, 201);
-    } finally {
-      await one.close();
-      await two.close();
-    }
+    await withShortener({ pool: db.pool, clock }, (one) =>
+      withShortener({ pool: db.pool, clock }, async (two) => {
+        for (let i = 0; i < 10; i++) assert.equal((await create(one)).status, 201);
+        assert.equal((await create(one)).status, 429);
+        assert.equal((await create(two)).status, 201);
+      }),
+    );
   });
 });
 
@@ -357,18 +338,18 @@ describe('create rate limit with Redis', { skip: withoutRedis }, () => {
     const redisB = connectRedis(redisUrl, () => {});
     await waitReady(redisA);
     await waitReady(redisB);
-    const appA = await buildApp(shortenerTestConfig(), { pool, redis: redisA });
-    const appB = await buildApp(shortenerTestConfig(), { pool, redis: redisB });
+    const { app: appA } = await buildShortener({ pool: db.pool, redis: redisA });
+    const { app: appB } = await buildShortener({ pool: db.pool, redis: redisB });
     try {
       await redisA.del(key);
-      const before = await countLinks(pool);
+      const before = await countLinks(db.pool);
       const attempts = await Promise.all(
         Array.from({ length: 30 }, (_, i) => create(i % 2 === 0 ? appA : appB, { ip, payload: { url: `https://example.com/${i}` } })),
       );
       const statuses = attempts.map((a) => a.status);
       assert.equal(statuses.filter((s) => s === 201).length, 10, statuses.join(','));
       assert.equal(statuses.filter((s) => s === 429).length, 20, statuses.join(','));
-      assert.equal(await countLinks(pool), before + 10);
+      assert.equal(await countLinks(db.pool), before + 10);
       // The remaining counts seen across both instances are exactly 9..0, each once.
       const remaining = attempts.filter((a) => a.status === 201).map((a) => Number(a.remaining)).sort((x, y) => x - y);
       assert.deepEqual(remaining, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
@@ -390,7 +371,7 @@ describe('create rate limit with Redis', { skip: withoutRedis }, () => {
 
   it('with Redis unreachable, create is still limited in-process and never fails', async () => {
     const dead = connectRedis('redis://127.0.0.1:1', () => {});
-    const app = await buildApp(shortenerTestConfig(), { pool, redis: dead });
+    const { app } = await buildShortener({ pool: db.pool, redis: dead });
     try {
       for (let i = 1; i <= 10; i++) {
         const attempt = await create(app, { ip: '203.0.113.99' });

@@ -1,32 +1,20 @@
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { after, afterEach, before, beforeEach, describe, it } from 'node:test';
+import { afterEach, beforeEach, describe, it } from 'node:test';
 import fc from 'fast-check';
-import { createPool, type Pool } from '../src/kit/db.js';
+import { createPool } from '../src/kit/db.js';
 import type { App } from '../src/kit/http.js';
-import { buildApp } from '../src/shortener/app.js';
 import { LinkRepository } from '../src/shortener/repository.js';
 import type { Visit } from '../src/shortener/visits.js';
-import { freshDatabase, type TestDatabase, watchQueries } from './helpers/database.js';
-import { assertEnvelope, clicksOf, createCode, shortenerMigrations, shortenerTestConfig } from './helpers/shortener.js';
+import { fileDatabase, watchQueries } from './helpers/database.js';
+import { assertEnvelope, buildShortener, clicksOf, createCode, shortenerDatabase } from './helpers/shortener.js';
 
-let db: TestDatabase;
-let pool: Pool;
+const db = fileDatabase(shortenerDatabase);
 let app: App;
 
-before(async () => {
-  db = await freshDatabase('shortener', await shortenerMigrations());
-  pool = createPool(db.url, { max: 10 });
-});
-
-after(async () => {
-  await pool.end();
-  await db.drop();
-});
-
 beforeEach(async () => {
-  app = await buildApp(shortenerTestConfig(), { pool });
+  ({ app } = await buildShortener({ pool: db.pool }));
 });
 
 afterEach(async () => {
@@ -61,10 +49,10 @@ describe('GET /:code (redirect)', () => {
     assert.equal(res.statusCode, 302);
     assert.equal(res.headers.location, 'https://example.com/target?x=1');
     assert.equal(res.headers['cache-control'], 'no-store');
-    assert.equal(await clicksOf(pool, code), 1);
+    assert.equal(await clicksOf(db.pool, code), 1);
     await app.inject({ method: 'GET', url: `/${code}` });
     await app.inject({ method: 'GET', url: `/${code}?utm=1` });
-    assert.equal(await clicksOf(pool, code), 3);
+    assert.equal(await clicksOf(db.pool, code), 3);
   });
 
   it('codes are case-sensitive', async () => {
@@ -82,12 +70,12 @@ describe('GET /:code (redirect)', () => {
     const res = await app.inject({ method: 'GET', url: '/zzzzzzz' });
     assert.equal(res.statusCode, 404);
     assertEnvelope(res.json(), 404, 'Not Found');
-    const { rows } = await pool.query('SELECT coalesce(sum(clicks), 0)::int AS total FROM links WHERE code = $1', ['zzzzzzz']);
+    const { rows } = await db.pool.query('SELECT coalesce(sum(clicks), 0)::int AS total FROM links WHERE code = $1', ['zzzzzzz']);
     assert.equal(rows[0].total, 0);
   });
 
   it('malformed codes give a 404 envelope without any database query', async () => {
-    const watch = watchQueries(pool);
+    const watch = watchQueries(db.pool);
     try {
       for (const url of MALFORMED) {
         const res = await app.inject({ method: 'GET', url });
@@ -105,7 +93,7 @@ describe('GET /:code (redirect)', () => {
 
   it('the query watcher does see the queries of a well-formed code', async () => {
     // Proves the zero above is not an artefact of the watcher.
-    const watch = watchQueries(pool);
+    const watch = watchQueries(db.pool);
     try {
       await app.inject({ method: 'GET', url: '/zzzzzzz' });
       await app.inject({ method: 'GET', url: '/api/links/zzzzzzz' });
@@ -123,7 +111,7 @@ describe('GET /:code (redirect)', () => {
     assert.equal(res.headers.location, 'https://example.com/head');
     assert.equal(res.headers['cache-control'], 'no-store');
     assert.equal(res.body, '');
-    assert.equal(await clicksOf(pool, code), 0);
+    assert.equal(await clicksOf(db.pool, code), 0);
     const unknown = await app.inject({ method: 'HEAD', url: '/zzzzzzz' });
     assert.equal(unknown.statusCode, 404);
   });
@@ -158,7 +146,7 @@ describe('any path', () => {
     await fc.assert(
       fc.asyncProperty(segment, fc.boolean(), async (raw, stats) => {
         const url = `${stats ? '/api/links/' : '/'}${encodeURIComponent(raw)}`;
-        const watch = watchQueries(pool);
+        const watch = watchQueries(db.pool);
         let res: Awaited<ReturnType<App['inject']>>;
         try {
           res = await app.inject({ method: 'GET', url });
@@ -186,7 +174,7 @@ describe('any path', () => {
 describe('clicks under concurrency (rule 5)', () => {
   it('1,000 concurrent redirects add exactly 1,000 clicks, in far fewer UPDATE statements', async () => {
     const code = await createCode(app, 'https://example.com/hot');
-    const watch = watchQueries(pool);
+    const watch = watchQueries(db.pool);
     let responses: Awaited<ReturnType<App['inject']>>[];
     try {
       responses = await Promise.all(Array.from({ length: 1000 }, () => app.inject({ method: 'GET', url: `/${code}` })));
@@ -194,7 +182,7 @@ describe('clicks under concurrency (rule 5)', () => {
       watch.stop();
     }
     assert.ok(responses.every((r) => r.statusCode === 302));
-    assert.equal(await clicksOf(pool, code), 1000);
+    assert.equal(await clicksOf(db.pool, code), 1000);
     const updates = watch.queries.filter((q) => /\bUPDATE\s+links\b/i.test(q)).length;
     assert.ok(updates >= 1 && updates < 100, `${updates} UPDATE statements for 1,000 clicks`);
   });
@@ -221,8 +209,8 @@ describe('clicks under concurrency (rule 5)', () => {
       const expectedB = paths.filter((p) => p === `/${b}`).length;
       assert.equal(statuses.filter((s) => s === 302).length, expectedA + expectedB);
       assert.equal(statuses.filter((s) => s === 404).length, 100);
-      assert.equal(await clicksOf(pool, a), expectedA);
-      assert.equal(await clicksOf(pool, b), expectedB);
+      assert.equal(await clicksOf(db.pool, a), expectedA);
+      assert.equal(await clicksOf(db.pool, b), expectedB);
     } finally {
       agent.destroy();
     }
@@ -242,7 +230,7 @@ const CONTENTION_VISIT: Visit = {
 describe('click batches under contention', () => {
   it('concurrent batches over the same codes never deadlock, and every click counts', async () => {
     // Two instances' worth of overlapping multi-code batches: rows must be locked in one order.
-    const repo = new LinkRepository(pool);
+    const repo = new LinkRepository(db.pool);
     const codes = Array.from({ length: 20 }, (_, i) => `Lock${String(i).padStart(3, '0')}`);
     for (const code of codes) await repo.insert(code, `https://example.com/${code}`);
     let committed = 0;
@@ -263,9 +251,9 @@ describe('click batches under contention', () => {
       for (const r of results) if (r.status === 'rejected') failures.push(String((r.reason as Error).message));
     }
     assert.deepEqual(failures, []);
-    const { rows } = await pool.query('SELECT sum(clicks)::int AS total FROM links WHERE code = ANY($1)', [codes]);
+    const { rows } = await db.pool.query('SELECT sum(clicks)::int AS total FROM links WHERE code = ANY($1)', [codes]);
     assert.equal(rows[0].total, committed);
-    const visits = await pool.query('SELECT sum(visits)::int AS total FROM visit_counts WHERE code = ANY($1)', [codes]);
+    const visits = await db.pool.query('SELECT sum(visits)::int AS total FROM visit_counts WHERE code = ANY($1)', [codes]);
     assert.equal(visits.rows[0].total, committed);
   });
 });
@@ -292,7 +280,7 @@ describe('GET /api/links/:code (stats, rule 6)', () => {
     assert.equal(new Date(createdAt).toISOString(), createdAt);
     // Database time and test time may differ by clock skew of a second or so, not more.
     assert.ok(Math.abs(Date.parse(createdAt) - startedAt) < 60_000);
-    const { rows } = await pool.query('SELECT created_at FROM links WHERE code = $1', [code]);
+    const { rows } = await db.pool.query('SELECT created_at FROM links WHERE code = $1', [code]);
     assert.equal((rows[0].created_at as Date).toISOString(), createdAt);
   });
 
@@ -304,7 +292,7 @@ describe('GET /api/links/:code (stats, rule 6)', () => {
       assert.equal(res.statusCode, 200);
       assert.equal((res.json() as { data: { clicks: number } }).data.clicks, 1);
     }
-    assert.equal(await clicksOf(pool, code), 1);
+    assert.equal(await clicksOf(db.pool, code), 1);
   });
 
   it('an unknown code gives a 404 envelope', async () => {
@@ -314,7 +302,7 @@ describe('GET /api/links/:code (stats, rule 6)', () => {
   });
 
   it('malformed codes give a 404 envelope without any database query', async () => {
-    const watch = watchQueries(pool);
+    const watch = watchQueries(db.pool);
     try {
       for (const path of MALFORMED) {
         const url = `/api/links${path}`;
@@ -336,7 +324,7 @@ describe('route order (rule 7) and unknown routes', () => {
     const res = await app.inject({ method: 'GET', url: `/api/links/${code}` });
     assert.equal(res.statusCode, 200);
     assert.equal(res.headers.location, undefined);
-    assert.equal(await clicksOf(pool, code), 0);
+    assert.equal(await clicksOf(db.pool, code), 0);
   });
 
   it('GET /api/links is not swallowed by the catch-all', async () => {
@@ -364,7 +352,7 @@ describe('route order (rule 7) and unknown routes', () => {
         assertEnvelope(res.json(), admin ? 503 : 404, admin ? 'Service Unavailable' : 'Not Found');
       }
     }
-    assert.equal(await clicksOf(pool, code), 0);
+    assert.equal(await clicksOf(db.pool, code), 0);
   });
 
   it('unknown paths give a 404 envelope', async () => {
@@ -389,7 +377,7 @@ describe('health, readiness and docs', () => {
     assert.deepEqual(ready.json(), { status: 'ready' });
 
     const deadPool = createPool('postgres://postgres@127.0.0.1:1/none', { connectionTimeoutMillis: 500 });
-    const deadApp = await buildApp(shortenerTestConfig(), { pool: deadPool });
+    const { app: deadApp } = await buildShortener({ pool: deadPool });
     try {
       const res = await deadApp.inject({ method: 'GET', url: '/readyz' });
       assert.equal(res.statusCode, 503);

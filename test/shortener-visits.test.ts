@@ -1,15 +1,13 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { manualClock } from '../src/kit/clock.js';
-import { createPool, type Pool } from '../src/kit/db.js';
 import type { App } from '../src/kit/http.js';
-import { buildApp } from '../src/shortener/app.js';
 import { randomCode } from '../src/shortener/codes.js';
 import { LinkService } from '../src/shortener/links.js';
 import { LinkRepository } from '../src/shortener/repository.js';
 import { AgentParser, classifyAgent, DIRECT, referrerHost } from '../src/shortener/visits.js';
-import { freshDatabase, type TestDatabase, watchQueries } from './helpers/database.js';
-import { assertEnvelope, clicksOf, createCode, shortenerMigrations, shortenerTestConfig } from './helpers/shortener.js';
+import { fileDatabase, watchQueries } from './helpers/database.js';
+import { assertEnvelope, buildShortener, clicksOf, createCode, shortenerDatabase, withShortener } from './helpers/shortener.js';
 
 // Visit analytics: what a counted redirect records, that it commits with the
 // click, that nothing identifying is kept, and the visits endpoint.
@@ -54,34 +52,19 @@ const BOT_AGENTS = [
   '',
 ];
 
-let db: TestDatabase;
-let pool: Pool;
+const db = fileDatabase(shortenerDatabase);
 
-before(async () => {
-  db = await freshDatabase('shortener', await shortenerMigrations());
-  pool = createPool(db.url, { max: 10 });
-});
-
-after(async () => {
-  await pool.end();
-  await db.drop();
-});
-
-async function withApp<T>(fn: (app: App, clock: ReturnType<typeof manualClock>) => Promise<T>, start = Date.UTC(2026, 10, 20, 10, 30)): Promise<T> {
+/** A shortener on this file's database with a clock of its own, set to `start`. */
+function withApp<T>(fn: (app: App, clock: ReturnType<typeof manualClock>) => Promise<T>, start = Date.UTC(2026, 10, 20, 10, 30)): Promise<T> {
   const clock = manualClock(start);
-  const app = await buildApp(shortenerTestConfig(), { pool, clock });
-  try {
-    return await fn(app, clock);
-  } finally {
-    await app.close();
-  }
+  return withShortener({ pool: db.pool, clock }, (app) => fn(app, clock));
 }
 
 const visit = (app: App, code: string, headers: Record<string, string> = {}, ip = '203.0.113.9') =>
   app.inject({ method: 'GET', url: `/${code}`, headers, remoteAddress: ip });
 
 async function visitTotal(code: string): Promise<number> {
-  const { rows } = await pool.query<{ n: number }>('SELECT coalesce(sum(visits), 0)::int AS n FROM visit_counts WHERE code = $1', [code]);
+  const { rows } = await db.pool.query<{ n: number }>('SELECT coalesce(sum(visits), 0)::int AS n FROM visit_counts WHERE code = $1', [code]);
   return rows[0]!.n;
 }
 
@@ -146,7 +129,7 @@ describe('a visit commits with its click', () => {
     await withApp(async (app) => {
       const code = await createCode(app, 'https://example.com/atomic');
       // A constraint only this referrer breaks makes the visit part of the statement fail.
-      await pool.query("ALTER TABLE visit_counts ADD CONSTRAINT refuse_test_referrer CHECK (referrer <> 'fail.example')");
+      await db.pool.query("ALTER TABLE visit_counts ADD CONSTRAINT refuse_test_referrer CHECK (referrer <> 'fail.example')");
       try {
         const [failing, sameBatch] = await Promise.all([
           visit(app, code, { referer: 'https://fail.example/' }),
@@ -155,14 +138,14 @@ describe('a visit commits with its click', () => {
         assert.equal(failing.statusCode, 503);
         assertEnvelope(failing.json(), 503, 'Service Unavailable');
         assert.equal(sameBatch.statusCode, 503);
-        assert.equal(await clicksOf(pool, code), 0);
+        assert.equal(await clicksOf(db.pool, code), 0);
         assert.equal(await visitTotal(code), 0);
       } finally {
-        await pool.query('ALTER TABLE visit_counts DROP CONSTRAINT refuse_test_referrer');
+        await db.pool.query('ALTER TABLE visit_counts DROP CONSTRAINT refuse_test_referrer');
       }
       const ok = await visit(app, code, { referer: 'https://fail.example/' });
       assert.equal(ok.statusCode, 302);
-      assert.equal(await clicksOf(pool, code), 1);
+      assert.equal(await clicksOf(db.pool, code), 1);
       assert.equal(await visitTotal(code), 1);
     });
   });
@@ -174,9 +157,9 @@ describe('a visit commits with its click', () => {
       const requests = Array.from({ length: 300 }, (_, i) => ({ ua: agents[i % agents.length]!, ip: `198.51.100.${i % 7}` }));
       const responses = await Promise.all(requests.map((r) => visit(app, code, { 'user-agent': r.ua }, r.ip)));
       assert.ok(responses.every((r) => r.statusCode === 302));
-      assert.equal(await clicksOf(pool, code), 300);
+      assert.equal(await clicksOf(db.pool, code), 300);
       assert.equal(await visitTotal(code), 300);
-      const { rows } = await pool.query<{ class: string; n: number }>(
+      const { rows } = await db.pool.query<{ class: string; n: number }>(
         'SELECT class, sum(visits)::int AS n FROM visit_counts WHERE code = $1 GROUP BY class',
         [code],
       );
@@ -184,7 +167,7 @@ describe('a visit commits with its click', () => {
       const expected = { human: 0, preview: 0, bot: 0 };
       for (const r of requests) expected[classifyAgent(r.ua)] += 1;
       assert.deepEqual(byClass, expected);
-      const uniques = await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM daily_visitors WHERE code = $1', [code]);
+      const uniques = await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM daily_visitors WHERE code = $1', [code]);
       assert.equal(uniques.rows[0]!.n, new Set(requests.map((r) => `${r.ip} ${r.ua}`)).size);
     });
   });
@@ -210,13 +193,13 @@ describe('privacy', () => {
         'curl/8.4.0-PrivacyCanary',
       ];
       for (const ip of ips) for (const ua of agents) assert.equal((await visit(app, code, { 'user-agent': ua, referer: 'https://ref.example/path?user=PrivacyCanary' }, ip)).statusCode, 302);
-      const { rows: tables } = await pool.query<{ table_name: string }>(
+      const { rows: tables } = await db.pool.query<{ table_name: string }>(
         "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' AND table_name <> 'schema_migrations'",
       );
       assert.ok(tables.length >= 4, tables.map((t) => t.table_name).join());
       let dump = '';
       for (const { table_name: table } of tables) {
-        const { rows } = await pool.query<{ row: string }>(`SELECT t::text AS row FROM "${table}" AS t`);
+        const { rows } = await db.pool.query<{ row: string }>(`SELECT t::text AS row FROM "${table}" AS t`);
         dump += rows.map((r) => r.row).join('\n');
       }
       assert.match(dump, /ref\.example/, 'the dump is not empty');
@@ -231,15 +214,15 @@ describe('privacy', () => {
   it('the visitor key changes with the UTC day, instances share the day salt, and past salts are deleted', async () => {
     await withApp(async (app, clock) => {
       const code = await createCode(app, 'https://example.com/salt');
-      const other = await buildApp(shortenerTestConfig(), { pool, clock });
+      const { app: other } = await buildShortener({ pool: db.pool, clock });
       try {
         const headers = { 'user-agent': HUMAN_AGENTS[0]! };
         await visit(app, code, headers, '192.0.2.10');
         await visit(other, code, headers, '192.0.2.10');
         const keys = async () =>
-          (await pool.query<{ day: string; key: string }>("SELECT day::text, encode(visitor_key, 'hex') AS key FROM daily_visitors WHERE code = $1 ORDER BY day", [code])).rows;
+          (await db.pool.query<{ day: string; key: string }>("SELECT day::text, encode(visitor_key, 'hex') AS key FROM daily_visitors WHERE code = $1 ORDER BY day", [code])).rows;
         assert.equal((await keys()).length, 1, 'two instances, one visitor on one day');
-        const salts = async () => (await pool.query<{ day: string }>('SELECT day::text FROM visitor_salts ORDER BY day')).rows.map((r) => r.day);
+        const salts = async () => (await db.pool.query<{ day: string }>('SELECT day::text FROM visitor_salts ORDER BY day')).rows.map((r) => r.day);
         assert.deepEqual(await salts(), ['2026-11-20']);
 
         clock.advance(24 * 3_600_000);
@@ -254,7 +237,7 @@ describe('privacy', () => {
 
         // A day with no visit at all: the periodic sweep deletes the past day's salt.
         clock.advance(24 * 3_600_000);
-        const service = new LinkService(new LinkRepository(pool), randomCode, () => false, clock);
+        const service = new LinkService(new LinkRepository(db.pool), randomCode, () => false, clock);
         assert.equal(await service.sweepSalts(), 1);
         assert.deepEqual(await salts(), []);
       } finally {
@@ -365,7 +348,7 @@ describe('GET /api/links/:code/visits', () => {
 
   it('a malformed code is a 404 without any query; an unknown code a 404', async () => {
     await withApp(async (app) => {
-      const watch = watchQueries(pool);
+      const watch = watchQueries(db.pool);
       try {
         for (const url of ['/api/links/abc/visits', '/api/links/abcdefgh/visits', '/api/links/abc-def/visits?interval=hour']) {
           const res = await app.inject({ method: 'GET', url });
@@ -379,6 +362,121 @@ describe('GET /api/links/:code/visits', () => {
       const unknown = await app.inject({ method: 'GET', url: '/api/links/zzzzzzz/visits' });
       assert.equal(unknown.statusCode, 404);
       assertEnvelope(unknown.json(), 404, 'Not Found');
+    });
+  });
+});
+
+describe('privacy of the logs', () => {
+  it('no log line carries the client address or the User-Agent, at debug level, from a socket or a trusted proxy', async () => {
+    await withShortener({ pool: db.pool, env: { LOG_LEVEL: 'debug', TRUST_PROXY: '127.0.0.1' } }, async (app, { logs }) => {
+      const code = await createCode(app, 'https://example.com/quiet-logs');
+      const agent = 'Mozilla/5.0 (X11; Linux x86_64; rv:121.0) Gecko/20100101 Firefox/121.0 LogCanary/7.7';
+      const direct = await app.inject({ method: 'GET', url: `/${code}`, headers: { 'user-agent': agent }, remoteAddress: '192.0.2.201' });
+      const forwarded = await app.inject({
+        method: 'GET',
+        url: `/${code}`,
+        headers: { 'user-agent': agent, 'x-forwarded-for': '2001:db8::5151' },
+        remoteAddress: '127.0.0.1',
+      });
+      assert.deepEqual([direct.statusCode, forwarded.statusCode], [302, 302]);
+      const lines = logs.lines();
+      assert.ok(lines.filter((l) => l.msg === 'incoming request').length >= 3, 'requests are logged');
+      assert.ok(lines.some((l) => (l.req as { url?: string } | undefined)?.url === `/${code}`), 'with their URL');
+      const text = logs.text();
+      for (const needle of ['192.0.2.201', '2001:db8::5151', 'LogCanary', 'Gecko/20100101', 'remoteAddress', 'remotePort']) {
+        assert.ok(!text.includes(needle), `found ${needle} in the logs`);
+      }
+    });
+  });
+});
+
+describe('GET /api/links/:code/visits at the edges of time', () => {
+  it('the latest and earliest instants accepted answer 200 with every bucket, never a 5xx', async () => {
+    await withApp(async (app) => {
+      const code = await createCode(app, 'https://example.com/edges');
+      const cases: Array<[string, number]> = [
+        // The range's last day is 9999-12-31, so its unique-visitor days end in the year 10000.
+        ['to=9999-12-31T23:59:59Z', 31],
+        ['to=9999-12-31T23:59:59Z&interval=hour&from=9999-12-31T00:00:00Z', 24],
+        ['from=9999-12-30&to=9999-12-31T23:59:59.999-00:00', 2],
+        ['from=1970-01-01&to=1970-01-02', 1],
+        // The default from lies before 1970 here.
+        ['to=1970-01-02', 30],
+      ];
+      for (const [query, buckets] of cases) {
+        const res = await app.inject({ method: 'GET', url: `/api/links/${code}/visits?${query}` });
+        assert.equal(res.statusCode, 200, `${query}: ${res.body}`);
+        const d = (res.json() as VisitsBody).data;
+        assert.equal(d.series.length, buckets, query);
+        assert.deepEqual(d.totals, { visits: 0, humans: 0, bots: 0, previews: 0, unique_visitors: 0 }, query);
+      }
+    });
+  });
+});
+
+describe('unique visitors', () => {
+  it('are the sum of each UTC day\'s distinct (address, agent) pairs over the days the range touches', async () => {
+    await withApp(async (app, clock) => {
+      const code = await createCode(app, 'https://example.com/uniques');
+      const [firefox, chrome] = [HUMAN_AGENTS[2]!, HUMAN_AGENTS[0]!];
+      // Day 1: A three times (once through its IPv4-mapped spelling), B (same address, other agent), C (other address).
+      for (const ip of ['192.0.2.50', '192.0.2.50', '::ffff:192.0.2.50']) await visit(app, code, { 'user-agent': firefox }, ip);
+      await visit(app, code, { 'user-agent': chrome }, '192.0.2.50');
+      await visit(app, code, { 'user-agent': firefox }, '192.0.2.51');
+      // Day 2: A twice.
+      clock.advance(24 * 3_600_000);
+      await visit(app, code, { 'user-agent': firefox }, '192.0.2.50');
+      await visit(app, code, { 'user-agent': firefox }, '192.0.2.50');
+      const totals = async (query: string) => {
+        const res = await app.inject({ method: 'GET', url: `/api/links/${code}/visits?${query}` });
+        assert.equal(res.statusCode, 200, res.body);
+        const { visits, unique_visitors } = (res.json() as VisitsBody).data.totals;
+        return { visits, unique_visitors };
+      };
+      assert.deepEqual(await totals('from=2026-11-20&to=2026-11-22'), { visits: 7, unique_visitors: 4 });
+      assert.deepEqual(await totals('from=2026-11-20&to=2026-11-21'), { visits: 5, unique_visitors: 3 });
+      assert.deepEqual(await totals('from=2026-11-21T00:00:00Z&to=2026-11-21T23:00:00Z&interval=hour'), { visits: 2, unique_visitors: 1 });
+    });
+  });
+});
+
+describe('top lists', () => {
+  it('each of referrers, browsers, operating systems and devices holds the 10 names with most visits, most first, ties by name', async () => {
+    await withApp(async (app) => {
+      const code = await createCode(app, 'https://example.com/tops');
+      // Stored rows as the click batch leaves them: 15 names per dimension, n01…n13 with 1…13 visits and two with 14.
+      const rows = Array.from({ length: 15 }, (_, i) => {
+        const n = i === 14 ? 14 : i + 1;
+        const name = i === 14 ? 'tie-a' : i === 13 ? 'tie-b' : `n${String(n).padStart(2, '0')}`;
+        return { name, n };
+      });
+      for (const { name, n } of rows) {
+        // Spread over two hours and two classes, so a name's visits are summed across rows.
+        for (const [hour, cls, share] of [['2026-11-20T08:00:00Z', 'human', Math.ceil(n / 2)], ['2026-11-20T09:00:00Z', 'bot', Math.floor(n / 2)]] as const) {
+          if (share === 0) continue;
+          await db.pool.query(
+            `INSERT INTO visit_counts (code, hour, class, referrer, browser, os, device, visits) VALUES ($1, $2, $3, $4, $4, $4, $4, $5)`,
+            [code, hour, cls, name, share],
+          );
+        }
+      }
+      const res = await app.inject({ method: 'GET', url: `/api/links/${code}/visits?from=2026-11-20&to=2026-11-21` });
+      assert.equal(res.statusCode, 200, res.body);
+      const d = (res.json() as VisitsBody).data;
+      const expected = [
+        { name: 'tie-a', visits: 14 },
+        { name: 'tie-b', visits: 14 },
+        { name: 'n13', visits: 13 },
+        { name: 'n12', visits: 12 },
+        { name: 'n11', visits: 11 },
+        { name: 'n10', visits: 10 },
+        { name: 'n09', visits: 9 },
+        { name: 'n08', visits: 8 },
+        { name: 'n07', visits: 7 },
+        { name: 'n06', visits: 6 },
+      ];
+      for (const list of ['referrers', 'browsers', 'operating_systems', 'devices'] as const) assert.deepEqual(d[list], expected, list);
+      assert.equal(d.totals.visits, rows.reduce((s, r) => s + r.n, 0));
     });
   });
 });

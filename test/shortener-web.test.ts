@@ -1,31 +1,24 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { createPool, type Pool } from '../src/kit/db.js';
+import { type Pool } from '../src/kit/db.js';
 import type { App } from '../src/kit/http.js';
-import { buildApp } from '../src/shortener/app.js';
-import { freshDatabase, type TestDatabase } from './helpers/database.js';
-import { createCode, shortenerMigrations, shortenerTestConfig } from './helpers/shortener.js';
+import { buildShortener, createCode, type RunningShortener } from './helpers/shortener.js';
 
 // The web pages as HTTP resources (what a browser is sent), without a browser:
 // test/browser/ drives them in Chromium.
 
 const PAGE_CSP = "default-src 'self';script-src 'self';style-src 'self';img-src 'self' data:;connect-src 'self';frame-ancestors 'none';base-uri 'none';form-action 'self'";
 
-let db: TestDatabase;
-let pool: Pool;
+let shortener: RunningShortener;
 let app: App;
+let pool: Pool;
 
 before(async () => {
-  db = await freshDatabase('shortener', await shortenerMigrations());
-  pool = createPool(db.url, { max: 3 });
-  app = await buildApp(shortenerTestConfig(), { pool });
+  shortener = await buildShortener();
+  ({ app, pool } = shortener);
 });
 
-after(async () => {
-  await app.close();
-  await pool.end();
-  await db.drop();
-});
+after(() => shortener.close());
 
 describe('shortener web pages', () => {
   it('serves /, /admin and the stats page of a link as HTML under the pages policy', async () => {

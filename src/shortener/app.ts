@@ -2,7 +2,8 @@ import type { Writable } from 'node:stream';
 import type { Redis } from 'ioredis';
 import { type Clock, systemClock } from '../kit/clock.js';
 import type { Pool } from '../kit/db.js';
-import { type App, createServer, statusEnvelope } from '../kit/http.js';
+import { type App, buildHttpApp } from '../kit/http.js';
+import { statusEnvelope } from '../kit/status-envelope.js';
 import { type HttpVariable, httpSettings } from '../kit/http-limits.js';
 import { type CounterStore, FixedWindowLimiter, MemoryCounterStore, RedisCounterStore } from '../kit/rate-limit.js';
 import { type CodeGenerator, randomCode } from './codes.js';
@@ -21,7 +22,7 @@ import { linkQrRoute } from './routes/link-qr.js';
 import { webPagesRoutes } from './routes/web-pages.js';
 
 export const CREATE_LIMIT = { max: 10, windowMs: 60_000 };
-/** How often past days' visitor salts are deleted (a visit on a new day deletes them too). */
+/** How often past days' visitor salts are deleted (a visit on a new day deletes them too) and past days' visits rolled up. */
 const SALT_SWEEP_MS = 10 * 60_000;
 
 export interface ShortenerDeps {
@@ -34,19 +35,22 @@ export interface ShortenerDeps {
 }
 
 export async function buildApp(
-  config: Pick<ShortenerConfig, 'BASE_URL' | 'LOG_LEVEL' | 'TRUST_PROXY' | 'RATE_LIMIT_IPV6_PREFIX' | 'METRICS_TOKEN' | 'SHORTENER_ADMIN_KEY' | HttpVariable>,
+  config: Pick<ShortenerConfig, 'BASE_URL' | 'LOG_LEVEL' | 'TRUST_PROXY' | 'RATE_LIMIT_IPV6_PREFIX' | 'METRICS_TOKEN' | 'SHORTENER_ADMIN_KEY' | 'OPENAPI_RESPONSE_CHECK' | HttpVariable>,
   deps: ShortenerDeps,
 ): Promise<App> {
   const clock = deps.clock ?? systemClock;
-  const app = await createServer({
+  const app = await buildHttpApp({
     title: 'Link shortener',
     description: 'Short codes, counted 302 redirects, stats, per-IP rate limit on create.',
     logLevel: config.LOG_LEVEL,
     logStream: deps.logStream,
+    // Nothing the service keeps or prints can tell who visited a link (docs/shortener.md, Visit analytics).
+    logClientAddresses: false,
     trustProxy: config.TRUST_PROXY,
     errorBody: statusEnvelope,
     document: SHORTENER_DOCUMENT,
     http: httpSettings(config),
+    responseCheck: config.OPENAPI_RESPONSE_CHECK,
     readiness: async () => {
       await deps.pool.query('SELECT 1');
     },
@@ -71,20 +75,22 @@ export async function buildApp(
     clock,
     observeClickBatch,
   );
-  // A day's visitor salt must go once the day is over, even when no visit comes to replace it.
+  // A day's visitor salt must go once the day is over, even when no visit comes to replace it;
+  // and the days that are over are rolled up for the visits report.
   const saltSweep = setInterval(() => {
     links.sweepSalts().catch((err: Error) => app.log.warn(`visitor salt sweep: ${err.message}`));
+    links.rollUpVisits().catch((err: Error) => app.log.warn(`visit rollup: ${err.message}`));
   }, SALT_SWEEP_MS);
   saltSweep.unref();
   app.addHook('onClose', async () => clearInterval(saltSweep));
 
   // Rule 7: the API routes and the web pages first, the catch-all redirect last.
-  createLinkRoute(app, links, createLimiter, config.BASE_URL, config.RATE_LIMIT_IPV6_PREFIX);
-  linkStatsRoute(app, links);
-  adminLinksRoutes(app, repo, config.BASE_URL, config.SHORTENER_ADMIN_KEY);
-  linkQrRoute(app, links, config.BASE_URL);
-  linkVisitsRoute(app, links);
-  webPagesRoutes(app, links);
-  redirectRoute(app, links);
+  await app.register(createLinkRoute, { links, limiter: createLimiter, baseUrl: config.BASE_URL, ipv6Prefix: config.RATE_LIMIT_IPV6_PREFIX });
+  await app.register(linkStatsRoute, { links });
+  await app.register(adminLinksRoutes, { repo, baseUrl: config.BASE_URL, adminKey: config.SHORTENER_ADMIN_KEY });
+  await app.register(linkQrRoute, { links, baseUrl: config.BASE_URL });
+  await app.register(linkVisitsRoute, { links });
+  await app.register(webPagesRoutes, { links });
+  await app.register(redirectRoute, { links });
   return app;
 }

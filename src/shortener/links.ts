@@ -1,6 +1,7 @@
 import { domainToASCII } from 'node:url';
 import { isUniqueViolation } from '../kit/db.js';
 import { HttpError, badRequest } from '../kit/errors.js';
+import { isStorableText } from '../kit/text.js';
 import type { Clock } from '../kit/clock.js';
 import { ClickCounter, type ClickOutcome } from './click-counter.js';
 import { CODE_PATTERN, type CodeGenerator } from './codes.js';
@@ -9,15 +10,12 @@ import { type VisitRange, type VisitReport, visitReport } from './visit-report.j
 import { AgentParser, VisitorKeys, isoDay } from './visits.js';
 
 export const MAX_CODE_ATTEMPTS = 5;
+/** How long after its end a day's visits are rolled up into daily rows. */
+export const VISIT_DAY_SETTLE_MS = 60 * 60_000;
 export const MAX_URL_LENGTH = 2048;
 /** The largest max_visits accepted (any real cap is far below; it keeps the number exact in JSON). */
 export const MAX_VISITS_LIMIT = 1_000_000_000_000;
 const ALLOWED_PROTOCOLS = new Set(['http:', 'https:']);
-
-// Text that parses as a URL but cannot be stored as given: PostgreSQL text holds
-// no U+0000 (the insert failed with a 500), and a lone surrogate would come back
-// as U+FFFD, a different URL from the one submitted.
-const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 // What the WHATWG parser strips from both ends before parsing: C0 controls and space.
 const SURROUNDING = /^[\u0000-\u0020]+|[\u0000-\u0020]+$/g;
@@ -52,7 +50,9 @@ function hostReadsAsReached(written: string, reached: string): boolean {
  * and hosts the parser rewrites beyond case, IDN and IPv6 compression.
  */
 export function validateTargetUrl(raw: string): void {
-  if (UNSTORABLE.test(raw)) throw badRequest('url must not contain U+0000 or unpaired surrogates');
+  // Text that parses as a URL but cannot be stored as given: U+0000 made the insert fail with a
+  // 500, and a lone surrogate would come back as U+FFFD, a different URL from the one submitted.
+  if (!isStorableText(raw)) throw badRequest('url must not contain U+0000 or unpaired surrogates');
   let url: URL;
   try {
     url = new URL(raw);
@@ -175,6 +175,23 @@ export class LinkService {
   /** The link's visits over a validated range (see visit-report.ts). */
   visits(code: string, range: VisitRange): Promise<VisitReport> {
     return visitReport(this.repo, code, range);
+  }
+
+  /**
+   * Rolls up every day that ended at least VISIT_DAY_SETTLE_MS ago and is not
+   * rolled up yet, one day per transaction; returns how many steps the
+   * boundary moved. After that delay no visit of the day can still be on its
+   * way: a visit takes its hour when its request arrives and is written within
+   * the pool and statement timeouts (seconds), or not at all.
+   */
+  async rollUpVisits(): Promise<number> {
+    const before = isoDay(this.clock() - VISIT_DAY_SETTLE_MS);
+    let days = 0;
+    for (let until = await this.repo.rollUpVisitDay(before); until !== undefined; until = await this.repo.rollUpVisitDay(before)) {
+      days++;
+      if (until >= before) break;
+    }
+    return days;
   }
 
   /** Deletes the visitor salts of past days (here and in the database), for days without any visit to do it. */

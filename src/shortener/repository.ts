@@ -1,5 +1,5 @@
-import type { Pool } from '../kit/db.js';
-import { HOUR_MS, type SaltStore, type Visit } from './visits.js';
+import { type Pool, withTransaction } from '../kit/db.js';
+import { DAY_MS, HOUR_MS, isoDay, type SaltStore, type Visit } from './visits.js';
 
 export interface Link {
   code: string;
@@ -173,34 +173,92 @@ export class LinkRepository implements SaltStore {
   /**
    * A link's visits in [from, to): per bucket of bucketSeconds and class, the
    * top 10 names of each dimension, and the sum of daily unique visitors over
-   * the days [firstDay, endDay). One statement, so all parts see one snapshot.
+   * the days [firstDay, endDay). One statement, so all parts see one snapshot,
+   * the same side of any rollup (migration 005). Days rolled up and before
+   * `wholeDaysEnd` (a UTC midnight; `from` for hourly buckets, so none) are
+   * read from the daily rows, the rest from the hourly rows.
    */
-  async visitRows(code: string, from: Date, to: Date, bucketSeconds: number, firstDay: string, endDay: string): Promise<VisitRow[]> {
+  async visitRows(code: string, from: Date, to: Date, bucketSeconds: number, firstDay: string, endDay: string, wholeDaysEnd: Date): Promise<VisitRow[]> {
     const { rows } = await this.pool.query<VisitRow>({
       name: 'links_visit_rows',
-      text: `WITH counts AS MATERIALIZED (
-               SELECT hour, class, referrer, browser, os, device, visits FROM visit_counts
-               WHERE code = $1 AND hour >= $2 AND hour < $3
+      text: `WITH daily_until AS MATERIALIZED (
+               SELECT least(before::timestamp AT TIME ZONE 'UTC', $7::timestamptz) AS until, before FROM visit_rollup
              ),
-             per_name AS (
-               SELECT 'referrers' AS kind, referrer AS name, sum(visits) AS visits FROM counts GROUP BY referrer
-               UNION ALL SELECT 'browsers', browser, sum(visits) FROM counts GROUP BY browser
-               UNION ALL SELECT 'operating_systems', os, sum(visits) FROM counts GROUP BY os
-               UNION ALL SELECT 'devices', device, sum(visits) FROM counts GROUP BY device
+             -- Rows with their start in seconds since the epoch, as integers (cheap to divide into buckets).
+             counts AS (
+               SELECT (day - DATE '1970-01-01')::bigint * 86400 AS start, class, referrer, browser, os, device, visits FROM visit_days
+               WHERE code = $1 AND day >= ($2::timestamptz AT TIME ZONE 'UTC')::date
+                 AND day < (SELECT (until AT TIME ZONE 'UTC')::date FROM daily_until)
+               UNION ALL
+               SELECT date_part('epoch', hour)::bigint, class, referrer, browser, os, device, visits FROM visit_counts
+               WHERE code = $1 AND hour >= greatest($2::timestamptz, (SELECT until FROM daily_until)) AND hour < $3
+             ),
+             -- One pass over the rows for the series and the four top lists.
+             grouped AS (
+               SELECT CASE WHEN grouping(bucket) = 0 THEN 'series'
+                           WHEN grouping(referrer) = 0 THEN 'referrers'
+                           WHEN grouping(browser) = 0 THEN 'browsers'
+                           WHEN grouping(os) = 0 THEN 'operating_systems'
+                           ELSE 'devices' END AS kind,
+                      bucket, coalesce(class, referrer, browser, os, device) AS name, sum(visits) AS visits
+               FROM (SELECT start / $4::bigint AS bucket, class, referrer, browser, os, device, visits FROM counts) AS c
+               GROUP BY GROUPING SETS ((bucket, class), (referrer), (browser), (os), (device))
              ),
              ranked AS (
                SELECT kind, name, visits, row_number() OVER (PARTITION BY kind ORDER BY visits DESC, name) AS position
-               FROM per_name
+               FROM grouped WHERE kind <> 'series'
              )
-             SELECT 'series' AS kind, floor(extract(epoch FROM hour) / $4)::bigint AS position, class AS name, sum(visits)::bigint AS visits
-             FROM counts GROUP BY 2, 3
+             SELECT kind, bucket AS position, name, visits::bigint FROM grouped WHERE kind = 'series'
              UNION ALL
              SELECT kind, position, name, visits::bigint FROM ranked WHERE position <= 10
              UNION ALL
-             SELECT 'unique', 0, '', count(*) FROM daily_visitors WHERE code = $1 AND day >= $5::date AND day < $6::date`,
-      values: [code, from, to, bucketSeconds, firstDay, endDay],
+             SELECT 'unique', 0, '',
+                    ((SELECT coalesce(sum(visitors), 0) FROM visitor_days
+                      WHERE code = $1 AND day >= $5::date AND day < least($6::date, (SELECT before FROM daily_until)))
+                     + (SELECT count(*) FROM daily_visitors
+                        WHERE code = $1 AND day >= greatest($5::date, (SELECT before FROM daily_until)) AND day < $6::date))::bigint`,
+      values: [code, from, to, bucketSeconds, firstDay, endDay, wholeDaysEnd],
     });
     return rows;
+  }
+
+  /**
+   * Rolls up the oldest day not yet rolled up, if it is before `before`
+   * (YYYY-MM-DD): its hourly rows summed per day into visit_days, its
+   * visitors counted into visitor_days, and visit_rollup.before moved past
+   * it, in one transaction. Returns the new `before`, or undefined when every
+   * day before `before` already is. One day per transaction keeps each one
+   * short however large the tables; the row lock on visit_rollup makes
+   * instances doing it at once roll up each day once.
+   */
+  rollUpVisitDay(before: string): Promise<string | undefined> {
+    return withTransaction(this.pool, async (client) => {
+      const { rows: state } = await client.query<{ since: string | null }>(
+        `SELECT CASE WHEN before <> '-infinity' THEN to_char(before, 'YYYY-MM-DD')
+                     -- The first rollup starts at the oldest visit (none: nothing to roll up).
+                     ELSE (SELECT to_char(least(min(hour AT TIME ZONE 'UTC')::date, $1::date), 'YYYY-MM-DD') FROM visit_counts) END AS since
+         FROM visit_rollup WHERE before < $1::date FOR UPDATE`,
+        [before],
+      );
+      if (state.length === 0) return undefined;
+      const since = state[0]!.since ?? before;
+      const until = since < before ? isoDay(Date.parse(since) + DAY_MS) : before;
+      // Bounds as parameters, so the plan can use the BRIN indexes on hour and day.
+      await client.query(
+        `INSERT INTO visit_days (code, day, class, referrer, browser, os, device, visits)
+         SELECT code, $1::date, class, referrer, browser, os, device, sum(visits) FROM visit_counts
+         WHERE hour >= $2::timestamptz AND hour < $3::timestamptz
+         GROUP BY code, class, referrer, browser, os, device`,
+        [since, `${since}T00:00:00Z`, `${until}T00:00:00Z`],
+      );
+      await client.query(
+        `INSERT INTO visitor_days (code, day, visitors)
+         SELECT code, day, count(*) FROM daily_visitors WHERE day >= $1::date AND day < $2::date GROUP BY code, day`,
+        [since, until],
+      );
+      await client.query('UPDATE visit_rollup SET before = $1::date', [until]);
+      return until;
+    });
   }
 
   /**

@@ -1,7 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import { loadConfigOrExit } from '../kit/config.js';
 import { createPool, migrate, readMigrations } from '../kit/db.js';
-import { connectRedis } from '../kit/rate-limit.js';
+import { connectRedis } from '../kit/redis.js';
 import { runService } from '../kit/service.js';
 import { buildApp } from './app.js';
 import { shortenerConfig } from './config.js';

@@ -1,7 +1,7 @@
 import { badRequest } from '../kit/errors.js';
 import type { LinkRepository, VisitRow } from './repository.js';
 import { parseIsoTimestamp } from './timestamps.js';
-import { DAY_MS, HOUR_MS, isoDay, utcDay } from './visits.js';
+import { DAY_MS, HOUR_MS, utcDay } from './visits.js';
 
 export type Interval = 'hour' | 'day';
 
@@ -47,6 +47,17 @@ function timestamp(name: 'from' | 'to', text: string): number {
   return ms;
 }
 
+/**
+ * A UTC day as PostgreSQL reads a date. Not toISOString: the day after
+ * 9999-12-31 (the end of a range whose `to` is in that day) is written
+ * `+010000-01-01` there, which PostgreSQL refuses; it reads `10000-01-01`.
+ */
+function sqlDay(ms: number): string {
+  const day = new Date(utcDay(ms));
+  const pad = (n: number) => String(n).padStart(2, '0');
+  return `${String(day.getUTCFullYear()).padStart(4, '0')}-${pad(day.getUTCMonth() + 1)}-${pad(day.getUTCDate())}`;
+}
+
 /** Validates the query: defaults to = now, from = 30 days earlier, interval = day. */
 export function parseVisitQuery(query: VisitQuery, now: number): VisitRange {
   const interval = query.interval ?? 'day';
@@ -66,7 +77,8 @@ export function parseVisitQuery(query: VisitQuery, now: number): VisitRange {
  * to its interval, the last is the one holding the instant before `to`. Visits
  * are stored per hour, so a bucket counts the hours that start in [first
  * bucket, to). Unique visitors are the sum over the UTC days the range
- * touches of each day's distinct visitors.
+ * touches of each day's distinct visitors. Days already rolled up are read
+ * from their daily rows (migration 005): the same figures, fewer rows.
  */
 export async function visitReport(repo: LinkRepository, code: string, range: VisitRange): Promise<VisitReport> {
   const step = STEP_MS[range.interval];
@@ -76,8 +88,10 @@ export async function visitReport(repo: LinkRepository, code: string, range: Vis
     new Date(first),
     new Date(range.to),
     step / 1000,
-    isoDay(range.from),
-    isoDay(utcDay(range.to - 1) + DAY_MS),
+    sqlDay(range.from),
+    sqlDay(utcDay(range.to - 1) + DAY_MS),
+    // Day buckets before the day holding `to` are whole days, which the daily rollups can answer.
+    new Date(range.interval === 'day' ? utcDay(range.to) : first),
   );
 
   const buckets = new Map<number, { visits: number; humans: number }>();

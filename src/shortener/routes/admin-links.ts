@@ -5,7 +5,8 @@ import { described } from '../../kit/openapi.js';
 import { requireAdminKey } from '../admin-auth.js';
 import { isWellFormedCode } from '../links.js';
 import type { AdminLink, LifecycleChanges, LinkRepository } from '../repository.js';
-import { ADMIN_SECURITY, CodeParams, ErrorEnvelope } from './schemas.js';
+import { ADMIN_SECURITY, CodeParams } from './schemas.js';
+import { dataEnvelope, ErrorEnvelope } from '../../kit/status-envelope.js';
 
 /** The paging of the accounts admin listing: page from 1, per_page 1–1000, default 50. */
 export const PER_PAGE = { default: 50, max: 1000 } as const;
@@ -94,7 +95,10 @@ function parseMaxVisits(value: unknown): number | null {
   return value;
 }
 
-export function adminLinksRoutes(app: App, repo: LinkRepository, baseUrl: string, adminKey: string | undefined): void {
+export async function adminLinksRoutes(
+  app: App,
+  { repo, baseUrl, adminKey }: { repo: LinkRepository; baseUrl: string; adminKey: string | undefined },
+): Promise<void> {
   const toData = (link: AdminLink) => ({
     code: link.code,
     short_url: `${baseUrl}/${link.code}`,
@@ -129,7 +133,7 @@ export function adminLinksRoutes(app: App, repo: LinkRepository, baseUrl: string
       const { total, links } = await repo.listForAdmin(q, { limit: perPage, offset: (page - 1) * perPage });
       const lastPage = Math.max(1, Math.ceil(total / perPage));
       void reply.header('x-total-count', String(total)).header('link', linkHeader(q, page, perPage, lastPage));
-      return { status: 200, response: 'OK', message: 'Links retrieved successfully', data: links.map(toData) };
+      return dataEnvelope(200, 'Links retrieved successfully', links.map(toData));
     },
   );
 
@@ -160,7 +164,7 @@ export function adminLinksRoutes(app: App, repo: LinkRepository, baseUrl: string
       if (body.max_visits !== undefined) changes.maxVisits = parseMaxVisits(body.max_visits);
       const link = await repo.updateLifecycle(code, changes);
       if (!link) throw notFound('Link not found');
-      return { status: 200, response: 'OK', message: 'Link updated successfully', data: toData(link) };
+      return dataEnvelope(200, 'Link updated successfully', toData(link));
     },
   );
 
@@ -182,7 +186,7 @@ export function adminLinksRoutes(app: App, repo: LinkRepository, baseUrl: string
       if (!isWellFormedCode(code)) throw notFound('Link not found');
       const link = await repo.deleteAndTombstone(code);
       if (!link) throw notFound('Link not found');
-      return { status: 200, response: 'OK', message: 'Link deleted successfully', data: toData(link) };
+      return dataEnvelope(200, 'Link deleted successfully', toData(link));
     },
   );
 }

@@ -6,7 +6,7 @@ import type { FixedWindowLimiter } from '../../kit/rate-limit.js';
 import { badRequest } from '../../kit/errors.js';
 import { MAX_URL_LENGTH, MAX_VISITS_LIMIT, type LinkService } from '../links.js';
 import { parseIsoTimestamp } from '../timestamps.js';
-import { ErrorEnvelope, envelope } from './schemas.js';
+import { dataEnvelope, envelope, ErrorEnvelope, statusEnvelope } from '../../kit/status-envelope.js';
 
 const CreateLinkBody = Type.Object(
   {
@@ -25,13 +25,10 @@ function parseExpiresAt(text: string | undefined): Date | undefined {
   return new Date(ms);
 }
 
-export function createLinkRoute(
+export async function createLinkRoute(
   app: App,
-  links: LinkService,
-  limiter: FixedWindowLimiter,
-  baseUrl: string,
-  ipv6Prefix: number,
-): void {
+  { links, limiter, baseUrl, ipv6Prefix }: { links: LinkService; limiter: FixedWindowLimiter; baseUrl: string; ipv6Prefix: number },
+): Promise<void> {
   app.post(
     '/api/links',
     {
@@ -76,29 +73,20 @@ export function createLinkRoute(
           return reply
             .code(429)
             .header('retry-after', String(seconds))
-            .send({
-              status: 429,
-              response: 'Too Many Requests',
-              message: `Too many requests, please try again in ${seconds} second${seconds === 1 ? '' : 's'}.`,
-            });
+            .send(statusEnvelope(429, `Too many requests, please try again in ${seconds} second${seconds === 1 ? '' : 's'}.`));
         }
       },
     },
     async (request, reply) => {
       const { url, max_visits: maxVisits } = request.body;
       const link = await links.create(url, { expiresAt: parseExpiresAt(request.body.expires_at), maxVisits });
-      return reply.code(201).send({
-        status: 201,
-        response: 'Created',
-        message: 'Short link created successfully',
-        data: {
+      return reply.code(201).send(dataEnvelope(201, 'Short link created successfully', {
           code: link.code,
           short_url: `${baseUrl}/${link.code}`,
           original_url: link.original_url,
           ...(link.expires_at !== null && { expires_at: link.expires_at.toISOString() }),
           ...(link.max_visits !== null && { max_visits: link.max_visits }),
-        },
-      });
+        }));
     },
   );
 }

@@ -3,7 +3,8 @@ import QRCode from 'qrcode';
 import { HttpError, notFound } from '../../kit/errors.js';
 import type { App } from '../../kit/http.js';
 import { isWellFormedCode, type LinkService } from '../links.js';
-import { CodeParams, ErrorEnvelope } from './schemas.js';
+import { CodeParams } from './schemas.js';
+import { ErrorEnvelope } from '../../kit/status-envelope.js';
 import { described } from '../../kit/openapi.js';
 
 export const QR_SIZE = { min: 64, max: 1024, default: 256 } as const;
@@ -64,7 +65,7 @@ export class RenderGate {
   }
 }
 
-export function linkQrRoute(app: App, links: LinkService, baseUrl: string): void {
+export async function linkQrRoute(app: App, { links, baseUrl }: { links: LinkService; baseUrl: string }): Promise<void> {
   const pngGate = new RenderGate(QR_PNG_CONCURRENCY, QR_QUEUE_LIMIT);
 
   app.get(

@@ -3,9 +3,10 @@ import { notFound } from '../../kit/errors.js';
 import type { App } from '../../kit/http.js';
 import { described } from '../../kit/openapi.js';
 import { isWellFormedCode, linkState, type LinkService } from '../links.js';
-import { CodeParams, ErrorEnvelope, envelope } from './schemas.js';
+import { CodeParams } from './schemas.js';
+import { dataEnvelope, envelope, ErrorEnvelope } from '../../kit/status-envelope.js';
 
-export function linkStatsRoute(app: App, links: LinkService): void {
+export async function linkStatsRoute(app: App, { links }: { links: LinkService }): Promise<void> {
   app.get(
     '/api/links/:code',
     {
@@ -36,11 +37,7 @@ export function linkStatsRoute(app: App, links: LinkService): void {
       if (!isWellFormedCode(code)) throw notFound('Link not found');
       const link = await links.find(code);
       if (!link) throw notFound('Link not found');
-      return {
-        status: 200,
-        response: 'OK',
-        message: 'Link stats retrieved successfully',
-        data: {
+      return dataEnvelope(200, 'Link stats retrieved successfully', {
           code: link.code,
           original_url: link.original_url,
           clicks: link.clicks,
@@ -48,8 +45,7 @@ export function linkStatsRoute(app: App, links: LinkService): void {
           ...(link.expires_at !== null && { expires_at: link.expires_at.toISOString() }),
           ...(link.max_visits !== null && { max_visits: link.max_visits }),
           state: linkState(link, links.now()),
-        },
-      };
+        });
     },
   );
 }

@@ -4,7 +4,8 @@ import type { App } from '../../kit/http.js';
 import { described } from '../../kit/openapi.js';
 import { isWellFormedCode, linkState, type LinkService } from '../links.js';
 import { parseVisitQuery } from '../visit-report.js';
-import { CodeParams, ErrorEnvelope, envelope } from './schemas.js';
+import { CodeParams } from './schemas.js';
+import { dataEnvelope, envelope, ErrorEnvelope } from '../../kit/status-envelope.js';
 
 const NamedCounts = Type.Array(Type.Object({ name: Type.String(), visits: Type.Integer() }));
 
@@ -28,7 +29,7 @@ const VisitsData = Type.Object({
   devices: NamedCounts,
 });
 
-export function linkVisitsRoute(app: App, links: LinkService): void {
+export async function linkVisitsRoute(app: App, { links }: { links: LinkService }): Promise<void> {
   app.get(
     '/api/links/:code/visits',
     {
@@ -46,7 +47,7 @@ export function linkVisitsRoute(app: App, links: LinkService): void {
           400: described(ErrorEnvelope, 'from, to or interval is malformed, or the range is too long for the interval', {
             status: 400,
             response: 'Bad Request',
-            message: 'interval must be hour or day',
+            message: 'interval must be "hour" or "day"',
           }),
           404: described(ErrorEnvelope, 'No link has this code', { status: 404, response: 'Not Found', message: 'Link not found' }),
           503: ErrorEnvelope,
@@ -62,12 +63,7 @@ export function linkVisitsRoute(app: App, links: LinkService): void {
       const link = await links.find(code);
       if (!link) throw notFound('Link not found');
       const report = await links.visits(code, range);
-      return {
-        status: 200,
-        response: 'OK',
-        message: 'Link visits retrieved successfully',
-        data: { code, state: linkState(link, now), ...report },
-      };
+      return dataEnvelope(200, 'Link visits retrieved successfully', { code, state: linkState(link, now), ...report });
     },
   );
 }

@@ -3,10 +3,11 @@ import { notFound, serviceUnavailable } from '../../kit/errors.js';
 import type { App } from '../../kit/http.js';
 import { described } from '../../kit/openapi.js';
 import { gone, isWellFormedCode, linkState, type LinkService } from '../links.js';
-import { CodeParams, ErrorEnvelope } from './schemas.js';
+import { CodeParams } from './schemas.js';
+import { ErrorEnvelope } from '../../kit/status-envelope.js';
 
 /** The catch-all `/:code`: registered last among the routes (rule 7). */
-export function redirectRoute(app: App, links: LinkService): void {
+export async function redirectRoute(app: App, { links }: { links: LinkService }): Promise<void> {
   app.get(
     '/:code',
     {

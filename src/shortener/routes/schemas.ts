@@ -17,19 +17,4 @@ export const SHORTENER_DOCUMENT: ApiDocument = {
 /** Routes behind the admin key. */
 export const ADMIN_SECURITY = [{ adminKey: [] }];
 
-export const ErrorEnvelope = Type.Object({
-  status: Type.Integer(),
-  response: Type.String(),
-  message: Type.String(),
-});
-
 export const CodeParams = Type.Object({ code: Type.String({ description: 'The short code (letters, digits, - and _)' }) });
-
-export function envelope<T extends ReturnType<typeof Type.Object>>(data: T) {
-  return Type.Object({
-    status: Type.Integer(),
-    response: Type.String(),
-    message: Type.String(),
-    data,
-  });
-}
