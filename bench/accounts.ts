@@ -2,16 +2,16 @@ import { randomBytes } from 'node:crypto';
 import { availableParallelism, loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import bcrypt from 'bcrypt';
-import pg from 'pg';
 import { BCRYPT_COST } from '../src/accounts/passwords.js';
-import { ensureDatabase, withDatabase } from '../src/kit/db.js';
-import { type LoadResult, load, ratio, startCeiling, startService } from './lib.js';
+import { type LoadResult, cpuDuring, cpuPerRequest, cpuSeconds, databaseBackendPids, defaultGenerator, freshBenchDatabase, load, ratio, startCeiling, startService } from './lib.js';
 
 // bcrypt is what bounds the accounts service. These are measured side by side in one run:
 //  - the bcrypt ceiling: cores ÷ the time of one cost-12 hash, the most logins/s this machine can do;
 //  - a login storm (2 × cores concurrent logins, 10 s) against that ceiling;
 //  - /auth/me alone, against a bare node:http JSON server, and during a storm (the p99 ratio);
-//  - unknown-email vs wrong-password logins, which must take the same time.
+//  - unknown-email vs wrong-password logins, which must take the same time;
+//  - POST /auth/refresh: each request rotates its session's refresh token, so
+//    every client chains its own session (the next request sends what the last returned).
 
 type Row = Record<string, string | number>;
 
@@ -27,10 +27,37 @@ const pct = (r: number) => `${(r * 100).toFixed(0)}%`;
 const verdict = (ok: boolean) => (ok ? 'yes' : 'NO');
 const round1 = (n: number) => Number(n.toFixed(1));
 
-async function post(url: string, body: unknown): Promise<{ status: number; token?: string }> {
+async function post(url: string, body: unknown): Promise<{ status: number; token?: string; refreshToken?: string }> {
   const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-  const json = (await res.json()) as { data?: { token?: string } };
-  return { status: res.status, token: json.data?.token };
+  const json = (await res.json()) as { data?: { token?: string; refresh_token?: string } };
+  return { status: res.status, token: json.data?.token, refreshToken: json.data?.refresh_token };
+}
+
+/**
+ * One client per session, each sending the refresh token its last answer gave,
+ * back to back for `seconds`. A refresh token works once, so the chain is the only
+ * honest load: replaying one token would measure the reuse path instead.
+ */
+async function refreshChains(url: string, refreshTokens: string[], seconds: number): Promise<StormResult> {
+  const started = performance.now();
+  const deadline = started + seconds * 1000;
+  const latencies: number[] = [];
+  const statuses: Record<string, number> = {};
+  await Promise.all(
+    refreshTokens.map(async (first) => {
+      let current = first;
+      while (performance.now() < deadline) {
+        const t = performance.now();
+        const { status, refreshToken } = await post(url, { refresh_token: current });
+        latencies.push(performance.now() - t);
+        statuses[status] = (statuses[status] ?? 0) + 1;
+        if (!refreshToken) throw new Error(`refresh answered ${status}`);
+        current = refreshToken;
+      }
+    }),
+  );
+  const elapsed = (performance.now() - started) / 1000;
+  return { rps: latencies.length / elapsed, p50: median(latencies), p99: percentile(latencies, 99), statuses };
 }
 
 interface StormResult {
@@ -73,16 +100,11 @@ async function timedFailedLogin(url: string, email: string): Promise<number> {
 }
 
 export async function run(ctx: { adminUrl: string }): Promise<Row[]> {
-  const name = 'bench_accounts';
-  const admin = new pg.Client({ connectionString: ctx.adminUrl });
-  await admin.connect();
-  await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-  await admin.end();
-  await ensureDatabase(ctx.adminUrl, name);
+  const databaseUrl = await freshBenchDatabase(ctx.adminUrl, 'bench_accounts');
 
   // In-process counters (no REDIS_URL) and no admin: a bench run starts from nothing.
   const service = await startService('src/accounts/server.ts', {
-    DATABASE_URL: withDatabase(ctx.adminUrl, name),
+    DATABASE_URL: databaseUrl,
     JWT_SECRET: randomBytes(48).toString('base64url'),
     REDIS_URL: '',
     ADMIN_EMAIL: '',
@@ -151,27 +173,79 @@ export async function run(ctx: { adminUrl: string }): Promise<Row[]> {
 
     // 3. /auth/me alone beside the bare node:http JSON ceiling: two alternating
     // runs of each, the better one kept, so a burst of outside load hits both alike.
-    const me = { url: `${service.url}/auth/me`, headers: { authorization: `Bearer ${token}` }, connections: 10 };
+    const generator = defaultGenerator();
+    const me = { url: `${service.url}/auth/me`, headers: { authorization: `Bearer ${token}` }, connections: 10, generator };
     const only200 = (r: LoadResult) => Object.keys(r.statusCounts).every((s) => s === '200') && r.errors === 0;
-    const best = (a: LoadResult, b: LoadResult) => (a.rps >= b.rps ? a : b);
-    let bare: LoadResult | undefined;
-    let alone: LoadResult | undefined;
+    // Each run with the CPU its processes used: the bare server's, the service's and its PostgreSQL backends'.
+    type Measured = { r: LoadResult; cpu: ReturnType<typeof cpuPerRequest> };
+    const backends = () => databaseBackendPids(ctx.adminUrl, 'bench_accounts');
+    const measured = async (run: () => Promise<LoadResult>, pids: number[], db?: () => Promise<number[]>): Promise<Measured> => {
+      const m = await cpuDuring(run, pids, db);
+      return { r: m.result, cpu: cpuPerRequest(m, m.result.requests) };
+    };
+    const best = (a: Measured, b: Measured) => (a.r.rps >= b.r.rps ? a : b);
+    let bare: Measured | undefined;
+    let alone: Measured | undefined;
     for (let i = 0; i < 2; i++) {
-      const b = await load({ url: ceiling.url, connections: 10, durationSeconds: 4, warmupSeconds: 1 });
+      await load({ url: ceiling.url, connections: 10, durationSeconds: 1, generator });
+      const b = await measured(() => load({ url: ceiling.url, connections: 10, durationSeconds: 4, generator }), [ceiling.pid]);
       bare = bare ? best(bare, b) : b;
-      const m = await load({ ...me, durationSeconds: 4, warmupSeconds: 1 });
-      if (!only200(m)) throw new Error(`/auth/me answered ${JSON.stringify(m.statusCounts)}`);
+      await load({ ...me, durationSeconds: 1 });
+      const m = await measured(() => load({ ...me, durationSeconds: 4 }), [service.pid], backends);
+      if (!only200(m.r)) throw new Error(`/auth/me answered ${JSON.stringify(m.r.statusCounts)}`);
       alone = alone ? best(alone, m) : m;
     }
-    rows.push({ run: 'bare node:http JSON (ceiling)', 'req/s': Math.round(bare!.rps), 'p50 ms': bare!.p50, 'p99 ms': bare!.p99, ratio: '', target: '', met: '' });
+    const µs = (n: number | undefined) => (n === undefined ? 'n/a' : `${n.toFixed(0)} µs`);
+    rows.push({
+      run: `bare node:http JSON (ceiling), ${generator}`,
+      'req/s': Math.round(bare!.r.rps),
+      'p50 ms': bare!.r.p50,
+      'p99 ms': bare!.r.p99,
+      ratio: `${µs(bare!.cpu.service)} CPU per request`,
+      target: '',
+      met: '',
+    });
     rows.push({
       run: '/auth/me alone, 10 connections',
-      'req/s': Math.round(alone!.rps),
-      'p50 ms': alone!.p50,
-      'p99 ms': alone!.p99,
-      ratio: `${pct(ratio(alone!.rps, bare!.rps))} of bare node:http`,
+      'req/s': Math.round(alone!.r.rps),
+      'p50 ms': alone!.r.p50,
+      'p99 ms': alone!.r.p99,
+      ratio: `${pct(ratio(alone!.r.rps, bare!.r.rps))} of bare node:http`,
       target: '>= 25%',
-      met: verdict(ratio(alone!.rps, bare!.rps) >= 0.25),
+      met: verdict(ratio(alone!.r.rps, bare!.r.rps) >= 0.25),
+    });
+    const cpuRatio = ratio(alone!.cpu.total ?? 0, bare!.cpu.service ?? 0);
+    rows.push({
+      run: '  CPU per /auth/me: service + PostgreSQL',
+      'req/s': '',
+      'p50 ms': '',
+      'p99 ms': '',
+      ratio: `${µs(alone!.cpu.service)} + ${µs(alone!.cpu.database)} = ${cpuRatio.toFixed(1)}x bare`,
+      target: '<= 4x',
+      met: alone!.cpu.total === undefined ? '' : verdict(cpuRatio <= 4),
+    });
+
+    // 3b. POST /auth/refresh, 10 sessions chained at once, beside /auth/me alone
+    // (both one signed token; a refresh adds a transaction with a row lock and an update).
+    const sessions: string[] = [];
+    for (let i = 0; i < 10; i++) {
+      const { refreshToken } = await post(`${service.url}/auth/login`, { email: emails[0], password: PASSWORD });
+      if (!refreshToken) throw new Error('login gave no refresh token');
+      sessions.push(refreshToken);
+    }
+    const cpuBefore = cpuSeconds([service.pid]);
+    const refreshes = await refreshChains(`${service.url}/auth/refresh`, sessions, 5);
+    const cpuAfter = cpuSeconds([service.pid]);
+    const requests = Object.values(refreshes.statuses).reduce((a, b) => a + b, 0);
+    const cpuPerRefresh = cpuBefore === undefined || cpuAfter === undefined ? 'n/a' : `${(((cpuAfter - cpuBefore) * 1000) / requests).toFixed(2)} ms CPU each`;
+    rows.push({
+      run: '/auth/refresh, 10 sessions chained, 5 s',
+      'req/s': Math.round(refreshes.rps),
+      'p50 ms': round1(refreshes.p50),
+      'p99 ms': round1(refreshes.p99),
+      ratio: `${pct(ratio(refreshes.rps, alone!.r.rps))} of /auth/me alone; ${cpuPerRefresh} (service process)`,
+      target: '',
+      met: Object.keys(refreshes.statuses).every((s) => s === '200') ? '' : `NO: ${JSON.stringify(refreshes.statuses)}`,
     });
 
     // 4. /auth/me during a login storm that starts first and outlasts it.
@@ -179,7 +253,7 @@ export async function run(ctx: { adminUrl: string }): Promise<Row[]> {
     await new Promise((resolve) => setTimeout(resolve, 1500));
     const during = await load({ ...me, durationSeconds: 5 });
     const stormDuring = await stormMeanwhile;
-    const p99Ratio = ratio(during.p99, alone!.p99);
+    const p99Ratio = ratio(during.p99, alone!.r.p99);
     rows.push({
       run: '/auth/me during a login storm',
       'req/s': Math.round(during.rps),

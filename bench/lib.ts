@@ -5,6 +5,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startEmbeddedPostgres } from '../src/kit/embedded-postgres.js';
+import pg from 'pg';
+import { ensureDatabase, withDatabase } from '../src/kit/db.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 
@@ -49,9 +51,25 @@ const root = path.resolve(here, '..');
 const STARTUP_LIMIT_MS = 60_000;
 
 /** Runs a service entry (e.g. src/shortener/server.ts) as its own process on a free port, once /healthz answers. */
+/** An empty database `name` on the bench's server (dropped first if a run left one); returns its URL. */
+export async function freshBenchDatabase(adminUrl: string, name: string): Promise<string> {
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  try {
+    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+  } finally {
+    await admin.end();
+  }
+  await ensureDatabase(adminUrl, name);
+  return withDatabase(adminUrl, name);
+}
+
 export async function startService(entry: string, env: Record<string, string>): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
   const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, entry)], {
+  // BENCH_CPU_PROF=<dir>: each service process writes a V8 CPU profile there when it stops (open it
+  // in Chrome DevTools or any .cpuprofile viewer), to see where its time goes under the bench's load.
+  const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(process.env.BENCH_CPU_PROF)}`] : [];
+  const child = spawn(process.execPath, [...profile, '--import', 'tsx', path.join(root, entry)], {
     cwd: root,
     env: { ...process.env, LOG_LEVEL: 'warn', ...env, PORT: String(port), HOST: '127.0.0.1' },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -73,6 +91,45 @@ export async function startService(entry: string, env: Record<string, string>): 
     await new Promise((r) => setTimeout(r, 100));
   }
   return { url, pid: child.pid!, stop };
+}
+
+/** The PostgreSQL backends serving `database` now (the asking connection excluded). */
+export async function databaseBackendPids(adminUrl: string, database: string): Promise<number[]> {
+  const client = new pg.Client({ connectionString: adminUrl });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()', [database]);
+    return rows.map((r) => r.pid);
+  } finally {
+    await client.end();
+  }
+}
+
+/**
+ * CPU seconds the processes used during fn: `services` (fixed pids) and `backends` (asked before
+ * and after, so a PostgreSQL backend started meanwhile counts from 0). undefined off Linux.
+ */
+export async function cpuDuring<T>(
+  fn: () => Promise<T>,
+  services: number[],
+  backends: () => Promise<number[]> = async () => [],
+): Promise<{ result: T; serviceCpu?: number; databaseCpu?: number }> {
+  const servicesBefore = cpuSeconds(services);
+  const backendsBefore = new Map((await backends()).map((pid) => [pid, cpuSeconds([pid]) ?? 0]));
+  const result = await fn();
+  const servicesAfter = cpuSeconds(services);
+  const backendsAfter = await backends();
+  if (servicesBefore === undefined || servicesAfter === undefined) return { result };
+  const databaseCpu = backendsAfter.reduce((sum, pid) => sum + (cpuSeconds([pid]) ?? 0) - (backendsBefore.get(pid) ?? 0), 0);
+  return { result, serviceCpu: servicesAfter - servicesBefore, databaseCpu };
+}
+
+/** `12 + 30 µs` of CPU per request: service (+ PostgreSQL when measured). */
+export function cpuPerRequest(m: { serviceCpu?: number; databaseCpu?: number }, requests: number): { service?: number; database?: number; total?: number } {
+  if (m.serviceCpu === undefined || requests === 0) return {};
+  const service = (m.serviceCpu * 1e6) / requests;
+  const database = m.databaseCpu === undefined ? undefined : (m.databaseCpu * 1e6) / requests;
+  return { service, database, total: service + (database ?? 0) };
 }
 
 const TICKS_PER_SECOND = 100; // USER_HZ: 100 on every Linux architecture Node runs on (getconf CLK_TCK)

@@ -1,7 +1,5 @@
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import pg from 'pg';
-import { ensureDatabase, withDatabase } from '../src/kit/db.js';
-import { type LoadResult, load, ratio, startCeiling, startService } from './lib.js';
+import { type LoadOptions, type LoadResult, cpuDuring, cpuPerRequest, databaseBackendPids, defaultGenerator, freshBenchDatabase, load, ratio, startCeiling, startService } from './lib.js';
 
 // GET /notes for one user with 50 notes, 50 connections, 10 s: notes with
 // remote token checks (one idp request per call) and with IDP_VERIFY=local,
@@ -12,6 +10,9 @@ import { type LoadResult, load, ratio, startCeiling, startService } from './lib.
 // A remote GET /notes is one /auth/v1/user plus one REST read at the idp, so
 // even a notes service costing nothing could not pass
 // 1 / (1/user + 1/rest) requests/s; that bound is printed beside the ratio.
+// Then PATCH /notes/:id and a searched page (?q=), with their p99. Beside each
+// rate: the CPU per request of the processes that served it (notes, the idp,
+// PostgreSQL's backends of the idp's database), read from /proc.
 
 const NOTES_PER_USER = 50;
 
@@ -23,19 +24,14 @@ async function json(url: string, init: RequestInit & { body?: string } = {}): Pr
 }
 
 export async function run(ctx: { adminUrl: string }): Promise<Array<Record<string, string | number>>> {
-  const name = 'bench_notes_idp';
-  const admin = new pg.Client({ connectionString: ctx.adminUrl });
-  await admin.connect();
-  await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-  await admin.end();
-  await ensureDatabase(ctx.adminUrl, name);
+  const databaseUrl = await freshBenchDatabase(ctx.adminUrl, 'bench_notes_idp');
 
   const keys = {
     IDP_PUBLISHABLE_KEY: `sb_publishable_bench${randomBytes(12).toString('hex')}`,
     IDP_SECRET_KEY: `sb_secret_bench${randomBytes(12).toString('hex')}`,
   };
   const signingKey = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
-  const idp = await startService('src/idp/server.ts', { ...keys, DATABASE_URL: withDatabase(ctx.adminUrl, name), IDP_SIGNING_KEY: signingKey });
+  const idp = await startService('src/idp/server.ts', { ...keys, DATABASE_URL: databaseUrl, IDP_SIGNING_KEY: signingKey });
   const notesEnv = { IDP_URL: idp.url, ...keys };
   const remote = await startService('src/notes/server.ts', { ...notesEnv, IDP_VERIFY: 'remote' });
   const local = await startService('src/notes/server.ts', { ...notesEnv, IDP_VERIFY: 'local' });
@@ -53,44 +49,73 @@ export async function run(ctx: { adminUrl: string }): Promise<Array<Record<strin
     const listed = (await json(`${local.url}/notes`, { headers: bearer })) as unknown[];
     if (listed.length !== NOTES_PER_USER) throw new Error(`expected ${NOTES_PER_USER} notes, got ${listed.length}`);
 
-    const base = { connections: 50, durationSeconds: 10, warmupSeconds: 2 };
-    const ceilingRun = await load({ ...base, url: ceiling.url });
-    const idpUser = await load({ ...base, url: `${idp.url}/auth/v1/user`, headers: { apikey: keys.IDP_SECRET_KEY, ...bearer } });
+    const generator = defaultGenerator();
+    console.log(`notes: load generator ${generator}`);
+    const seconds = Number(process.env.BENCH_SECONDS ?? 10);
+    const base = { connections: 50, durationSeconds: seconds, generator };
+    const backends = () => databaseBackendPids(ctx.adminUrl, 'bench_notes_idp');
+    type Measured = { r: LoadResult; cpu: ReturnType<typeof cpuPerRequest> };
+    const measured = async (opts: LoadOptions, pids: number[], db?: () => Promise<number[]>): Promise<Measured> => {
+      // The warm-up outside the CPU window: only the measured run's requests are counted.
+      await load({ ...opts, durationSeconds: 2 });
+      const m = await cpuDuring(() => load(opts), pids, db);
+      return { r: m.result, cpu: cpuPerRequest(m, m.result.requests) };
+    };
+    const ceilingRun = await measured({ ...base, url: ceiling.url }, [ceiling.pid]);
+    const idpUser = await measured({ ...base, url: `${idp.url}/auth/v1/user`, headers: { apikey: keys.IDP_SECRET_KEY, ...bearer } }, [idp.pid], backends);
     // The exact request supabase-js sends for the list.
-    const idpRest = await load({
-      ...base,
-      url: `${idp.url}/rest/v1/notes?select=*&order=created_at.desc%2Cid.desc`,
-      headers: { apikey: keys.IDP_PUBLISHABLE_KEY, 'accept-profile': 'public', ...bearer },
-    });
-    const notesRemote = await load({ ...base, url: `${remote.url}/notes`, headers: bearer });
-    const notesLocal = await load({ ...base, url: `${local.url}/notes`, headers: bearer });
+    const idpRest = await measured(
+      { ...base, url: `${idp.url}/rest/v1/notes?select=*&order=created_at.desc%2Cid.desc`, headers: { apikey: keys.IDP_PUBLISHABLE_KEY, 'accept-profile': 'public', ...bearer } },
+      [idp.pid],
+      backends,
+    );
+    const notesRemote = await measured({ ...base, url: `${remote.url}/notes`, headers: bearer }, [remote.pid, idp.pid], backends);
+    const notesLocal = await measured({ ...base, url: `${local.url}/notes`, headers: bearer }, [local.pid, idp.pid], backends);
+    // One note edited over and over (a body that changes nothing in size), and a search that
+    // matches 11 of the 50 (note 1, note 10 … note 19), one page of 10 with its exact count.
+    const noteId = (listed[0] as { id: number }).id;
+    const patch = await measured(
+      { ...base, url: `${remote.url}/notes/${noteId}`, method: 'PATCH', headers: { ...bearer, 'content-type': 'application/json' }, body: JSON.stringify({ body: 'y'.repeat(200) }) },
+      [remote.pid, idp.pid],
+      backends,
+    );
+    const search = await measured({ ...base, url: `${remote.url}/notes?q=note%201&limit=10`, headers: bearer }, [remote.pid, idp.pid], backends);
 
-    const row = (label: string, r: LoadResult) => ({
+    const µs = (n: number | undefined) => (n === undefined ? 'n/a' : n.toFixed(0));
+    const row = (label: string, m: Measured, target = '', met = '') => ({
       run: label,
-      'req/s': Math.round(r.rps),
-      'p50 ms': r.p50,
-      'p99 ms': r.p99,
-      'vs ceiling': `${(ratio(r.rps, ceilingRun.rps) * 100).toFixed(0)}%`,
-      'vs idp /user': `${(ratio(r.rps, idpUser.rps) * 100).toFixed(0)}%`,
+      'req/s': Math.round(m.r.rps),
+      'p50 ms': m.r.p50,
+      'p99 ms': m.r.p99,
+      'vs ceiling': `${(ratio(m.r.rps, ceilingRun.r.rps) * 100).toFixed(0)}%`,
+      'vs idp /user': `${(ratio(m.r.rps, idpUser.r.rps) * 100).toFixed(0)}%`,
+      // Services' CPU (notes + idp where both serve it) + PostgreSQL's, per request.
+      'CPU µs/req': m.cpu.total === undefined ? 'n/a' : `${µs(m.cpu.service)} + ${µs(m.cpu.database ?? 0)} = ${(m.cpu.total / (ceilingRun.cpu.service ?? 1)).toFixed(1)}x bare`,
+      target,
+      met,
       // Anything but 200 means the figure is not of the path we meant to measure.
-      statuses: Object.entries(r.statusCounts)
+      statuses: Object.entries(m.r.statusCounts)
         .map(([s, n]) => `${s}×${n}`)
         .join(' '),
-      errors: r.errors,
+      errors: m.r.errors,
     });
-    const share = ratio(notesRemote.rps, idpUser.rps);
-    const bound = 1 / (1 / idpUser.rps + 1 / idpRest.rps);
+    const verdict = (ok: boolean) => (ok ? 'yes' : 'NO');
+    const share = ratio(notesRemote.r.rps, idpUser.r.rps);
+    const bound = 1 / (1 / idpUser.r.rps + 1 / idpRest.r.rps);
     console.log(
       `notes-remote / idp-user: ${(share * 100).toFixed(0)}% (target >= 50%); ` +
-        `bound from the idp's two requests per call: ${Math.round(bound)} req/s = ${(ratio(bound, idpUser.rps) * 100).toFixed(0)}% of idp-user; ` +
-        `notes-remote reaches ${(ratio(notesRemote.rps, bound) * 100).toFixed(0)}% of that bound`,
+        `bound from the idp's two requests per call: ${Math.round(bound)} req/s = ${(ratio(bound, idpUser.r.rps) * 100).toFixed(0)}% of idp-user; ` +
+        `notes-remote reaches ${(ratio(notesRemote.r.rps, bound) * 100).toFixed(0)}% of that bound`,
     );
+    const userCpuRatio = ratio(idpUser.cpu.total ?? 0, ceilingRun.cpu.service ?? 1);
     return [
-      row('bare node:http JSON (ceiling)', ceilingRun),
-      row('idp GET /auth/v1/user alone', idpUser),
-      row(`idp GET /rest/v1/notes (${NOTES_PER_USER} notes) alone`, idpRest),
-      row(`notes GET /notes (${NOTES_PER_USER} notes), IDP_VERIFY=remote`, notesRemote),
-      row(`notes GET /notes (${NOTES_PER_USER} notes), IDP_VERIFY=local`, notesLocal),
+      row(`bare node:http JSON (ceiling), ${generator}`, ceilingRun),
+      row('idp GET /auth/v1/user alone', idpUser, '>= 15% of bare; CPU <= 8x', verdict(ratio(idpUser.r.rps, ceilingRun.r.rps) >= 0.15 && userCpuRatio <= 8)),
+      row(`idp GET /rest/v1/notes (${NOTES_PER_USER} notes) alone`, idpRest, '>= 12% of bare', verdict(ratio(idpRest.r.rps, ceilingRun.r.rps) >= 0.12)),
+      row(`notes GET /notes (${NOTES_PER_USER} notes), IDP_VERIFY=remote`, notesRemote, '>= 50% of idp /user', verdict(share >= 0.5)),
+      row(`notes GET /notes (${NOTES_PER_USER} notes), IDP_VERIFY=local`, notesLocal, '>= 80% of idp /user', verdict(ratio(notesLocal.r.rps, idpUser.r.rps) >= 0.8)),
+      row('notes PATCH /notes/:id, remote', patch),
+      row('notes GET /notes?q=note%201&limit=10, remote', search),
     ];
   } finally {
     await ceiling.stop();

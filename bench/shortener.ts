@@ -1,7 +1,10 @@
 import pg from 'pg';
-import { ensureDatabase, withDatabase } from '../src/kit/db.js';
+import { systemClock } from '../src/kit/clock.js';
+import { createPool } from '../src/kit/db.js';
 import { randomCode } from '../src/shortener/codes.js';
-import { type LoadOptions, type LoadResult, cpuSeconds, defaultGenerator, load, ratio, startCeiling, startService } from './lib.js';
+import { LinkService } from '../src/shortener/links.js';
+import { LinkRepository } from '../src/shortener/repository.js';
+import { type LoadOptions, type LoadResult, cpuSeconds, defaultGenerator, freshBenchDatabase, load, ratio, startCeiling, startService } from './lib.js';
 
 // Redirects to one hot code, redirects spread over 10,000 codes, and stats
 // lookups, each beside a bare node:http 302 server measured in the same run.
@@ -96,17 +99,68 @@ async function measureCpu<T>(fn: () => Promise<T>, pids: () => Promise<number[]>
   return { result, cpu: cpuSeconds([]) === undefined ? undefined : used.reduce((a, b) => a + b, 0) };
 }
 
+const DAY_MS = 86_400_000;
+/** Concurrent readers of the visits report: a few dashboards open at once, on a 2-core machine. */
+const REPORT_CONNECTIONS = 4;
+const SEEDED_VISITS = 1_000_000;
+const SEEDED_DAYS = 90;
+/** Distinct (class, referrer, browser, OS, device) rows per hour, out of the few each dimension has (at most 168 here). */
+const ROWS_PER_HOUR = 100;
+/** Unique visitors per day: most visits of a day come from different people. */
+const VISITORS_PER_DAY = 6_000;
+
+/**
+ * 1,000,000 visits of one link spread evenly over the last 90 days, written
+ * straight into the visit tables as the click statement leaves them: hourly
+ * rows per traffic class, referrer host, browser, OS and device, and one row
+ * per visitor and day. A few SQL statements (generate_series), not a million
+ * redirects. The link's clicks are set to match, so clicks = visits holds.
+ */
+async function seedVisits(db: pg.Client, code: string, now: number): Promise<{ visits: number; rows: number; visitors: number; seconds: number }> {
+  const started = Date.now();
+  const lastHour = Math.floor(now / 3_600_000) * 3_600_000;
+  const hours = SEEDED_DAYS * 24;
+  const rows = hours * ROWS_PER_HOUR;
+  // Each row gets the integer share of the visits, the first `extra` rows one more, so they sum exactly.
+  const share = Math.floor(SEEDED_VISITS / rows);
+  const extra = SEEDED_VISITS - share * rows;
+  await db.query(
+    `INSERT INTO visit_counts (code, hour, class, referrer, browser, os, device, visits)
+     SELECT $1, to_timestamp($2::bigint / 1000) - make_interval(hours => h),
+            -- Class, referrer and browser in mixed radix (3 × 8 × 7 = 168 distinct rows an hour at most).
+            (ARRAY['human', 'bot', 'preview'])[1 + i % 3],
+            (ARRAY['(direct)', 'www.google.com', 't.co', 'news.ycombinator.com', 'www.reddit.com', 'l.facebook.com', 'mail.google.com', 'duckduckgo.com'])[1 + (i / 3) % 8],
+            (ARRAY['Chrome', 'Mobile Safari', 'Safari', 'Firefox', 'Edge', 'Instagram', '(unknown)'])[1 + (i / 24) % 7],
+            (ARRAY['Windows', 'iOS', 'Android', 'Mac OS', 'Linux', '(unknown)'])[1 + i % 6],
+            (ARRAY['desktop', 'mobile', 'tablet', '(unknown)'])[1 + i % 4],
+            $3::int + CASE WHEN h * $4::int + i < $5::int THEN 1 ELSE 0 END
+     FROM generate_series(0, $6::int - 1) AS h, generate_series(0, $4::int - 1) AS i
+     ON CONFLICT (code, hour, class, referrer, browser, os, device) DO UPDATE SET visits = visit_counts.visits + EXCLUDED.visits`,
+    [code, lastHour, share, ROWS_PER_HOUR, extra, hours],
+  );
+  await db.query(
+    `INSERT INTO daily_visitors (code, day, visitor_key)
+     SELECT $1, (to_timestamp($2::bigint / 1000) AT TIME ZONE 'UTC')::date - d, decode(md5(d || ':' || v), 'hex')
+     FROM generate_series(0, $3::int - 1) AS d, generate_series(1, $4::int) AS v
+     ON CONFLICT DO NOTHING`,
+    [code, lastHour, SEEDED_DAYS, VISITORS_PER_DAY],
+  );
+  await db.query('UPDATE links SET clicks = clicks + $2 WHERE code = $1', [code, SEEDED_VISITS]);
+  // As autovacuum would soon after such a load: statistics and the visibility map index-only scans read.
+  await db.query('VACUUM ANALYZE visit_counts, daily_visitors');
+  const { rows: check } = await db.query<{ visits: string; rows: string }>(
+    'SELECT sum(visits)::bigint AS visits, count(*)::bigint AS rows FROM visit_counts WHERE code = $1',
+    [code],
+  );
+  return { visits: Number(check[0]!.visits), rows: Number(check[0]!.rows), visitors: SEEDED_DAYS * VISITORS_PER_DAY, seconds: (Date.now() - started) / 1000 };
+}
+
 const answered = (r: LoadResult) => Object.values(r.statusCountsWithWarmup).reduce((a, b) => a + b, 0);
 const microsPerRequest = (cpu: number | undefined, r: LoadResult) => (cpu === undefined ? 'n/a' : Math.round((cpu * 1e6) / Math.max(1, answered(r))));
 
 export async function run(ctx: { adminUrl: string }): Promise<Array<Record<string, string | number>>> {
   const name = 'bench_shortener';
-  const admin = new pg.Client({ connectionString: ctx.adminUrl });
-  await admin.connect();
-  await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-  await admin.end();
-  await ensureDatabase(ctx.adminUrl, name);
-  const databaseUrl = withDatabase(ctx.adminUrl, name);
+  const databaseUrl = await freshBenchDatabase(ctx.adminUrl, name);
 
   // TRUST_PROXY: each simulated visitor's address arrives in X-Forwarded-For, as behind a load balancer.
   const service = await startService('src/shortener/server.ts', { DATABASE_URL: databaseUrl, TRUST_PROXY: '127.0.0.1' });
@@ -168,6 +222,37 @@ export async function run(ctx: { adminUrl: string }): Promise<Array<Record<strin
     const before = await settledTotals(db);
     const stats = await measureCpu(() => load({ ...base, url: service.url, paths: list.slice(0, 1000).map((c) => `/api/links/${c}`) }), async () => [service.pid]);
     rows.push(row('stats lookups', stats, undefined, { clicks: (await totals(db)).clicks - before.clicks }));
+
+    // The visits report of a busy link: 1,000,000 visits over 90 days, read by a
+    // few dashboards at once (the latency, not the rate, is the figure here).
+    const busy = list[1]!;
+    const seeded = await seedVisits(db, busy, Date.now());
+    console.log(`shortener: seeded ${seeded.visits} visits in ${seeded.rows} hourly rows and ${seeded.visitors} daily visitors in ${seeded.seconds.toFixed(1)} s`);
+    const report = { ...base, connections: REPORT_CONNECTIONS };
+    const thirtyDays = 'interval=day';
+    const lastDay = `interval=hour&from=${new Date(Date.now() - DAY_MS).toISOString()}`;
+    for (const [label, query] of [
+      ['visits report, 30 days by day, from hourly rows (before the daily rollup)', thirtyDays],
+      ['rollup', ''],
+      ['visits report, 30 days by day (1M visits over 90 days)', thirtyDays],
+      ['visits report, 24 hours by hour (1M visits over 90 days)', lastDay],
+    ] as const) {
+      if (label === 'rollup') {
+        // What the service's own rollup does every 10 minutes, done now rather than waited for.
+        const started = Date.now();
+        const pool = createPool(databaseUrl, { max: 1 });
+        const days = await new LinkService(new LinkRepository(pool), randomCode, () => false, systemClock).rollUpVisits().finally(() => pool.end());
+        console.log(`shortener: rolled up ${days} days of visits in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+        continue;
+      }
+      let pgCpu: number | undefined;
+      const m = await measureCpu(async () => {
+        const inner = await measureCpu(() => load({ ...report, url: `${service.url}/api/links/${busy}/visits?${query}` }), () => backendPids(db, name));
+        pgCpu = inner.cpu;
+        return inner.result;
+      }, async () => [service.pid]);
+      rows.push(row(label, m, pgCpu, { connections: REPORT_CONNECTIONS, 'other answers': Object.entries(m.result.statusCountsWithWarmup).filter(([s]) => s !== '200').map(([s, n]) => `${s}: ${n}`).join(', ') || 'none' }));
+    }
     return rows;
   } finally {
     await db.end();

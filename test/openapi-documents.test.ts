@@ -4,24 +4,24 @@
 // route and status (a status the document does not list is a failure).
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, afterEach, before, describe, test } from 'node:test';
+import { after, before, describe, test } from 'node:test';
 import { Type } from '@sinclair/typebox';
+import { decodeJwt as decodeJwtPayload } from 'jose';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { Ajv } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import { seedAdmin } from '../src/accounts/admin-seed.js';
-import { buildApp as buildAccounts } from '../src/accounts/app.js';
 import { UsersRepository } from '../src/accounts/repository.js';
-import { type Pool, createPool, readMigrations } from '../src/kit/db.js';
-import { type App, createServer, statusEnvelope } from '../src/kit/http.js';
-import { responseMismatches } from '../src/kit/openapi.js';
-import { buildApp as buildShortener } from '../src/shortener/app.js';
-import { MIGRATIONS_DIR as ACCOUNTS_MIGRATIONS, testConfig as accountsTestConfig } from './helpers/accounts.js';
-import { type TestDatabase, freshDatabase } from './helpers/database.js';
+import { commonVars, loadConfig } from '../src/kit/config.js';
+import { type App, buildHttpApp } from '../src/kit/http.js';
+import { statusEnvelope } from '../src/kit/status-envelope.js';
+import { buildAccounts, type RunningAccounts } from './helpers/accounts.js';
 import { type RunningIdp, startIdp } from './helpers/idp.js';
 import { uniqueEmail } from './helpers/emails.js';
+import { request } from './helpers/http.js';
 import { type RunningNotes, startNotes } from './helpers/notes.js';
-import { shortenerMigrations, shortenerTestConfig, uniqueIp } from './helpers/shortener.js';
+import { buildShortener, type RunningShortener, withShortener } from './helpers/shortener.js';
+import { uniqueIp } from './helpers/client-ips.js';
 
 type Doc = {
   paths: Record<string, Record<string, Operation>>;
@@ -34,8 +34,8 @@ type Operation = {
   responses: Record<string, { description: string; content?: Record<string, { schema: object }>; headers?: Record<string, unknown> }>;
 };
 
-// Every answer of the apps built here is also checked by the kit's onSend hook against the app's own document.
-process.env.OPENAPI_RESPONSE_CHECK = '1';
+// Every answer of the apps built here is also checked by the kit's onSend hook against the app's
+// own document (npm test turns OPENAPI_RESPONSE_CHECK on; the helpers pass it to each config).
 
 const METHODS = ['get', 'post', 'put', 'patch', 'delete', 'head'] as const;
 const ADMIN_KEY = 'openapi-documents-admin-key-0123456789';
@@ -50,6 +50,13 @@ const PROTECTED: Record<string, Array<[method: string, path: string, scheme: str
   accounts: [
     ['get', '/auth/me', 'bearerAuth'],
     ['get', '/admin/users', 'bearerAuth'],
+    ['post', '/auth/logout', 'bearerAuth'],
+    ['get', '/auth/sessions', 'bearerAuth'],
+    ['delete', '/auth/sessions/{id}', 'bearerAuth'],
+    ['post', '/auth/password', 'bearerAuth'],
+    ['patch', '/admin/users/{id}', 'bearerAuth'],
+    ['delete', '/admin/users/{id}', 'bearerAuth'],
+    ['get', '/admin/audit', 'bearerAuth'],
   ],
   notes: [
     ['get', '/notes', 'bearerAuth'],
@@ -70,27 +77,19 @@ const PROTECTED: Record<string, Array<[method: string, path: string, scheme: str
   ],
 };
 
-let shortenerDb: TestDatabase;
-let accountsDb: TestDatabase;
-let shortenerPool: Pool;
-let accountsPool: Pool;
-let shortener: App;
-let accounts: App;
+let shortener: RunningShortener;
+let accounts: RunningAccounts;
 let idp: RunningIdp;
 let notes: RunningNotes;
 const docs: Record<string, Doc> = {};
 
 before(async () => {
-  shortenerDb = await freshDatabase('shortener', await shortenerMigrations());
-  shortenerPool = createPool(shortenerDb.url, { max: 5 });
-  shortener = await buildShortener(shortenerTestConfig({ SHORTENER_ADMIN_KEY: ADMIN_KEY }), { pool: shortenerPool });
-  accountsDb = await freshDatabase('accounts', await readMigrations(ACCOUNTS_MIGRATIONS));
-  accountsPool = createPool(accountsDb.url, { max: 5 });
-  accounts = await buildAccounts(accountsTestConfig(), { pool: accountsPool });
+  shortener = await buildShortener({ env: { SHORTENER_ADMIN_KEY: ADMIN_KEY } });
+  accounts = await buildAccounts();
   idp = await startIdp();
   notes = await startNotes(idp);
-  docs.shortener = (await shortener.inject({ method: 'GET', url: '/docs/json' })).json() as Doc;
-  docs.accounts = (await accounts.inject({ method: 'GET', url: '/docs/json' })).json() as Doc;
+  docs.shortener = (await shortener.app.inject({ method: 'GET', url: '/docs/json' })).json() as Doc;
+  docs.accounts = (await accounts.app.inject({ method: 'GET', url: '/docs/json' })).json() as Doc;
   docs.notes = (await notes.app.inject({ method: 'GET', url: '/docs/json' })).json() as Doc;
   docs.idp = (await (await fetch(`${idp.url}/docs/json`)).json()) as Doc;
 });
@@ -100,10 +99,6 @@ after(async () => {
   await idp?.close();
   await shortener?.close();
   await accounts?.close();
-  await shortenerPool?.end();
-  await accountsPool?.end();
-  await shortenerDb?.drop();
-  await accountsDb?.drop();
 });
 
 function operations(doc: Doc): Array<{ method: string; path: string; op: Operation }> {
@@ -208,24 +203,15 @@ async function inject(app: App, method: string, url: string, opts: { body?: unkn
   return { status: res.statusCode, body: res.body, contentType: res.headers['content-type'] as string | undefined };
 }
 
-async function request(base: string, method: string, url: string, opts: { body?: unknown; rawBody?: string; headers?: Record<string, string> } = {}): Promise<Answer> {
-  const headers: Record<string, string> = { ...opts.headers };
-  let body: string | undefined;
-  if (opts.rawBody !== undefined) body = opts.rawBody;
-  else if (opts.body !== undefined) body = JSON.stringify(opts.body);
-  if (body !== undefined && !headers['content-type']) headers['content-type'] = 'application/json';
-  const res = await fetch(`${base}${url}`, { method, headers, body, redirect: 'manual' });
-  return { status: res.status, body: await res.text(), contentType: res.headers.get('content-type') ?? undefined };
+/** The same over real HTTP (notes and the idp). */
+async function overHttp(base: string, method: string, url: string, opts: { body?: unknown; rawBody?: string; headers?: Record<string, string> } = {}): Promise<Answer> {
+  const res = await request(base, method, url, { body: opts.body, raw: opts.rawBody, headers: opts.headers });
+  return { status: res.status, body: res.text, contentType: res.headers.get('content-type') ?? undefined };
 }
 
 describe('responses match the document', () => {
-  afterEach(() => {
-    const found = responseMismatches.splice(0);
-    assert.deepEqual(found, [], 'answers the kit\'s onSend check found outside the document');
-  });
-
-  test('the onSend check records a status the document does not list and a body its schema refuses', async () => {
-    const app = await createServer({ title: 'check', errorBody: statusEnvelope, readiness: async () => {} });
+  test('the response check turns a status the document does not list, or a body its schema refuses, into a 500 naming it', async () => {
+    const app = await buildHttpApp({ title: 'check', logLevel: 'silent', errorBody: statusEnvelope, readiness: async () => {}, responseCheck: true });
     const Answer = Type.Object({ a: Type.String() });
     app.get('/listed', { schema: { tags: ['t'], summary: 's', response: { 200: Answer } } }, async () => ({ a: 'x' }));
     app.get('/unlisted', { schema: { tags: ['t'], summary: 's', response: { 200: Answer } } }, async (_request, reply) => reply.code(202 as 200).send({ a: 'x' }));
@@ -234,12 +220,27 @@ describe('responses match the document', () => {
       reply.type('application/json').send('{"a":1}' as unknown as { a: string }),
     );
     try {
-      assert.equal((await app.inject({ method: 'GET', url: '/listed' })).statusCode, 200);
-      assert.deepEqual(responseMismatches.splice(0), []);
+      const listed = await app.inject({ method: 'GET', url: '/listed' });
+      assert.equal(listed.statusCode, 200);
+      assert.deepEqual(listed.json(), { a: 'x' });
+      const unlisted = await app.inject({ method: 'GET', url: '/unlisted' });
+      assert.equal(unlisted.statusCode, 500);
+      assert.deepEqual(unlisted.json(), statusEnvelope(500, 'Response does not match the API document: GET /unlisted 202: status not in the document'));
+      const wrong = await app.inject({ method: 'GET', url: '/wrong' });
+      assert.equal(wrong.statusCode, 500);
+      assert.deepEqual(wrong.json(), statusEnvelope(500, 'Response does not match the API document: GET /wrong 200: data/a must be string'));
+    } finally {
+      await app.close();
+    }
+  });
+
+  test('the response check is off unless asked for (OPENAPI_RESPONSE_CHECK, false by default)', async () => {
+    assert.equal(loadConfig(commonVars(3000), {}).OPENAPI_RESPONSE_CHECK, false);
+    assert.equal(loadConfig(commonVars(3000), { OPENAPI_RESPONSE_CHECK: '1' }).OPENAPI_RESPONSE_CHECK, true);
+    const app = await buildHttpApp({ title: 'unchecked', logLevel: 'silent', errorBody: statusEnvelope, readiness: async () => {} });
+    app.get('/unlisted', { schema: { tags: ['t'], summary: 's', response: { 200: Type.Object({}) } } }, async (_request, reply) => reply.code(202 as 200).send({}));
+    try {
       assert.equal((await app.inject({ method: 'GET', url: '/unlisted' })).statusCode, 202);
-      assert.deepEqual(responseMismatches.splice(0), ['GET /unlisted 202: status not in the document']);
-      assert.equal((await app.inject({ method: 'GET', url: '/wrong' })).statusCode, 200);
-      assert.deepEqual(responseMismatches.splice(0), ['GET /wrong 200: data/a must be string']);
     } finally {
       await app.close();
     }
@@ -247,7 +248,7 @@ describe('responses match the document', () => {
 
   test('shortener: create, stats, visits, QR, redirect, admin, and their errors', async () => {
     const check = async (method: string, path: string, url: string, opts: Parameters<typeof inject>[3] = {}, expected?: number) => {
-      const answer = await inject(shortener, method, url, opts);
+      const answer = await inject(shortener.app, method, url, opts);
       if (expected !== undefined) assert.equal(answer.status, expected, `${method} ${url}: ${answer.body}`);
       assertDocumented('shortener', method, path, answer);
       return answer;
@@ -261,7 +262,7 @@ describe('responses match the document', () => {
     await check('POST', '/api/links', '/api/links', { rawBody: 'url=x', headers: { 'content-type': 'text/plain' } }, 415);
     await check('POST', '/api/links', '/api/links', { rawBody: JSON.stringify({ url: `https://example.com/${'a'.repeat(70_000)}` }) }, 413);
     const ip = uniqueIp();
-    for (let i = 0; i < 10; i++) await inject(shortener, 'POST', '/api/links', { body: { url: 'https://example.com/c' }, ip });
+    for (let i = 0; i < 10; i++) await inject(shortener.app, 'POST', '/api/links', { body: { url: 'https://example.com/c' }, ip });
     await check('POST', '/api/links', '/api/links', { body: { url: 'https://example.com/c' }, ip }, 429);
 
     await check('GET', '/api/links/{code}', `/api/links/${code}`, {}, 200);
@@ -287,21 +288,18 @@ describe('responses match the document', () => {
     await check('DELETE', '/api/links/{code}', `/api/links/${code}`, { headers: admin }, 200);
     await check('DELETE', '/api/links/{code}', `/api/links/${code}`, { headers: admin }, 404);
     await check('DELETE', '/api/links/{code}', `/api/links/${code}`, {}, 401);
-    const unconfigured = await buildShortener(shortenerTestConfig(), { pool: shortenerPool });
-    try {
+    await withShortener({ pool: shortener.pool }, async (unconfigured) => {
       const answer = await inject(unconfigured, 'GET', '/api/links');
       assert.equal(answer.status, 503);
       assertDocumented('shortener', 'GET', '/api/links', answer);
-    } finally {
-      await unconfigured.close();
-    }
+    });
     await check('GET', '/healthz', '/healthz', {}, 200);
     await check('GET', '/readyz', '/readyz', {}, 200);
   });
 
   test('accounts: register, login, me, admin listing, and their errors', async () => {
     const check = async (method: string, path: string, url: string, opts: Parameters<typeof inject>[3] = {}, expected?: number) => {
-      const answer = await inject(accounts, method, url, opts);
+      const answer = await inject(accounts.app, method, url, opts);
       if (expected !== undefined) assert.equal(answer.status, expected, `${method} ${url}: ${answer.body}`);
       assertDocumented('accounts', method, path, answer);
       return answer;
@@ -322,16 +320,72 @@ describe('responses match the document', () => {
     await check('GET', '/admin/users', '/admin/users', {}, 401);
     const adminEmail = uniqueEmail('openapi-admin');
     const quiet = { info: () => {}, warn: () => {} };
-    await seedAdmin(new UsersRepository(accountsPool), { ADMIN_EMAIL: adminEmail, ADMIN_PASSWORD: password }, quiet);
-    const adminLogin = await inject(accounts, 'POST', '/auth/login', { body: { email: adminEmail, password } });
+    await seedAdmin(new UsersRepository(accounts.pool), { ADMIN_EMAIL: adminEmail, ADMIN_PASSWORD: password }, quiet);
+    const adminLogin = await inject(accounts.app, 'POST', '/auth/login', { body: { email: adminEmail, password } });
     const adminToken = (JSON.parse(adminLogin.body) as { data: { token: string } }).data.token;
     await check('GET', '/admin/users', '/admin/users?per_page=2', { headers: { authorization: `Bearer ${adminToken}` } }, 200);
     await check('GET', '/admin/users', '/admin/users?page=0', { headers: { authorization: `Bearer ${adminToken}` } }, 400);
+
+    const admin = { authorization: `Bearer ${adminToken}` };
+    const user = { authorization: `Bearer ${token}` };
+    const me = JSON.parse((await check('GET', '/auth/me', '/auth/me', { headers: user }, 200)).body) as { data: { id: string } };
+    const adminId = (decodeJwtPayload(adminToken) as { id: string }).id;
+    await check('PATCH', '/admin/users/{id}', `/admin/users/${me.data.id}`, { body: { banned: false } }, 401);
+    await check('PATCH', '/admin/users/{id}', `/admin/users/${me.data.id}`, { headers: user, body: { banned: false } }, 403);
+    await check('PATCH', '/admin/users/{id}', `/admin/users/${me.data.id}`, { headers: admin, body: {} }, 400);
+    await check('PATCH', '/admin/users/{id}', `/admin/users/${randomUUID()}`, { headers: admin, body: { banned: true } }, 404);
+    await check('GET', '/admin/audit', '/admin/audit', { headers: user }, 403);
+    await check('PATCH', '/admin/users/{id}', `/admin/users/${me.data.id}`, { headers: admin, body: { banned: true } }, 200);
+    await check('GET', '/admin/audit', `/admin/audit?user_id=${me.data.id}&per_page=2`, { headers: admin }, 200);
+    await check('GET', '/admin/audit', '/admin/audit?event=nope', { headers: admin }, 400);
+    await check('GET', '/admin/audit', '/admin/audit', { headers: user }, 401);
+    await check('GET', '/admin/audit', '/admin/audit', {}, 401);
+    await check('DELETE', '/admin/users/{id}', `/admin/users/${randomUUID()}`, { headers: admin }, 404);
+    await check('DELETE', '/admin/users/{id}', `/admin/users/${me.data.id}`, { headers: admin }, 200);
+    await accounts.pool.query("UPDATE users SET role = 'user' WHERE role = 'admin' AND id <> $1", [adminId]);
+    await check('DELETE', '/admin/users/{id}', `/admin/users/${adminId}`, { headers: admin }, 409);
+    await check('POST', '/auth/login', '/auth/login', { body: { email, password } }, 401);
+  });
+
+  test('accounts: refresh, sessions, logout, and their errors', async () => {
+    const check = async (method: string, path: string, url: string, opts: Parameters<typeof inject>[3] = {}, expected?: number) => {
+      const answer = await inject(accounts.app, method, url, opts);
+      if (expected !== undefined) assert.equal(answer.status, expected, `${method} ${url}: ${answer.body}`);
+      assertDocumented('accounts', method, path, answer);
+      return answer;
+    };
+    const email = uniqueEmail('openapi-sessions');
+    const password = 'a long enough password';
+    await check('POST', '/auth/register', '/auth/register', { body: { name: 'Ada', email, password } }, 201);
+    const login = await check('POST', '/auth/login', '/auth/login', { body: { email, password } }, 200);
+    const pair = (JSON.parse(login.body) as { data: { token: string; refresh_token: string } }).data;
+    const refreshed = await check('POST', '/auth/refresh', '/auth/refresh', { body: { refresh_token: pair.refresh_token } }, 200);
+    const { token, refresh_token: refreshToken } = (JSON.parse(refreshed.body) as { data: { token: string; refresh_token: string } }).data;
+    await check('POST', '/auth/refresh', '/auth/refresh', { body: { refresh_token: 'x'.repeat(43) } }, 401);
+    await check('POST', '/auth/refresh', '/auth/refresh', { body: {} }, 400);
+    const auth = { authorization: `Bearer ${token}` };
+    const list = await check('GET', '/auth/sessions', '/auth/sessions', { headers: auth }, 200);
+    const sessionId = (JSON.parse(list.body) as { data: Array<{ id: string }> }).data[0]!.id;
+    await check('GET', '/auth/sessions', '/auth/sessions', {}, 401);
+    await check('DELETE', '/auth/sessions/{id}', `/auth/sessions/${randomUUID()}`, { headers: auth }, 404);
+    await check('DELETE', '/auth/sessions/{id}', '/auth/sessions/nope', { headers: auth }, 400);
+    await check('DELETE', '/auth/sessions/{id}', `/auth/sessions/${sessionId}`, {}, 401);
+    await check('POST', '/auth/logout', '/auth/logout', { headers: auth, body: {} }, 400);
+    await check('POST', '/auth/logout', '/auth/logout', { body: { scope: 'global' } }, 401);
+    await check('POST', '/auth/logout', '/auth/logout', { headers: auth, body: { refresh_token: refreshToken } }, 200);
+    await check('DELETE', '/auth/sessions/{id}', `/auth/sessions/${sessionId}`, { headers: auth }, 404);
+    await check('POST', '/auth/logout', '/auth/logout', { headers: auth, body: { scope: 'global' } }, 200);
+    const again = JSON.parse((await check('POST', '/auth/login', '/auth/login', { body: { email, password } }, 200)).body) as { data: { token: string } };
+    const fresh = { authorization: `Bearer ${again.data.token}` };
+    await check('POST', '/auth/password', '/auth/password', { headers: fresh, body: { current_password: 'wrong password!', new_password: 'x'.repeat(9) } }, 400);
+    await check('POST', '/auth/password', '/auth/password', { headers: fresh, body: { current_password: password } }, 400);
+    await check('POST', '/auth/password', '/auth/password', { body: { current_password: password, new_password: 'x'.repeat(9) } }, 401);
+    await check('POST', '/auth/password', '/auth/password', { headers: fresh, body: { current_password: password, new_password: 'x'.repeat(9) } }, 200);
   });
 
   test('notes: register, login, notes CRUD, and their errors', async () => {
-    const check = async (method: string, path: string, url: string, opts: Parameters<typeof request>[3] = {}, expected?: number) => {
-      const answer = await request(notes.url, method, url, opts);
+    const check = async (method: string, path: string, url: string, opts: Parameters<typeof overHttp>[3] = {}, expected?: number) => {
+      const answer = await overHttp(notes.url, method, url, opts);
       if (expected !== undefined) assert.equal(answer.status, expected, `${method} ${url}: ${answer.body}`);
       assertDocumented('notes', method, path, answer);
       return answer;
@@ -357,9 +411,9 @@ describe('responses match the document', () => {
   });
 
   test('idp: auth, admin and REST routes, and their errors', async () => {
-    const check = async (method: string, path: string, url: string, opts: Parameters<typeof request>[3] = {}, expected?: number) => {
+    const check = async (method: string, path: string, url: string, opts: Parameters<typeof overHttp>[3] = {}, expected?: number) => {
       const headers = { apikey: idp.publishableKey, 'x-supabase-api-version': '2024-01-01', ...opts.headers };
-      const answer = await request(idp.url, method, url, { ...opts, headers });
+      const answer = await overHttp(idp.url, method, url, { ...opts, headers });
       if (expected !== undefined) assert.equal(answer.status, expected, `${method} ${url}: ${answer.body}`);
       assertDocumented('idp', method, path, answer);
       return answer;

@@ -1,46 +1,21 @@
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
-import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
+import type { Browser, BrowserContext } from 'playwright-core';
 import type { Clock } from '../../src/kit/clock.js';
 import { createPool, type Pool } from '../../src/kit/db.js';
 import type { App } from '../../src/kit/http.js';
-import { buildApp } from '../../src/shortener/app.js';
+import { assertAccessible, assertClean, assertNoSidewaysScroll, assertSameOrigin, browserSkip, launchBrowser, type PageWatch, screenshots, tabTo, watch } from '../helpers/browser.js';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 import { freePort } from '../helpers/ports.js';
-import { createCode, shortenerMigrations, shortenerTestConfig } from '../helpers/shortener.js';
+import { buildShortener, createCode, shortenerMigrations } from '../helpers/shortener.js';
 
 // The shortener's web pages in a real Chromium, driven by clicks, against the
 // real service (in-process, listening on 127.0.0.1) and PostgreSQL. Screenshots
 // of every page at 360 and 1,280 pixels go to test-artifacts/screenshots/.
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
-const SCREENSHOTS = path.join(root, 'test-artifacts', 'screenshots');
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-// As root, Chromium needs --no-sandbox; the networking flags stop its background
-// connections (updates, sync, QUIC probes), which fail here and must not leave the machine.
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 const ADMIN_KEY = 'browser-test-admin-key-0123456789abcdef';
-const WIDTHS = [360, 1280] as const;
-const AXE_SOURCE = readFileSync(path.join(root, 'node_modules', 'axe-core', 'axe.min.js'), 'utf8');
-
-const chromiumMissing = !existsSync(CHROMIUM);
-// Under CI a missing browser fails the suite; elsewhere it may skip, saying why.
-const skip = chromiumMissing && !process.env.CI ? `Chromium not found at ${CHROMIUM} (install it or set CHROMIUM_PATH)` : false;
-if (skip) console.log(`# skipping the browser tests: ${skip}`);
 
 interface Shortener {
   app: App;
@@ -54,65 +29,13 @@ async function startShortener(pool: Pool): Promise<Shortener> {
   const origin = `http://127.0.0.1:${port}`;
   const shift = { ms: 0 };
   const clock: Clock = () => Date.now() + shift.ms;
-  const app = await buildApp(shortenerTestConfig({ BASE_URL: origin, SHORTENER_ADMIN_KEY: ADMIN_KEY }), { pool, clock });
+  // Its port is known before it starts, since BASE_URL names it.
+  const { app } = await buildShortener({ pool, clock, env: { BASE_URL: origin, SHORTENER_ADMIN_KEY: ADMIN_KEY } });
   await app.listen({ port, host: '127.0.0.1' });
   return { app, origin, shift };
 }
 
-/** What went wrong on a page: console errors, uncaught exceptions, failed requests, and every request's URL. */
-interface PageWatch {
-  problems: string[];
-  urls: string[];
-}
-
-function watch(page: Page): PageWatch {
-  const w: PageWatch = { problems: [], urls: [] };
-  page.on('console', (m) => {
-    if (m.type() === 'error') w.problems.push(`console: ${m.text()}`);
-  });
-  page.on('pageerror', (e) => w.problems.push(`pageerror: ${e.message}`));
-  page.on('requestfailed', (r) => w.problems.push(`requestfailed: ${r.url()} ${r.failure()?.errorText}`));
-  page.on('request', (r) => w.urls.push(r.url()));
-  return w;
-}
-
-/**
- * Nothing went wrong on the page but the API refusals the test caused on
- * purpose (Chromium logs each non-2xx fetch as "Failed to load resource").
- */
-function assertClean(w: PageWatch, expectedStatuses: number[] = []): void {
-  const unexpected = w.problems.filter((p) => {
-    const m = /Failed to load resource: the server responded with a status of (\d+)/.exec(p);
-    return !(m && expectedStatuses.includes(Number(m[1])));
-  });
-  assert.deepEqual(unexpected, []);
-}
-
-async function assertAccessible(page: Page, name: string): Promise<void> {
-  // Evaluated rather than added as a <script>: the pages' CSP refuses inline scripts.
-  await page.evaluate(AXE_SOURCE);
-  const violations = await page.evaluate(async () => {
-    const axe = (globalThis as unknown as { axe: { run(): Promise<{ violations: Array<{ id: string; impact: string; help: string; nodes: Array<{ target: unknown }> }> }> } }).axe;
-    const result = await axe.run();
-    return result.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, targets: v.nodes.map((n) => JSON.stringify(n.target)).slice(0, 5) }));
-  });
-  const serious = violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
-  assert.deepEqual(serious, [], `${name}: serious or critical accessibility violations`);
-}
-
-/** Full-page screenshots at each width, as `<name>-<width>.png`. */
-async function screenshots(page: Page, name: string): Promise<void> {
-  mkdirSync(SCREENSHOTS, { recursive: true });
-  for (const width of WIDTHS) {
-    await page.setViewportSize({ width, height: 800 });
-    // Let layout and the chart's resize observer settle.
-    await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
-    await page.screenshot({ path: path.join(SCREENSHOTS, `${name}-${width}.png`), fullPage: true });
-  }
-  await page.setViewportSize({ width: 1280, height: 800 });
-}
-
-describe('shortener web pages in Chromium', { skip }, () => {
+describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
   let db: TestDatabase;
   let pool: Pool;
   let shortener: Shortener;
@@ -123,7 +46,6 @@ describe('shortener web pages in Chromium', { skip }, () => {
   const targetHits: string[] = [];
 
   before(async () => {
-    if (chromiumMissing) assert.fail(`Chromium not found at ${CHROMIUM}: under CI the browser tests must run, never be skipped (install chromium or set CHROMIUM_PATH)`);
     target = http.createServer((req, res) => {
       // The browser also asks the target for its favicon; only the pages it is sent to count.
       if (req.url !== '/favicon.ico') targetHits.push(req.url ?? '');
@@ -135,7 +57,7 @@ describe('shortener web pages in Chromium', { skip }, () => {
     db = await freshDatabase('shortener', await shortenerMigrations());
     pool = createPool(db.url, { max: 5 });
     shortener = await startShortener(pool);
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, timeout: 60_000 });
+    browser = await launchBrowser();
     // Headless Chromium says "HeadlessChrome", which the service rightly counts as a bot; the
     // visits of this test are meant as a person's, so the context sends desktop Chrome's agent.
     const userAgent = `Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/${browser.version()} Safari/537.36`;
@@ -152,11 +74,8 @@ describe('shortener web pages in Chromium', { skip }, () => {
     if (target) await new Promise((resolve) => target.close(resolve));
   });
 
-  /** Every request of a page stayed on the service's origin (the target page aside). */
-  function assertSameOrigin(w: PageWatch, origin = shortener.origin): void {
-    const elsewhere = w.urls.filter((u) => !u.startsWith(`${origin}/`) && !u.startsWith(`${targetOrigin}/`) && !u.startsWith('data:'));
-    assert.deepEqual(elsewhere, []);
-  }
+  /** Requests go to the shortener and to the links' target site (where a redirect lands), nowhere else. */
+  const assertOwnOrigins = (w: PageWatch, origin = shortener.origin) => assertSameOrigin(w, origin, targetOrigin);
 
   it('creates a link through the form, follows it to the target, and shows the visit on the stats page', async () => {
     const page = await context.newPage();
@@ -215,6 +134,8 @@ describe('shortener web pages in Chromium', { skip }, () => {
     await page.getByRole('link', { name: 'View its stats' }).click();
     await page.waitForURL(`${shortener.origin}/stats/${code}`);
     await page.locator('#total-visits').filter({ hasText: '1' }).waitFor();
+    // The link and its visits are two requests of the page, answered in either order.
+    await page.locator('#clicks').filter({ hasText: /^1$/ }).waitFor();
     assert.equal(await page.locator('#clicks').textContent(), '1');
     assert.equal(await page.locator('#state').textContent(), 'active');
     assert.equal(await page.locator('#total-humans').textContent(), '1');
@@ -243,7 +164,7 @@ describe('shortener web pages in Chromium', { skip }, () => {
     await assertAccessible(page, 'stats page');
     await screenshots(page, 'stats');
     assertClean(w, [400]);
-    assertSameOrigin(w);
+    assertOwnOrigins(w);
     await page.close();
   });
 
@@ -259,7 +180,7 @@ describe('shortener web pages in Chromium', { skip }, () => {
     await screenshots(page, 'not-found');
     // Chromium logs the 404 of the document itself.
     assertClean(w, [404]);
-    assertSameOrigin(w);
+    assertOwnOrigins(w);
     await page.close();
   });
 
@@ -299,7 +220,7 @@ describe('shortener web pages in Chromium', { skip }, () => {
       await button.click();
       await page.waitForFunction((before) => (document.getElementById('short-url') as HTMLInputElement).value !== before, previous);
       assertClean(w, [429]);
-      assertSameOrigin(w, own.origin);
+      assertOwnOrigins(w, own.origin);
     } finally {
       await page.close();
       await own.app.close();
@@ -369,7 +290,103 @@ describe('shortener web pages in Chromium', { skip }, () => {
     await assertAccessible(page, 'admin list');
     await screenshots(page, 'admin');
     assertClean(w, [401]);
-    assertSameOrigin(w);
+    assertOwnOrigins(w);
+    await page.close();
+  });
+  it('the stats page splits humans, bots and link previews, and counts unique visitors', async () => {
+    const code = await createCode(shortener.app, `${targetOrigin}/split`);
+    const agents = [
+      'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36',
+      'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36',
+      'curl/8.4.0',
+      'Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)',
+    ];
+    for (const agent of agents) {
+      const res = await fetch(`${shortener.origin}/${code}`, { redirect: 'manual', headers: { 'user-agent': agent } });
+      assert.equal(res.status, 302);
+    }
+    const page = await context.newPage();
+    const w = watch(page);
+    await page.goto(`${shortener.origin}/stats/${code}`);
+    await page.locator('#total-visits').filter({ hasText: '4' }).waitFor();
+    await page.locator('#clicks').filter({ hasText: /^4$/ }).waitFor();
+    const figures = await Promise.all(['#total-humans', '#total-bots', '#total-previews', '#total-unique', '#clicks'].map((id) => page.locator(id).textContent()));
+    // One address, three agents: three visitors today.
+    assert.deepEqual(figures, ['2', '1', '1', '3', '4']);
+    assertClean(w);
+    assertOwnOrigins(w);
+    await page.close();
+  });
+
+  it('admin pages through a search 20 links at a time', async () => {
+    const tag = `paging-${Date.now()}`;
+    for (let i = 0; i < 45; i++) await createCode(shortener.app, `https://example.org/${tag}/${i}`);
+    const page = await context.newPage();
+    const w = watch(page);
+    await page.goto(`${shortener.origin}/admin`);
+    await page.getByLabel('Admin key (SHORTENER_ADMIN_KEY)').fill(ADMIN_KEY);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.locator('#admin').waitFor({ state: 'visible' });
+    await page.getByLabel('Search by code or URL').fill(tag);
+    await page.getByRole('button', { name: 'Search' }).click();
+    await page.locator('#total').filter({ hasText: '(45 matching)' }).waitFor();
+    const rows = page.locator('#links-table tbody tr');
+    const seen = new Set<string>();
+    const collect = async () => {
+      for (const c of await rows.evaluateAll((trs) => trs.map((tr) => (tr as HTMLElement).dataset.code ?? ''))) seen.add(c);
+    };
+    assert.equal(await page.locator('#page-label').textContent(), 'Page 1 of 3');
+    assert.equal(await rows.count(), 20);
+    assert.equal(await page.getByRole('button', { name: 'Previous page' }).isDisabled(), true);
+    await collect();
+    await page.getByRole('button', { name: 'Next page' }).click();
+    await page.locator('#page-label').filter({ hasText: 'Page 2 of 3' }).waitFor();
+    assert.equal(await rows.count(), 20);
+    await collect();
+    await page.getByRole('button', { name: 'Next page' }).click();
+    await page.locator('#page-label').filter({ hasText: 'Page 3 of 3' }).waitFor();
+    assert.equal(await rows.count(), 5);
+    assert.equal(await page.getByRole('button', { name: 'Next page' }).isDisabled(), true);
+    await collect();
+    assert.equal(seen.size, 45, 'every link once over the three pages');
+    await page.getByRole('button', { name: 'Previous page' }).click();
+    await page.locator('#page-label').filter({ hasText: 'Page 2 of 3' }).waitFor();
+    assertClean(w);
+    assertOwnOrigins(w);
+    await page.close();
+  });
+
+  it('by keyboard alone a link is created, copied and its stats opened; at 360 px no page scrolls sideways', async () => {
+    const page = await context.newPage();
+    const w = watch(page);
+    await page.setViewportSize({ width: 360, height: 800 });
+    await page.goto(`${shortener.origin}/`);
+    await assertNoSidewaysScroll(page, 'the create page');
+    await tabTo(page, 'url');
+    await page.keyboard.type(`${targetOrigin}/by-keyboard`);
+    await page.keyboard.press('Enter');
+    await page.locator('#result').waitFor({ state: 'visible' });
+    await assertNoSidewaysScroll(page, 'the create page with its result');
+    const shortUrl = await page.getByLabel('Short URL').inputValue();
+    await tabTo(page, 'copy-button');
+    await page.keyboard.press('Enter');
+    await page.locator('#copy-status').waitFor({ state: 'visible' });
+    await tabTo(page, 'stats-link');
+    await page.keyboard.press('Enter');
+    await page.waitForURL(`${shortener.origin}/stats/${shortUrl.slice(-7)}`);
+    await page.locator('#state').filter({ hasText: 'active' }).waitFor();
+    await assertNoSidewaysScroll(page, 'the stats page');
+    await page.goto(`${shortener.origin}/stats/zzzzzzz`);
+    await assertNoSidewaysScroll(page, 'the not-found page');
+    await page.goto(`${shortener.origin}/admin`);
+    await tabTo(page, 'admin-key');
+    await page.keyboard.type(ADMIN_KEY);
+    await page.keyboard.press('Enter');
+    await page.locator('#admin').waitFor({ state: 'visible' });
+    await page.locator('#links-table tbody tr').first().waitFor();
+    await assertNoSidewaysScroll(page, 'the admin page');
+    assertClean(w, [404]);
+    assertOwnOrigins(w);
     await page.close();
   });
 });

@@ -1,6 +1,7 @@
-// Shared by the test/accounts-*.test.ts files: one fresh database per file,
-// apps built with buildApp, and every response body any of them sends
-// collected, so each file can assert that no body ever carries a password hash.
+// The accounts service in tests: its factory (buildAccounts), and for the
+// test/accounts-*.test.ts files one fresh database per file, with every
+// response body any app of the file sends collected, so each file can assert
+// that no body ever carries a password hash.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -12,7 +13,9 @@ import { type AccountsDeps, buildApp } from '../../src/accounts/app.js';
 import { type AccountsConfig, accountsConfig } from '../../src/accounts/config.js';
 import type { PublicUser } from '../../src/accounts/repository.js';
 import { type TestDatabase, freshDatabase } from './database.js';
-import { testLogLevel } from './logs.js';
+import { type InProcessService, inProcessService } from './in-process.js';
+import { LogCapture, testLogLevel } from './logs.js';
+import { responseCheckEnv } from './response-check.js';
 
 export const MIGRATIONS_DIR = fileURLToPath(new URL('../../src/accounts/migrations', import.meta.url));
 export const TEST_SECRET = 'test-secret-0123456789-abcdefghijklmnopqrstuvwxyz';
@@ -22,18 +25,50 @@ export const TEST_SECRET = 'test-secret-0123456789-abcdefghijklmnopqrstuvwxyz';
  * lifted unless a test sets REGISTER_MAX_PER_IP itself.
  */
 export function testConfig(env: Record<string, string> = {}): AccountsConfig {
-  return loadConfig(accountsConfig, { JWT_SECRET: TEST_SECRET, LOG_LEVEL: testLogLevel('silent'), REGISTER_MAX_PER_IP: '1000000', ...env });
+  // No pruning behind a test's back (it would add statements to those that count them);
+  // the pruning tests turn it on.
+  return loadConfig(accountsConfig, { JWT_SECRET: TEST_SECRET, LOG_LEVEL: testLogLevel('silent'), REGISTER_MAX_PER_IP: '1000000', PRUNE_INTERVAL: '0', ...responseCheckEnv(), ...env });
 }
 
-/** Every body sent by an app built here, errors included. */
+/** A fresh accounts database of the test run, migrated. */
+export async function accountsDatabase(): Promise<TestDatabase> {
+  return freshDatabase('accounts', await readMigrations(MIGRATIONS_DIR));
+}
+
+export interface AccountsOptions extends Partial<Omit<AccountsDeps, 'logStream'>> {
+  /** Variables on top of the test defaults, read as the process reads them. */
+  env?: Record<string, string>;
+  /** Where its log lines go; a new capture otherwise. */
+  logs?: LogCapture;
+  /** Also listen on 127.0.0.1 (a free port), for tests that speak real HTTP. */
+  listen?: boolean;
+}
+
+export type RunningAccounts = InProcessService;
+
+/**
+ * The accounts service built in the test process: the one way tests make one. Without a `pool` it
+ * gets a database of its own.
+ */
+export function buildAccounts({ env = {}, logs = new LogCapture(), listen = false, pool, ...deps }: AccountsOptions = {}): Promise<RunningAccounts> {
+  return inProcessService({
+    pool,
+    database: accountsDatabase,
+    listen,
+    logs,
+    build: (pool) => buildApp(testConfig(env), { ...deps, pool, logStream: logs }),
+  });
+}
+
+/** Every body sent by an app of a suite, errors included. */
 export const responseBodies: string[] = [];
 
 export interface Suite {
   readonly db: TestDatabase;
   readonly pool: Pool;
   ready(): Promise<void>;
-  /** A new app on this file's database; closed after the file. */
-  app(env?: Record<string, string>, deps?: Omit<AccountsDeps, 'pool'> & { pool?: Pool }): Promise<App>;
+  /** A new app on this file's database (unless `options.pool` names another); closed after the file. */
+  app(env?: Record<string, string>, options?: Omit<AccountsOptions, 'env'>): Promise<App>;
 }
 
 /** Registers the before/after hooks of a test file and returns its database and app factory. */
@@ -45,7 +80,7 @@ export function accountsSuite(): Suite {
   // Lazy and shared: a file's own before() hooks may run before this one finishes.
   const init = () =>
     (setup ??= (async () => {
-      db = await freshDatabase('accounts', await readMigrations(MIGRATIONS_DIR));
+      db = await accountsDatabase();
       pool = createPool(db.url, { max: 10 });
     })());
   before(init);
@@ -64,10 +99,10 @@ export function accountsSuite(): Suite {
       return pool;
     },
     ready: () => init(),
-    async app(env = {}, deps = {}) {
+    async app(env = {}, options = {}) {
       await init();
       assert.ok(pool, 'database not ready');
-      const app = await buildApp(testConfig(env), { pool, ...deps });
+      const { app } = await buildAccounts({ pool, ...options, env });
       app.addHook('onSend', async (_request, _reply, payload) => {
         if (typeof payload === 'string') responseBodies.push(payload);
         else if (Buffer.isBuffer(payload)) responseBodies.push(payload.toString('utf8'));

@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
+import { after, before } from 'node:test';
 import pg from 'pg';
-import { type Migration, type Pool, migrate, withDatabase } from '../../src/kit/db.js';
+import { type Migration, type Pool, createPool, migrate, withDatabase } from '../../src/kit/db.js';
 
 // Every test file gets its own database, cloned from a template that was
 // migrated once per run: CREATE DATABASE … TEMPLATE copies files, far faster
@@ -73,33 +74,88 @@ export async function freshDatabase(scope: string, migrations: Migration[], prep
   };
 }
 
+export interface FileDatabase {
+  readonly url: string;
+  readonly pool: Pool;
+}
+
+/**
+ * The database of a whole test file and a pool on it (of `max` connections): made before its
+ * tests (call it before the file's own hooks), dropped after them.
+ */
+export function fileDatabase(make: () => Promise<TestDatabase>, max = 10): FileDatabase {
+  let db: TestDatabase | undefined;
+  let pool: Pool | undefined;
+  before(async () => {
+    db = await make();
+    pool = createPool(db.url, { max });
+  });
+  after(async () => {
+    await pool?.end();
+    await db?.drop();
+  });
+  const ready = <T>(value: T | undefined): T => {
+    if (value === undefined) throw new Error('the file database is made in a before hook; use it inside tests and hooks');
+    return value;
+  };
+  return {
+    get url() {
+      return ready(db).url;
+    },
+    get pool() {
+      return ready(pool);
+    },
+  };
+}
+
 export interface QueryLog {
-  /** SQL text of every pool.query call made through the pool since watching began. */
+  /**
+   * SQL text of every pool.query call made through the pool since watching began; with
+   * `transactions`, also the statements of the clients it checked out (BEGIN … COMMIT).
+   */
   queries: string[];
   /** Connections checked out (pool.query checks one out too). */
   connects: number;
   stop(): void;
 }
 
+const sqlOf = (first: unknown): string => (typeof first === 'string' ? first : String((first as { text?: string }).text));
+
 /**
  * Records every statement the app sends through this pool object, by
  * wrapping its own query and connect methods (the database stays real).
  */
-export function watchQueries(pool: Pool): QueryLog {
+export function watchQueries(pool: Pool, opts: { transactions?: boolean } = {}): QueryLog {
   const log: QueryLog = { queries: [], connects: 0, stop: () => {} };
+  let watching = true;
   const target = pool as unknown as Record<'query' | 'connect', (...args: unknown[]) => unknown>;
   const originalQuery = target.query;
   const originalConnect = target.connect;
+  const wrapped = new WeakSet<object>();
+  const watchClient = (client: unknown) => {
+    if (!client || wrapped.has(client as object)) return client;
+    wrapped.add(client as object);
+    const c = client as Record<'query', (...args: unknown[]) => unknown>;
+    const clientQuery = c.query;
+    c.query = function (this: unknown, ...args: unknown[]) {
+      if (watching) log.queries.push(sqlOf(args[0]));
+      return clientQuery.apply(client, args);
+    };
+    return client;
+  };
   target.query = function (this: unknown, ...args: unknown[]) {
-    const first = args[0];
-    log.queries.push(typeof first === 'string' ? first : String((first as { text?: string }).text));
+    log.queries.push(sqlOf(args[0]));
     return originalQuery.apply(pool, args);
   };
   target.connect = function (this: unknown, ...args: unknown[]) {
     log.connects += 1;
-    return originalConnect.apply(pool, args);
+    const result = originalConnect.apply(pool, args);
+    // The promise form (what the services use); a client's own statements are recorded from then on.
+    if (opts.transactions && result instanceof Promise) return result.then(watchClient);
+    return result;
   };
   log.stop = () => {
+    watching = false;
     target.query = originalQuery;
     target.connect = originalConnect;
   };

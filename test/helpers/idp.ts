@@ -1,7 +1,6 @@
 // A real idp for tests: its own freshly migrated database, real HTTP on a free port, fixed keys.
 // Used by the idp's own tests and by the notes service's tests.
 import { generateKeyPairSync } from 'node:crypto';
-import type { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { type Clock, systemClock } from '../../src/kit/clock.js';
 import { loadConfig } from '../../src/kit/config.js';
@@ -12,13 +11,21 @@ import { openIdp } from '../../src/idp/bootstrap.js';
 import { idpConfig } from '../../src/idp/config.js';
 import { adminUrl, freshDatabase, type TestDatabase, withClient } from './database.js';
 import { http } from './http.js';
-import { testLogLevel } from './logs.js';
+import { freePort } from './ports.js';
+import { LogCapture, testLogLevel } from './logs.js';
+import { responseCheckEnv } from './response-check.js';
+import type { App } from '../../src/kit/http.js';
 
 export interface RunningIdp {
   url: string;
+  app: App;
   publishableKey: string;
   secretKey: string;
+  /** The ES256 private key it signs with (PEM), so tests can sign valid-but-wrong tokens. */
+  signingKeyPem: string;
   databaseUrl: string;
+  /** Every line it logs (silent unless `env` sets LOG_LEVEL). */
+  logs: LogCapture;
   close(): Promise<void>;
 }
 
@@ -39,19 +46,37 @@ export const RELAXED_RATE_LIMITS = {
   IDP_RATE_LIMIT_OTP: '1000000',
   IDP_RATE_LIMIT_EMAIL_SENT: '1000000',
   IDP_RATE_LIMIT_LOGIN_FAILURES: '1000000',
+  IDP_RATE_LIMIT_VERIFY: '1000000',
 };
 
 const idpMigrationsDir = fileURLToPath(new URL('../../src/idp/migrations', import.meta.url));
 const appMigrationsDir = fileURLToPath(new URL('../../supabase/migrations', import.meta.url));
 
-export async function startIdp(
-  opts: { autoconfirm?: boolean; jwtExpirySeconds?: number; clock?: Clock; env?: Record<string, string>; logStream?: Writable; passwordHasher?: PasswordHasher } = {},
-): Promise<RunningIdp> {
-  const db = await idpDatabase();
+export interface IdpOptions {
+  autoconfirm?: boolean;
+  jwtExpirySeconds?: number;
+  clock?: Clock;
+  /** Variables on top of the test defaults, read as the process reads them. */
+  env?: Record<string, string>;
+  passwordHasher?: PasswordHasher;
+  /** A database to start on (another instance's, or one a test prepared), left in place by close. */
+  databaseUrl?: string;
+}
+
+/**
+ * The idp built in the test process, listening on 127.0.0.1 (a free port): the one way tests make
+ * one. Without `databaseUrl` it gets a database of its own.
+ */
+export async function startIdp(opts: IdpOptions = {}): Promise<RunningIdp> {
+  const db = opts.databaseUrl === undefined ? await idpDatabase() : undefined;
+  const databaseUrl = opts.databaseUrl ?? db!.url;
+  // Its port is known before it starts, so IDP_SITE_URL (the token issuer, and the origin of the
+  // links in its mails) is where it really listens: a test can open a mailed link as it comes.
+  const port = await freePort();
   const config = loadConfig(idpConfig, {
-    PORT: '0',
+    PORT: String(port),
     HOST: '127.0.0.1',
-    DATABASE_URL: db.url,
+    DATABASE_URL: databaseUrl,
     LOG_LEVEL: testLogLevel('silent'),
     IDP_PUBLISHABLE_KEY: TEST_PUBLISHABLE_KEY,
     IDP_SECRET_KEY: TEST_SECRET_KEY,
@@ -59,25 +84,30 @@ export async function startIdp(
     IDP_JWT_EXPIRY: String(opts.jwtExpirySeconds ?? 3600),
     IDP_SIGNING_KEY: TEST_SIGNING_KEY,
     ...RELAXED_RATE_LIMITS,
+    ...responseCheckEnv(),
     ...opts.env,
   });
+  const logs = new LogCapture();
   let idp: Awaited<ReturnType<typeof openIdp>>;
   try {
-    idp = await openIdp(config, { databaseUrl: db.url, clock: opts.clock ?? systemClock, logStream: opts.logStream, passwordHasher: opts.passwordHasher });
+    idp = await openIdp(config, { databaseUrl, clock: opts.clock ?? systemClock, logStream: logs, passwordHasher: opts.passwordHasher });
   } catch (err) {
-    await db.drop().catch(() => {});
+    await db?.drop().catch(() => {});
     throw err;
   }
-  const url = await idp.app.listen({ port: 0, host: '127.0.0.1' });
+  const url = await idp.app.listen({ port, host: '127.0.0.1' });
   return {
     url,
+    app: idp.app,
     publishableKey: TEST_PUBLISHABLE_KEY,
     secretKey: TEST_SECRET_KEY,
-    databaseUrl: db.url,
+    signingKeyPem: TEST_SIGNING_KEY,
+    databaseUrl,
+    logs,
     async close() {
       await idp.app.close();
       await idp.close();
-      await db.drop();
+      await db?.drop();
     },
   };
 }

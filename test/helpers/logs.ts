@@ -43,7 +43,3 @@ export class LogCapture extends Writable {
       .map((line) => JSON.parse(line) as Record<string, unknown>);
   }
 }
-
-export function captureLogs(): LogCapture {
-  return new LogCapture();
-}

@@ -8,38 +8,41 @@ import type { App } from '../../src/kit/http.js';
 import { buildApp, type NotesDeps } from '../../src/notes/app.js';
 import { notesConfig } from '../../src/notes/config.js';
 import { uniqueEmail } from './emails.js';
+import { freePort } from './ports.js';
 import { call } from './http.js';
-import { captureLogs, testLogLevel } from './logs.js';
+import { LogCapture, testLogLevel } from './logs.js';
 import { type IdpEndpoint, serviceClient } from './supabase.js';
+import { responseCheckEnv } from './response-check.js';
 
 export interface RunningNotes {
   url: string;
   app: App;
-  /** Every JSON log line (LOG_LEVEL is warn unless the env given says otherwise). */
-  logs: Array<Record<string, unknown>>;
+  /** Every line it logs (LOG_LEVEL is warn unless the env given says otherwise). */
+  logs: LogCapture;
   close(): Promise<void>;
 }
 
-/** The notes app listening on 127.0.0.1:0, configured the way server.ts configures it (from env strings). */
-export async function startNotes(idp: IdpEndpoint, env: Record<string, string> = {}, deps: NotesDeps = {}): Promise<RunningNotes> {
+/**
+ * The notes service built in the test process and listening on 127.0.0.1 (a free port), configured
+ * from env strings as the process is: the one way tests make one.
+ */
+export async function startNotes(idp: IdpEndpoint, env: Record<string, string> = {}, deps: Omit<NotesDeps, 'logStream'> = {}): Promise<RunningNotes> {
+  // Its port is known before it starts, so NOTES_PUBLIC_URL defaults to where it really listens
+  // (the recovery mail's link leads to its /reset-password).
+  const port = await freePort();
   const config = loadConfig(notesConfig, {
+    PORT: String(port),
     IDP_URL: idp.url,
     IDP_SECRET_KEY: idp.secretKey,
     IDP_PUBLISHABLE_KEY: idp.publishableKey,
     LOG_LEVEL: testLogLevel('warn'),
+    ...responseCheckEnv(),
     ...env,
   });
-  const logs = captureLogs();
-  const app = await buildApp(config, { logStream: logs, ...deps });
-  const url = await app.listen({ port: 0, host: '127.0.0.1' });
-  return {
-    url,
-    app,
-    get logs() {
-      return logs.lines();
-    },
-    close: () => app.close(),
-  };
+  const logs = new LogCapture();
+  const app = await buildApp(config, { ...deps, logStream: logs });
+  const url = await app.listen({ port, host: '127.0.0.1' });
+  return { url, app, logs, close: () => app.close() };
 }
 
 export const PASSWORD = 'correct-horse-battery-staple';

@@ -76,3 +76,47 @@ export async function startServiceProcess(
     },
   };
 }
+
+export interface SpawnedProcess {
+  child: ChildProcess;
+  stdout(): string;
+  stderr(): string;
+  /** Both, in the order they came. */
+  output(): string;
+  /** Resolves with the exit code (null when a signal ended it). */
+  exited: Promise<number | null>;
+}
+
+/**
+ * An entry file of the repository run with node (through tsx) and exactly `env` as its
+ * environment, for tests of how a process starts, refuses to start and stops. What it prints is
+ * kept (and copied for the log audit).
+ */
+export function spawnEntry(entry: string, env: NodeJS.ProcessEnv): SpawnedProcess {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, entry)], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  let both = '';
+  child.stdout?.on('data', (d: Buffer) => {
+    copyForAudit(d);
+    out += d.toString();
+    both += d.toString();
+  });
+  child.stderr?.on('data', (d: Buffer) => {
+    copyForAudit(d);
+    err += d.toString();
+    both += d.toString();
+  });
+  return {
+    child,
+    stdout: () => out,
+    stderr: () => err,
+    output: () => both,
+    exited: new Promise((resolve) => child.once('exit', (code) => resolve(code))),
+  };
+}
+
+/** `npm start` (src/cli.ts) as its own process, with PATH and `env` as its whole environment. */
+export function startLauncher(env: Record<string, string>): SpawnedProcess {
+  return spawnEntry('src/cli.ts', { PATH: process.env.PATH ?? '', ...env });
+}

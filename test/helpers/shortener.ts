@@ -3,23 +3,80 @@ import { fileURLToPath } from 'node:url';
 import { loadConfig } from '../../src/kit/config.js';
 import { type Migration, type Pool, readMigrations } from '../../src/kit/db.js';
 import type { App } from '../../src/kit/http.js';
+import { type ShortenerDeps, buildApp } from '../../src/shortener/app.js';
 import { type ShortenerConfig, shortenerConfig } from '../../src/shortener/config.js';
-import { testLogLevel } from './logs.js';
+import { type TestDatabase, freshDatabase } from './database.js';
+import { type InProcessService, inProcessService } from './in-process.js';
+import { uniqueIp } from './client-ips.js';
+import { LogCapture, testLogLevel } from './logs.js';
+import { responseCheckEnv } from './response-check.js';
 
 export const SHORTENER_MIGRATIONS_DIR = fileURLToPath(new URL('../../src/shortener/migrations', import.meta.url));
 
 export const shortenerMigrations = (): Promise<Migration[]> => readMigrations(SHORTENER_MIGRATIONS_DIR);
 
-/** Configuration as the process would load it (so BASE_URL goes through the same parsing). */
-export function shortenerTestConfig(env: Record<string, string> = {}): ShortenerConfig {
-  return loadConfig(shortenerConfig, { BASE_URL: 'https://sho.rt', LOG_LEVEL: testLogLevel('silent'), ...env });
+/** An admin key (SHORTENER_ADMIN_KEY) for tests that reach the admin routes. */
+export const TEST_ADMIN_KEY = `test-admin-${'k3y'.repeat(12)}`;
+
+/** A fresh shortener database of the test run, migrated. */
+export async function shortenerDatabase(): Promise<TestDatabase> {
+  return freshDatabase('shortener', await shortenerMigrations());
 }
 
-/** A client address no other request of the file uses, so the create limit never gets in the way. */
-let nextIp = 0;
-export function uniqueIp(): string {
-  nextIp += 1;
-  return `10.${(nextIp >> 16) & 255}.${(nextIp >> 8) & 255}.${nextIp & 255}`;
+/** Configuration as the process would load it (so BASE_URL goes through the same parsing). */
+export function shortenerTestConfig(env: Record<string, string> = {}): ShortenerConfig {
+  return loadConfig(shortenerConfig, { BASE_URL: 'https://sho.rt', LOG_LEVEL: testLogLevel('silent'), ...responseCheckEnv(), ...env });
+}
+
+export interface ShortenerOptions extends Partial<Omit<ShortenerDeps, 'logStream'>> {
+  /** Variables on top of the test defaults, read as the process reads them. */
+  env?: Record<string, string>;
+  /** Also listen on 127.0.0.1 (a free port), for tests that speak real HTTP. */
+  listen?: boolean;
+}
+
+export type RunningShortener = InProcessService;
+
+/**
+ * The shortener built in the test process: the one way tests make one. Without a `pool` it gets a
+ * database of its own.
+ */
+export function buildShortener({ env = {}, listen = false, pool, ...deps }: ShortenerOptions = {}): Promise<RunningShortener> {
+  const logs = new LogCapture();
+  return inProcessService({
+    pool,
+    database: shortenerDatabase,
+    listen,
+    logs,
+    build: (pool) => buildApp(shortenerTestConfig(env), { ...deps, pool, logStream: logs }),
+  });
+}
+
+/** Runs `fn` against a shortener built for it, closed afterwards. */
+export async function withShortener<T>(options: ShortenerOptions, fn: (app: App, shortener: RunningShortener) => Promise<T>): Promise<T> {
+  const shortener = await buildShortener(options);
+  try {
+    return await fn(shortener.app, shortener);
+  } finally {
+    await shortener.close();
+  }
+}
+
+
+/**
+ * A code generator (the `generateCode` option) that draws `codes` in turn, then the last one again
+ * and again, keeping every draw in `drawn`.
+ */
+export function scriptedCodes(...codes: string[]): { generateCode: () => string; drawn: string[] } {
+  const drawn: string[] = [];
+  return {
+    drawn,
+    generateCode: () => {
+      const code = codes[Math.min(drawn.length, codes.length - 1)]!;
+      drawn.push(code);
+      return code;
+    },
+  };
 }
 
 export interface CreateResult {
@@ -31,6 +88,11 @@ export interface CreateResult {
 export async function createLink(app: App, url: unknown, ip = uniqueIp()): Promise<CreateResult> {
   const res = await app.inject({ method: 'POST', url: '/api/links', payload: { url }, remoteAddress: ip });
   return { status: res.statusCode, headers: res.headers, body: res.json() as Record<string, unknown> };
+}
+
+/** POST /api/links with `body` sent as it is, from an address of its own. */
+export function postLinkBody(app: App, body: string, contentType = 'application/json') {
+  return app.inject({ method: 'POST', url: '/api/links', headers: { 'content-type': contentType }, payload: body, remoteAddress: uniqueIp() });
 }
 
 /** Creates a link and returns its code, failing loudly if creation did not succeed. */

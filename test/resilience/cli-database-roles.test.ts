@@ -45,12 +45,19 @@ async function stopLauncher(): Promise<void> {
 let launcherOutput = '';
 
 async function startLauncher(logLevel = 'warn'): Promise<Record<string, string>> {
-  const [idp, accounts, shortener, notes] = await freePorts(4);
-  const ports = { IDP_PORT: idp!, ACCOUNTS_PORT: accounts!, SHORTENER_PORT: shortener!, NOTES_PORT: notes! };
+  const [idp, accounts, shortener, notes, mailSmtp, mailWeb] = await freePorts(6);
+  const ports = {
+    IDP_PORT: idp!,
+    ACCOUNTS_PORT: accounts!,
+    SHORTENER_PORT: shortener!,
+    NOTES_PORT: notes!,
+    MAILDEV_SMTP_PORT: mailSmtp!,
+    MAILDEV_WEB_PORT: mailWeb!,
+  };
   const env: Record<string, string | undefined> = { ...process.env, DATA_DIR: dataDir, LOG_LEVEL: logLevel };
   for (const [name, port] of Object.entries(ports)) env[name] = String(port);
   // No REDIS_URL: the shortener's rate limit then counts in its own process, not in a Redis other runs share.
-  for (const name of ['DATABASE_URL', 'REDIS_URL', 'JWT_SECRET', 'IDP_SECRET_KEY', 'IDP_PUBLISHABLE_KEY', 'PORT']) delete env[name];
+  for (const name of ['DATABASE_URL', 'REDIS_URL', 'JWT_SECRET', 'IDP_SECRET_KEY', 'IDP_PUBLISHABLE_KEY', 'PORT', 'SMTP_URL']) delete env[name];
   const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'src', 'cli.ts')], {
     cwd: root,
     env,

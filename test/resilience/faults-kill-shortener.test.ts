@@ -10,7 +10,9 @@ import type { ServiceProcess } from '../helpers/process.js';
 import { createLink } from './helpers/api.js';
 import { reportFigures, round } from './helpers/figures.js';
 import { jsonOf, keepAliveAgent, runLoad, send, waitUntil } from './helpers/http.js';
-import { clientIps, ensureStopped, serviceDatabase, startShortener } from './helpers/services.js';
+import { ensureStopped, startShortener } from './helpers/services.js';
+import { clientIps } from '../helpers/client-ips.js';
+import { shortenerDatabase } from '../helpers/shortener.js';
 
 const AGENTS = [
   'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36',
@@ -23,7 +25,7 @@ let first: ServiceProcess | undefined;
 let second: ServiceProcess | undefined;
 
 before(async () => {
-  db = await serviceDatabase('shortener');
+  db = await shortenerDatabase();
 });
 
 after(async () => {

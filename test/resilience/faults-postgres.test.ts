@@ -16,8 +16,9 @@ import { accountToken, createLink, createNote, NOTES_PASSWORD, notesUser, regist
 import { percentile, reportFigures, round } from './helpers/figures.js';
 import { jsonOf, keepAliveAgent, type Outcome, type RequestSpec, send, sleep, type Target } from './helpers/http.js';
 import { queryOnce, type RestartablePostgres, startRestartablePostgres } from './helpers/postgres.js';
-import { ACCOUNTS_ADMIN, clientIps, ensureStopped, IDP_KEYS, startAccounts, startIdpProcess, startNotesProcess, startShortener } from './helpers/services.js';
+import { ACCOUNTS_ADMIN, ensureStopped, IDP_KEYS, startAccounts, startIdpProcess, startNotesProcess, startShortener } from './helpers/services.js';
 import { uniqueEmail } from '../helpers/emails.js';
+import { clientIps } from '../helpers/client-ips.js';
 
 /** A refused connection is answered at once; a hung one within the pool's 3 s connectionTimeoutMillis. */
 const OUTAGE_ANSWER_BOUND_MS = 5000;

@@ -13,7 +13,9 @@ import { createLink } from './helpers/api.js';
 import { reportFigures, round } from './helpers/figures.js';
 import { jsonOf, type Outcome, send, sleep, waitUntil } from './helpers/http.js';
 import { type PrivateRedis, startPrivateRedis } from './helpers/redis.js';
-import { clientIps, ensureStopped, serviceDatabase, startShortener } from './helpers/services.js';
+import { ensureStopped, startShortener } from './helpers/services.js';
+import { clientIps } from '../helpers/client-ips.js';
+import { shortenerDatabase } from '../helpers/shortener.js';
 
 const PREFIX = 'shortener:create:';
 
@@ -23,7 +25,7 @@ let inspector: Redis;
 const instances: ServiceProcess[] = [];
 
 before(async () => {
-  db = await serviceDatabase('shortener');
+  db = await shortenerDatabase();
   redis = await startPrivateRedis();
   // The test's own view of Redis; it reconnects by itself after the restart.
   inspector = new Redis(redis.url, { maxRetriesPerRequest: 1, retryStrategy: () => 100 });

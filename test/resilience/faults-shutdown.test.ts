@@ -12,7 +12,9 @@ import { createLink } from './helpers/api.js';
 import { reportFigures, round } from './helpers/figures.js';
 import { keepAliveAgent, runLoad, waitUntil } from './helpers/http.js';
 import { queryOnce } from './helpers/postgres.js';
-import { clientIps, ensureStopped, serviceDatabase, startShortener } from './helpers/services.js';
+import { ensureStopped, startShortener } from './helpers/services.js';
+import { clientIps } from '../helpers/client-ips.js';
+import { shortenerDatabase } from '../helpers/shortener.js';
 
 const CONNECTIONS = 50;
 /**
@@ -28,7 +30,7 @@ let db: TestDatabase;
 let shortener: ServiceProcess | undefined;
 
 before(async () => {
-  db = await serviceDatabase('shortener');
+  db = await shortenerDatabase();
 });
 
 after(async () => {

@@ -8,14 +8,17 @@ import { createPrivateKey } from 'node:crypto';
 import { after, before, test } from 'node:test';
 import { reportFigures } from './helpers/figures.js';
 import { accountsCorpus, decodePart, idpCorpus } from './fuzz/jwt-forge.js';
-import { type Running, type RunningIdp, startAccountsInProcess, startIdpInProcess, startNotesInProcess } from './fuzz/in-process.js';
+import { buildAccounts, type RunningAccounts, TEST_SECRET } from '../helpers/accounts.js';
+import { uniqueEmail } from '../helpers/emails.js';
+import { type RunningIdp, startIdp } from '../helpers/idp.js';
+import { type RunningNotes, startNotes } from '../helpers/notes.js';
 import { findLeaks } from './fuzz/secrets.js';
 import { idpRequest, request } from '../helpers/http.js';
 
-let accounts: Awaited<ReturnType<typeof startAccountsInProcess>>;
+let accounts: RunningAccounts;
 let idp: RunningIdp;
-let notesRemote: Running;
-let notesLocal: Running;
+let notesRemote: RunningNotes;
+let notesLocal: RunningNotes;
 
 const ACCOUNT_PASSWORDS = ['hostile-jwt-alice-pw', 'hostile-jwt-bob-pw-2'];
 const IDP_PASSWORD = 'hostile-jwt-idp-pw-9';
@@ -24,15 +27,15 @@ let idpSessions: Array<{ access_token: string; refresh_token: string; user: { id
 
 before(async () => {
   // trace: the log streams are checked for the tokens at the end.
-  [accounts, idp] = await Promise.all([startAccountsInProcess('trace'), startIdpInProcess('trace')]);
+  [accounts, idp] = await Promise.all([buildAccounts({ env: { LOG_LEVEL: 'trace' }, listen: true }), startIdp({ env: { LOG_LEVEL: 'trace' } })]);
   [notesRemote, notesLocal] = await Promise.all([
-    startNotesInProcess(idp, { verify: 'remote', logLevel: 'trace' }),
-    startNotesInProcess(idp, { verify: 'local', logLevel: 'trace' }),
+    startNotes(idp, { IDP_VERIFY: 'remote', LOG_LEVEL: 'trace' }),
+    startNotes(idp, { IDP_VERIFY: 'local', LOG_LEVEL: 'trace' }),
   ]);
 
   accountTokens = await Promise.all(
     ['alice', 'bob'].map(async (name, i) => {
-      const email = `${name}-jwt@example.com`;
+      const email = uniqueEmail(`${name}-jwt`);
       const reg = await request(accounts.url, 'POST', '/auth/register', { body: { name, email, password: ACCOUNT_PASSWORDS[i] } });
       assert.equal(reg.status, 201, reg.text);
       const login = await request(accounts.url, 'POST', '/auth/login', { body: { email, password: ACCOUNT_PASSWORDS[i] } });
@@ -43,7 +46,7 @@ before(async () => {
 
   idpSessions = [];
   for (const name of ['alice', 'bob']) {
-    const email = `${name}-jwt@example.com`;
+    const email = uniqueEmail(`${name}-jwt`);
     const created = await idpRequest(idp, 'POST', '/auth/v1/admin/users', { apikey: idp.secretKey, body: { email, password: IDP_PASSWORD, email_confirm: true } });
     assert.equal(created.status, 200, created.text);
     const session = await idpRequest(idp, 'POST', '/auth/v1/token?grant_type=password', { body: { email, password: IDP_PASSWORD } });
@@ -77,7 +80,7 @@ test('baseline: the real tokens are accepted everywhere (so every refusal below 
 });
 
 test('accounts: every forged or mangled token is 401 "Invalid or expired token." on /auth/me and /admin/users', async (t) => {
-  const corpus = accountsCorpus({ realToken: accountTokens[0]!, otherToken: accountTokens[1]!, secret: accounts.secret, nowSeconds: nowSeconds() });
+  const corpus = accountsCorpus({ realToken: accountTokens[0]!, otherToken: accountTokens[1]!, secret: TEST_SECRET, nowSeconds: nowSeconds() });
   const failures: string[] = [];
   for (const [label, token] of corpus) {
     for (const path of ['/auth/me', '/admin/users']) {
@@ -156,7 +159,7 @@ for (const mode of ['remote', 'local'] as const) {
 
 test('the trace-level logs of all four apps hold none of the real tokens, passwords or keys', () => {
   const secrets = [
-    { label: 'JWT_SECRET', value: accounts.secret },
+    { label: 'JWT_SECRET', value: TEST_SECRET },
     { label: 'idp secret key', value: idp.secretKey },
     { label: 'idp publishable key', value: idp.publishableKey },
     { label: 'idp signing key', value: idp.signingKeyPem.split('\n')[1]! },

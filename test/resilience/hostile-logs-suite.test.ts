@@ -68,7 +68,9 @@ function runWholeSuite(): Promise<{ code: number | null; output: string }> {
 test('the whole suite at debug level passes, and nothing it printed holds a credential', async (t) => {
   const { code, output } = await runWholeSuite();
   const summary = output.split('\n').filter((l) => /^# (tests|pass|fail) /.test(l));
-  assert.equal(code, 0, `the suite failed at debug level:\n${summary.join('\n')}\n${output.slice(-4000)}`);
+  // The failing tests by name first: the output's tail rarely holds them.
+  const failing = output.split('\n').filter((line) => /^\s*not ok /.test(line));
+  assert.equal(code, 0, `the suite failed at debug level:\n${summary.join('\n')}\n${failing.join('\n')}\n${output.slice(-4000)}`);
 
   // What was searched: the JSON log lines the services wrote (test files' output is `# …`).
   // Tests leave most services silent; only the audit's level makes them log every request.
@@ -89,6 +91,9 @@ test('the whole suite at debug level passes, and nothing it printed holds a cred
   // The scanner finds a planted password (a search that cannot fail proves nothing).
   // (Searched for that one secret alone: a password may contain another, as wrong-password-here holds wrong-password.)
   assert.equal(findLeaks(`# {"level":30,"msg":"x ${secrets.at(-1)!.value}"}`, [secrets.at(-1)!]).length, 1);
+  // A publishable key is a leak anywhere but on npm start's banner, which shows it by design.
+  assert.equal(findLeaks('# {"level":30,"msg":"apikey sb_publishable_abcdefgh"}', []).length, 1);
+  assert.equal(findLeaks('# idp publishable key (public by design): sb_publishable_abcdefgh', []).length, 0);
 
   // Everything test files and their services printed reaches the runner's output as `# …`
   // lines; TAP's own lines (results, and subtest names, which may quote a test's input) do not.

@@ -3,6 +3,8 @@
 // select, order, limit/offset, columns, body key, table name and profile header. Every answer must
 // be a 4xx, or a 2xx that holds only the caller's own rows and stores the text exactly as given;
 // never a 5xx. Afterwards every table still exists and the other user's rows are untouched.
+// The mail routes (reset, verification, recovery, invitation, links, codes) take the payloads too,
+// with a real SMTP server behind them so they run their real code rather than a 503.
 // The apps run in this process at trace level; their log streams are checked for the credentials
 // the test used.
 import assert from 'node:assert/strict';
@@ -10,9 +12,13 @@ import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { reportFigures } from './helpers/figures.js';
 import { hmacToken } from './fuzz/jwt-forge.js';
-import { type Running, type RunningIdp, startAccountsInProcess, startIdpInProcess, startNotesInProcess, SHORTENER_ADMIN_KEY, startShortenerInProcess } from './fuzz/in-process.js';
+import { buildAccounts, type RunningAccounts, TEST_SECRET } from '../helpers/accounts.js';
+import { type RunningIdp, startIdp } from '../helpers/idp.js';
+import { type RunningNotes, startNotes } from '../helpers/notes.js';
+import { buildShortener, type RunningShortener, TEST_ADMIN_KEY } from '../helpers/shortener.js';
 import { findLeaks } from './fuzz/secrets.js';
 import { idpRequest, type JsonReply, request } from '../helpers/http.js';
+import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
 
 export const SQL_PAYLOADS: readonly string[] = [
   "' OR '1'='1",
@@ -47,11 +53,12 @@ export const SQL_PAYLOADS: readonly string[] = [
   "\u0000' OR 1=1",
 ];
 
-let shortener: Awaited<ReturnType<typeof startShortenerInProcess>>;
-let accounts: Awaited<ReturnType<typeof startAccountsInProcess>>;
+let shortener: RunningShortener;
+let accounts: RunningAccounts;
 let idp: RunningIdp;
-let notes: Running;
+let notes: RunningNotes;
 let db: pg.Client;
+let smtp: TestSmtp;
 
 const PASSWORDS = { accounts: 'sqli-accounts-password', idp: 'sqli-idp-password-1' };
 const people = {
@@ -78,8 +85,16 @@ function assertNoFailuresSince(from: number): void {
 const is4xx = (res: JsonReply) => (res.status >= 400 && res.status < 500 ? undefined : `expected a 4xx, got ${res.status} ${res.text.slice(0, 160)}`);
 
 before(async () => {
-  [shortener, accounts, idp] = await Promise.all([startShortenerInProcess('trace'), startAccountsInProcess('trace'), startIdpInProcess('trace')]);
-  notes = await startNotesInProcess(idp, { logLevel: 'trace' });
+  const env = { LOG_LEVEL: 'trace' };
+  smtp = await startSmtp();
+  // TRUST_PROXY: each test client names itself in X-Forwarded-For, so the create limit counts per client.
+  // The mail limit per client is lifted: every payload must reach the validators, not the 429.
+  [shortener, accounts, idp] = await Promise.all([
+    buildShortener({ env: { ...env, TRUST_PROXY: '127.0.0.1', SHORTENER_ADMIN_KEY: TEST_ADMIN_KEY }, listen: true }),
+    buildAccounts({ env: { ...env, SMTP_URL: smtp.url, MAIL_REQUESTS_MAX_PER_IP: '1000000' }, listen: true }),
+    startIdp({ env: { ...env, SMTP_URL: smtp.url } }),
+  ]);
+  notes = await startNotes(idp, env);
   db = new pg.Client({ connectionString: idp.databaseUrl });
   await db.connect();
 
@@ -110,6 +125,7 @@ after(async () => {
   await shortener?.close();
   await accounts?.close();
   await idp?.close();
+  await smtp?.close();
 });
 
 const enc = encodeURIComponent;
@@ -147,7 +163,7 @@ describe('SQL injection', () => {
 
   test('shortener: admin search, paging, PATCH fields, DELETE and QR parameters', async () => {
     const from = failures.length;
-    const admin = { authorization: `Bearer ${SHORTENER_ADMIN_KEY}` };
+    const admin = { authorization: `Bearer ${TEST_ADMIN_KEY}` };
     const known = await request(shortener.url, 'POST', '/api/links', { body: { url: 'https://example.com/sqli-known' }, headers: { 'x-forwarded-for': '10.57.0.1' } });
     assert.equal(known.status, 201, known.text);
     const code: string = known.body.data.code;
@@ -182,6 +198,45 @@ describe('SQL injection', () => {
     assertNoFailuresSince(from);
   });
 
+  test('shortener: visits parameters, stats pages, and the User-Agent and Referer a visit is recorded from', async () => {
+    const from = failures.length;
+    const known = await request(shortener.url, 'POST', '/api/links', { body: { url: 'https://example.com/sqli-visits' }, headers: { 'x-forwarded-for': '10.58.0.1' } });
+    assert.equal(known.status, 201, known.text);
+    const code: string = known.body.data.code;
+    const linksBefore = await shortener.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM links');
+    let redirects = 0;
+    for (const p of SQL_PAYLOADS) {
+      for (const name of ['from', 'to', 'interval']) {
+        judge(`visits ?${name}=${p}`, await request(shortener.url, 'GET', `/api/links/${code}/visits?${name}=${enc(p)}`), (r) =>
+          r.status === 400 && String(r.body?.message).startsWith(`${name} must be`) ? undefined : `expected a 400 naming ${name}, got ${r.status} ${r.text.slice(0, 160)}`,
+        );
+      }
+      judge(`visits of /${p}`, await request(shortener.url, 'GET', `/api/links/${inPath(p)}/visits`), is4xx);
+      judge(`stats page /stats/${p}`, await request(shortener.url, 'GET', `/stats/${inPath(p)}`), is4xx);
+      // The agent and the referrer are stored only as families and a host: a payload is data, or (unknown).
+      if (/^[\x20-\x7e]*$/.test(p)) {
+        for (const referer of [`https://example.com/${enc(p)}`, `https://${p}/`, p]) {
+          judge(`redirect with User-Agent ${p}, Referer ${referer}`, await request(shortener.url, 'GET', `/${code}`, { headers: { 'user-agent': p, referer } }), (r) =>
+            r.status === 302 ? undefined : `expected 302, got ${r.status} ${r.text.slice(0, 160)}`,
+          );
+          redirects += 1;
+        }
+      }
+    }
+    const linksAfter = await shortener.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM links');
+    assert.equal(linksAfter.rows[0]!.n, linksBefore.rows[0]!.n, 'links were deleted or created by injection');
+    const counted = await shortener.pool.query<{ clicks: number; visits: number }>(
+      'SELECT clicks, (SELECT coalesce(sum(visits), 0)::int FROM visit_counts WHERE code = $1) AS visits FROM links WHERE code = $1',
+      [code],
+    );
+    assert.deepEqual(counted.rows[0], { clicks: redirects, visits: redirects }, 'every redirect counted once, with its visit');
+    const referrers = await shortener.pool.query<{ referrer: string }>('SELECT DISTINCT referrer FROM visit_counts WHERE code = $1 ORDER BY 1', [code]);
+    // A host as the URL parser reads it (which may hold `$` or `'`), never a path, query or space.
+    for (const { referrer } of referrers.rows) assert.match(referrer, /^[^/?#\s]+$/, `a referrer stored as more than a host: ${referrer}`);
+    assert.ok(referrers.rows.some((r) => r.referrer === 'example.com'));
+    assertNoFailuresSince(from);
+  });
+
   test('accounts: name, email, password, admin query, path and token claims', async () => {
     const from = failures.length;
     const { alice, admin } = people.accounts;
@@ -205,7 +260,7 @@ describe('SQL injection', () => {
       judge(`path ${JSON.stringify(p)}`, await request(accounts.url, 'GET', `/auth/me/${inPath(p)}`, { token: alice.token }), is4xx);
       // In the claims of a correctly signed token: the id is never used unless it is a UUID.
       const now = Math.floor(Date.now() / 1000);
-      const token = hmacToken('HS256', { typ: 'JWT' }, { id: p, role: 'admin', iat: now, exp: now + 60 }, accounts.secret);
+      const token = hmacToken('HS256', { typ: 'JWT' }, { id: p, role: 'admin', iat: now, exp: now + 60 }, TEST_SECRET);
       judge(`token id ${JSON.stringify(p)}`, await request(accounts.url, 'GET', '/auth/me', { token }), (r) => (r.status === 401 ? undefined : `expected 401, got ${r.status}`));
     }
     // Emails that are valid addresses and still carry SQL: a real account, stored lowercased, exactly.
@@ -228,7 +283,95 @@ describe('SQL injection', () => {
     assertNoFailuresSince(from);
   });
 
-  test('notes: title, body, note id, credentials and bearer token', async () => {
+  test('accounts mail: reset and verification addresses and tokens', async () => {
+    const from = failures.length;
+    const { alice } = people.accounts;
+    for (const p of SQL_PAYLOADS) {
+      const where = JSON.stringify(p);
+      judge(`reset email ${where}`, await request(accounts.url, 'POST', '/auth/password-reset', { body: { email: p } }), is4xx);
+      judge(`resend email ${where}`, await request(accounts.url, 'POST', '/auth/verify-email/resend', { body: { email: p } }), is4xx);
+      // A payload as the token is looked up as a hash of it: never found, always the same 400.
+      judge(`reset token ${where}`, await request(accounts.url, 'POST', '/auth/password-reset/confirm', { body: { token: p, new_password: 'sqli-new-password' } }), is4xx);
+      judge(`verify token ${where}`, await request(accounts.url, 'POST', '/auth/verify-email', { body: { token: p } }), is4xx);
+    }
+    // Valid addresses that carry SQL: the same 202 as any address, and no account behind them gets mail.
+    for (const email of ["x'or'1'='1@example.com", "alice-sqli@example.com'--@example.com", "a'--@example.com"]) {
+      judge(`reset valid-address ${email}`, await request(accounts.url, 'POST', '/auth/password-reset', { body: { email } }), (r) => (r.status === 202 || r.status === 400 ? undefined : `got ${r.status} ${r.text}`));
+    }
+    const me = await request(accounts.url, 'GET', '/auth/me', { token: alice.token });
+    judge('me after the mail attempts', me, (r) => (r.status === 200 && r.body.data.id === alice.id ? undefined : `alice's session changed: ${r.status} ${r.text}`));
+    const { rows } = await accounts.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM email_tokens t JOIN users u ON u.id = t.user_id WHERE u.email NOT IN ($1, $2, $3)', [
+      "x'or'1'='1@example.com",
+      "a'--@example.com",
+      "robert'drop-table@example.com",
+    ]);
+    assert.equal(rows[0]!.n, 0, 'a payload issued a token for an account');
+    assertNoFailuresSince(from);
+  });
+
+  test('notes: password reset address, new password (stored exactly) and recovery token', async () => {
+    const from = failures.length;
+    const email = 'carol-sqli@example.com';
+    const created = await idpRequest(idp, 'POST', '/auth/v1/admin/users', { apikey: idp.secretKey, body: { email, password: PASSWORDS.idp, email_confirm: true } });
+    assert.equal(created.status, 200, created.text);
+    const session = await idpRequest(idp, 'POST', '/auth/v1/token?grant_type=password', { body: { email, password: PASSWORDS.idp } });
+    const token = session.body.access_token as string;
+    let n = 0;
+    for (const p of SQL_PAYLOADS) {
+      n += 1;
+      const where = JSON.stringify(p);
+      judge(`reset email ${where}`, await request(notes.url, 'POST', '/auth/password-reset', { body: { email: p } }), is4xx);
+      judge(`password with token ${where}`, await request(notes.url, 'POST', '/auth/password', { headers: { authorization: `Bearer ${enc(p)}` }, body: { password: 'sqli-new-password' } }), is4xx);
+      // As the new password (a hash each, so a few): refused, or stored exactly, so it signs in as given.
+      if (n <= 6 || p.includes('\u0000')) {
+        const set = await request(notes.url, 'POST', '/auth/password', { token, body: { password: p } });
+        judge(`new password ${where}`, set, (r) => (r.status === 204 || (r.status >= 400 && r.status < 500) ? undefined : `got ${r.status} ${r.text.slice(0, 160)}`));
+        if (set.status === 204) {
+          const login = await request(notes.url, 'POST', '/auth/login', { body: { email, password: p } });
+          judge(`login with the new password ${where}`, login, (r) => (r.status === 200 ? undefined : `the password was not stored as given: ${r.status} ${r.text.slice(0, 160)}`));
+        }
+      }
+    }
+    // The idp's user count is checked by a later test: carol goes again.
+    const removed = await idpRequest(idp, 'DELETE', `/auth/v1/admin/users/${created.body.id}`, { apikey: idp.secretKey, body: { should_soft_delete: false } });
+    assert.equal(removed.status, 200, removed.text);
+    assertNoFailuresSince(from);
+  });
+
+  test('idp mail: recover, resend, verify (body and link), invite, generate_link and the address change', async () => {
+    const from = failures.length;
+    const { alice } = people.idp;
+    const { rows: before } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM auth.users');
+    const secret = { apikey: idp.secretKey };
+    for (const p of SQL_PAYLOADS) {
+      const where = JSON.stringify(p);
+      judge(`recover email ${where}`, await idpRequest(idp, 'POST', '/auth/v1/recover', { body: { email: p } }), is4xx);
+      judge(`resend email ${where}`, await idpRequest(idp, 'POST', '/auth/v1/resend', { body: { type: 'signup', email: p } }), is4xx);
+      judge(`resend type ${where}`, await idpRequest(idp, 'POST', '/auth/v1/resend', { body: { type: p, email: 'alice-sqli@example.com' } }), is4xx);
+      judge(`verify token_hash ${where}`, await idpRequest(idp, 'POST', '/auth/v1/verify', { body: { type: 'recovery', token_hash: p } }), is4xx);
+      judge(`verify code ${where}`, await idpRequest(idp, 'POST', '/auth/v1/verify', { body: { type: 'recovery', email: 'alice-sqli@example.com', token: p } }), is4xx);
+      judge(`verify email ${where}`, await idpRequest(idp, 'POST', '/auth/v1/verify', { body: { type: 'recovery', email: p, token: '123456' } }), is4xx);
+      judge(`verify type ${where}`, await idpRequest(idp, 'POST', '/auth/v1/verify', { body: { type: p, token_hash: 'a'.repeat(56) } }), is4xx);
+      // The mailed link: a refusal is a 303 carrying the error in the fragment (or a 400 for a malformed link).
+      const link = await fetch(`${idp.url}/auth/v1/verify?token=${enc(p)}&type=recovery`, { redirect: 'manual' });
+      const location = link.headers.get('location') ?? '';
+      await link.arrayBuffer();
+      judge(`link token ${where}`, { status: link.status, text: location, body: undefined } as JsonReply, () =>
+        (link.status === 303 && location.includes('error=access_denied')) || link.status === 400 ? undefined : `got ${link.status} ${location}`,
+      );
+      judge(`invite email ${where}`, await idpRequest(idp, 'POST', '/auth/v1/invite', { ...secret, body: { email: p } }), is4xx);
+      judge(`generate_link email ${where}`, await idpRequest(idp, 'POST', '/auth/v1/admin/generate_link', { ...secret, body: { type: 'magiclink', email: p } }), is4xx);
+      judge(`generate_link type ${where}`, await idpRequest(idp, 'POST', '/auth/v1/admin/generate_link', { ...secret, body: { type: p, email: 'alice-sqli@example.com' } }), is4xx);
+      judge(`address change ${where}`, await idpRequest(idp, 'PUT', '/auth/v1/user', { token: alice.token, body: { email: p } }), is4xx);
+    }
+    const user = await idpRequest(idp, 'GET', '/auth/v1/user', { token: alice.token });
+    judge('alice after the mail attempts', user, (r) => (r.status === 200 && r.body.email === 'alice-sqli@example.com' ? undefined : `alice changed: ${r.status} ${r.text.slice(0, 160)}`));
+    const { rows: afterwards } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM auth.users');
+    assert.equal(afterwards[0]!.n, before[0]!.n, 'a payload created a user');
+    assertNoFailuresSince(from);
+  });
+
+  test('notes: title, body, search, edits, note id, credentials, refresh token and bearer token', async () => {
     const from = failures.length;
     const token = people.idp.alice.token;
     for (const p of SQL_PAYLOADS) {
@@ -241,6 +384,19 @@ describe('SQL injection', () => {
       judge(`register ${JSON.stringify(p)}`, await request(notes.url, 'POST', '/auth/register', { body: { email: p, password: p } }), is4xx);
       judge(`login ${JSON.stringify(p)}`, await request(notes.url, 'POST', '/auth/login', { body: { email: p, password: p } }), is4xx);
       judge(`token ${JSON.stringify(p)}`, await request(notes.url, 'GET', '/notes', { headers: { authorization: `Bearer ${enc(p)}` } }), is4xx);
+      // The search text goes into a PostgREST or=() tree: it may find notes, never another user's.
+      judge(`search ${JSON.stringify(p)}`, await request(notes.url, 'GET', `/notes?q=${enc(p)}&limit=100`, { token }), (r) => {
+        if (r.status === 400) return undefined;
+        if (r.status !== 200) return `got ${r.status} ${r.text.slice(0, 160)}`;
+        return (r.body as Array<{ user_id: string }>).every((n) => n.user_id === people.idp.alice.id) ? undefined : "another user's note in a search";
+      });
+      if (created.status === 201) {
+        judge(`edit ${JSON.stringify(p)}`, await request(notes.url, 'PATCH', `/notes/${created.body.id}`, { token, body: { body: `${p}!` } }), (r) =>
+          r.status === 200 && r.body.body === `${p}!` && r.body.user_id === people.idp.alice.id ? undefined : `got ${r.status} ${r.text.slice(0, 160)}`,
+        );
+      }
+      judge(`edit id ${JSON.stringify(p)}`, await request(notes.url, 'PATCH', `/notes/${inPath(p)}`, { token, body: { title: 'x' } }), is4xx);
+      judge(`refresh ${JSON.stringify(p)}`, await request(notes.url, 'POST', '/auth/refresh', { body: { refresh_token: p } }), is4xx);
     }
     const list = await request(notes.url, 'GET', '/notes', { token });
     judge('list', list, (r) => ((r.body as Array<{ user_id: string }>).every((n) => n.user_id === people.idp.alice.id) ? undefined : 'another user\'s note in the list'));
@@ -316,6 +472,11 @@ describe('SQL injection', () => {
       judge(`accept-profile ${where}`, await rest('GET', 'notes', { headers: { 'accept-profile': p.replace(/[\u0000-\u001f]/g, '') } }), is4xx);
       judge(`content-profile ${where}`, await rest('POST', 'notes', { body: { title: 'x' }, headers: { 'content-profile': p.replace(/[\u0000-\u001f]/g, '') } }), is4xx);
       judge(`prefer ${where}`, await rest('GET', 'notes', { headers: { prefer: p.replace(/[\u0000-\u001f]/g, '') } }), mine);
+      // Pattern and logic-tree values are bound parameters too; a tree the payload breaks is a 400.
+      judge(`ilike value ${where}`, await rest('GET', `notes?title=ilike.${e}`), mine);
+      judge(`or value ${where}`, await rest('GET', `notes?or=(title.eq.${e},body.ilike.${e})`), (r) => (r.status === 400 ? undefined : mine(r)));
+      judge(`or quoted value ${where}`, await rest('GET', `notes?or=(title.eq.${enc(`"${p.replace(/["\\]/g, (c) => `\\${c}`)}"`)})`), mine);
+      judge(`or column ${where}`, await rest('GET', `notes?or=(${e}.eq.1)`), is4xx);
       // Writes aimed at bob's rows: RLS skips them; an update never hands a row to someone else.
       judge(`update bob's note ${where}`, await rest('PATCH', `notes?id=in.(${bobNoteIds.join(',')})`, { body: { title: p.replace(/\u0000/g, '') } }), mine);
       judge(`update with a payload filter ${where}`, await rest('PATCH', `notes?title=eq.${e}`, { body: { user_id: people.idp.bob.id } }), (r) => (r.status >= 400 || (Array.isArray(r.body) && r.body.length === 0) ? undefined : `a note changed owner: ${r.text}`));
@@ -346,8 +507,8 @@ describe('SQL injection', () => {
       assert.equal(rows[0]!.present, true, `${tables[0]} is gone`);
     }
     const secrets = [
-      { label: 'JWT_SECRET', value: accounts.secret },
-      { label: 'SHORTENER_ADMIN_KEY', value: SHORTENER_ADMIN_KEY },
+      { label: 'JWT_SECRET', value: TEST_SECRET },
+      { label: 'SHORTENER_ADMIN_KEY', value: TEST_ADMIN_KEY },
       { label: 'accounts password', value: PASSWORDS.accounts },
       { label: 'idp password', value: PASSWORDS.idp },
       { label: 'idp secret key', value: idp.secretKey },

@@ -11,19 +11,26 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
 import { characterCount, emailProblem, nameProblem, normalizeEmail, passwordProblem } from '../../src/accounts/validation.js';
+import { INVALID_EMAIL_TOKEN } from '../../src/accounts/email-flows.js';
+import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
 import { reportFigures } from './helpers/figures.js';
-import { byteLength, envelopeOf, freshIp, LONE_SURROGATE, params, seed, unicodeText, unicodeUnit } from './helpers/properties.js';
-import { type RunningIdp, startAccountsInProcess, startIdpInProcess } from './fuzz/in-process.js';
+import { byteLength, envelopeOf, LONE_SURROGATE, params, seed, unicodeText, unicodeUnit } from './helpers/properties.js';
+import { buildAccounts, type RunningAccounts } from '../helpers/accounts.js';
+import { type RunningIdp, startIdp } from '../helpers/idp.js';
 import { idpRequest } from '../helpers/http.js';
+import { uniqueIp } from '../helpers/client-ips.js';
 
-let accounts: Awaited<ReturnType<typeof startAccountsInProcess>>;
+let accounts: RunningAccounts;
 /** The idp, for the same 72-byte password limit where GoTrue's clients meet it. */
 let idp: RunningIdp;
+/** Behind the mail routes, so they run their real code (without SMTP_URL they answer 503). */
+let smtp: TestSmtp;
 
 const EXISTING = { name: 'Existing User', email: 'existing-hostile@example.com', password: 'existing-password-1' };
 
 before(async () => {
-  [accounts, idp] = await Promise.all([startAccountsInProcess(), startIdpInProcess()]);
+  smtp = await startSmtp();
+  [accounts, idp] = await Promise.all([buildAccounts({ env: { SMTP_URL: smtp.url } }), startIdp()]);
   const registered = await accounts.app.inject({ method: 'POST', url: '/auth/register', payload: EXISTING });
   assert.equal(registered.statusCode, 201, registered.body);
 });
@@ -31,13 +38,14 @@ before(async () => {
 after(async () => {
   await accounts?.close();
   await idp?.close();
+  await smtp?.close();
 });
 
 describe('accounts: email, name and password rules', () => {
   const register = (body: unknown) =>
-    accounts.app.inject({ method: 'POST', url: '/auth/register', payload: JSON.stringify(body), headers: { 'content-type': 'application/json' }, remoteAddress: freshIp() });
+    accounts.app.inject({ method: 'POST', url: '/auth/register', payload: JSON.stringify(body), headers: { 'content-type': 'application/json' }, remoteAddress: uniqueIp() });
   const login = (body: unknown) =>
-    accounts.app.inject({ method: 'POST', url: '/auth/login', payload: JSON.stringify(body), headers: { 'content-type': 'application/json' }, remoteAddress: freshIp() });
+    accounts.app.inject({ method: 'POST', url: '/auth/login', payload: JSON.stringify(body), headers: { 'content-type': 'application/json' }, remoteAddress: uniqueIp() });
 
   /** Flips the case of some letters and pads with whitespace: the same address once normalised. */
   const caseAndPadding = (email: string) =>
@@ -101,6 +109,50 @@ describe('accounts: email, name and password rules', () => {
       params(300),
     );
     reportFigures(t, 'property: accounts emails', { runs: 6500, seed });
+  });
+
+  const post = (url: string, body: unknown) =>
+    accounts.app.inject({ method: 'POST', url, payload: JSON.stringify(body), headers: { 'content-type': 'application/json' }, remoteAddress: uniqueIp() });
+
+  test('mail requests: the reset and the resend take any valid address (202, the same for all) and refuse an invalid one on email', async (t) => {
+    await fc.assert(
+      fc.asyncProperty(fc.emailAddress().chain(caseAndPadding), fc.constantFrom('/auth/password-reset', '/auth/verify-email/resend'), async (email, url) => {
+        const res = await post(url, { email });
+        assert.equal(res.statusCode, 202, `${url} ${JSON.stringify(email)}: ${res.body}`);
+      }),
+      params(200),
+    );
+    await fc.assert(
+      fc.asyncProperty(invalidEmail, fc.constantFrom('/auth/password-reset', '/auth/verify-email/resend'), async (email, url) => {
+        const res = await post(url, { email });
+        assert.equal(res.statusCode, 400, `${url} ${JSON.stringify(email)}: ${res.body}`);
+        assert.match(envelopeOf(res.body, 400).message, /^body\/email /);
+      }),
+      params(300),
+    );
+    reportFigures(t, 'property: accounts mail request emails', { runs: 500, seed });
+  });
+
+  test('mailed tokens: any text that was not issued is the same 400, over 256 characters a 400 on token, a bad new password a 400 on it', async (t) => {
+    const tokens = fc.oneof(
+      { weight: 4, arbitrary: fc.string({ maxLength: 60 }) },
+      { weight: 2, arbitrary: fc.base64String({ minLength: 40, maxLength: 48 }) },
+      { weight: 1, arbitrary: fc.string({ minLength: 250, maxLength: 300 }) },
+    );
+    await fc.assert(
+      fc.asyncProperty(tokens, fc.oneof(fc.string(), fc.constant('a valid new password')), fc.boolean(), async (token, password, reset) => {
+        const res = reset ? await post('/auth/password-reset/confirm', { token, new_password: password }) : await post('/auth/verify-email', { token });
+        assert.equal(res.statusCode, 400, `${JSON.stringify(token)}: ${res.body}`);
+        const { message } = envelopeOf(res.body, 400);
+        // The schema first, then the new password's rules (no lookup for a password that cannot be
+        // set), then the token: a made-up one is the one answer for used, expired and unknown.
+        if ([...token].length > 256) assert.match(message, /^body\/token /);
+        else if (reset && passwordProblem(password) !== undefined) assert.match(message, /^body\/new_password /, JSON.stringify(password));
+        else assert.equal(message, INVALID_EMAIL_TOKEN, JSON.stringify(token));
+      }),
+      params(400),
+    );
+    reportFigures(t, 'property: accounts mailed tokens', { runs: 400, seed });
   });
 
   test('emails are stored lowercased and unique in any case: a case variant of a taken address is a duplicate', async (t) => {

@@ -7,17 +7,19 @@ import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
 import { reportFigures } from './helpers/figures.js';
 import { envelopeOf, params, seed } from './helpers/properties.js';
-import { type Running, type RunningIdp, startAccountsInProcess, startIdpInProcess, startNotesInProcess } from './fuzz/in-process.js';
+import { buildAccounts, type RunningAccounts } from '../helpers/accounts.js';
+import { type RunningIdp, startIdp } from '../helpers/idp.js';
+import { type RunningNotes, startNotes } from '../helpers/notes.js';
 import { idpRequest, request } from '../helpers/http.js';
 
-let accounts: Awaited<ReturnType<typeof startAccountsInProcess>>;
+let accounts: RunningAccounts;
 let idp: RunningIdp;
-let notes: Running;
-let notesLocal: Running;
+let notes: RunningNotes;
+let notesLocal: RunningNotes;
 
 before(async () => {
-  [accounts, idp] = await Promise.all([startAccountsInProcess(), startIdpInProcess()]);
-  [notes, notesLocal] = await Promise.all([startNotesInProcess(idp, { verify: 'remote' }), startNotesInProcess(idp, { verify: 'local' })]);
+  [accounts, idp] = await Promise.all([buildAccounts(), startIdp()]);
+  [notes, notesLocal] = await Promise.all([startNotes(idp, { IDP_VERIFY: 'remote' }), startNotes(idp, { IDP_VERIFY: 'local' })]);
 });
 
 after(async () => {
@@ -66,14 +68,23 @@ describe('JWT-looking strings against every bearer-protected route', () => {
           assert.equal(envelopeOf(res.body, 401).message, 'Invalid or expired token.');
         }
         for (const app of [notes, notesLocal]) {
-          for (const [method, path, body] of [['GET', '/notes'], ['POST', '/notes', { title: 'x' }], ['DELETE', '/notes/1']] as const) {
+          for (const [method, path, body] of [['GET', '/notes'], ['POST', '/notes', { title: 'x' }], ['DELETE', '/notes/1'], ['POST', '/auth/password', { password: 'bearer-new-password' }]] as const) {
             const res = await request(app.url, method, path, { token, body });
             expectStatus(`notes ${method} ${path}`, res, 401);
             assert.deepEqual(res.body, { message: 'Invalid or expired token' });
           }
         }
-        for (const [method, path] of [['GET', '/auth/v1/user'], ['POST', '/auth/v1/logout'], ['POST', '/auth/v1/admin/users'], ['DELETE', `/auth/v1/admin/users/${randomUUID()}`]] as const) {
-          const res = await idpRequest(idp, method, path, { token, body: method === 'POST' ? {} : undefined });
+        for (const [method, path] of [
+          ['GET', '/auth/v1/user'],
+          ['PUT', '/auth/v1/user'],
+          ['POST', '/auth/v1/logout'],
+          ['POST', '/auth/v1/admin/users'],
+          ['DELETE', `/auth/v1/admin/users/${randomUUID()}`],
+          ['POST', '/auth/v1/invite'],
+          ['POST', '/auth/v1/admin/generate_link'],
+        ] as const) {
+          const body = method === 'PUT' ? { email: 'bearer-change@example.com' } : path.endsWith('invite') || path.endsWith('generate_link') ? { type: 'magiclink', email: 'bearer@example.com' } : {};
+          const res = await idpRequest(idp, method, path, { token, body: method === 'POST' || method === 'PUT' ? body : undefined });
           expectStatus(`idp ${method} ${path}`, res, 403);
           assert.equal(res.body.code, 'bad_jwt');
         }

@@ -8,22 +8,28 @@ import fc from 'fast-check';
 import { characterCount } from '../../src/accounts/validation.js';
 import { reportFigures } from './helpers/figures.js';
 import { LONE_SURROGATE, params, seed, unicodeText } from './helpers/properties.js';
-import { type Running, type RunningIdp, startIdpInProcess, startNotesInProcess } from './fuzz/in-process.js';
+import { type RunningIdp, startIdp } from '../helpers/idp.js';
+import { type RunningNotes, startNotes } from '../helpers/notes.js';
 import { request } from '../helpers/http.js';
+import { EMAIL_INVALID } from '../../src/notes/identity.js';
+import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
 
 let idp: RunningIdp;
-let notes: Running;
+let notes: RunningNotes;
 /** Requests notes sent to the idp's REST API (the note store). */
 let storeCalls = 0;
 let notesToken = '';
+/** Behind the idp, so the password-reset route runs through to a real recovery mail. */
+let smtp: TestSmtp;
 
 before(async () => {
-  idp = await startIdpInProcess();
+  smtp = await startSmtp();
+  idp = await startIdp({ env: { SMTP_URL: smtp.url } });
   const countingFetch: typeof fetch = (input, init) => {
     if (String(input instanceof Request ? input.url : input).includes('/rest/v1/')) storeCalls += 1;
     return fetch(input, init);
   };
-  notes = await startNotesInProcess(idp, { verify: 'remote', fetch: countingFetch });
+  notes = await startNotes(idp, { IDP_VERIFY: 'remote' }, { fetch: countingFetch });
   const email = 'notes-hostile@example.com';
   assert.equal((await request(notes.url, 'POST', '/auth/register', { body: { email, password: 'notes-password-1' } })).status, 201);
   const login = await request(notes.url, 'POST', '/auth/login', { body: { email, password: 'notes-password-1' } });
@@ -34,6 +40,7 @@ before(async () => {
 after(async () => {
   await notes?.close();
   await idp?.close();
+  await smtp?.close();
 });
 
 describe('notes: titles, bodies and note ids', () => {
@@ -97,5 +104,33 @@ describe('notes: titles, bodies and note ids', () => {
     const missing = await request(notes.url, 'DELETE', '/notes/9223372036854775807', { token: notesToken });
     assert.deepEqual([missing.status, missing.body], [404, { message: 'Note not found' }]);
     reportFigures(t, 'property: notes ids', { runs, seed });
+  });
+});
+
+describe('notes: the password-reset address', () => {
+  test('any email value: the same 202, or exactly the 400 "email must be a valid email address"; never anything else', async (t) => {
+    const values = fc.oneof(
+      { weight: 3, arbitrary: fc.emailAddress() },
+      { weight: 2, arbitrary: unicodeText(40).filter((s) => !LONE_SURROGATE.test(s)) },
+      { weight: 1, arbitrary: fc.constantFrom(`${'a'.repeat(250)}@example.com`, ' user@example.com ', 'USER@EXAMPLE.COM', "x' OR '1'='1@example.com", 'user@localhost') },
+      { weight: 1, arbitrary: fc.constantFrom(null, 0, true, [], {}, ['a@b.co'], { email: 'a@b.co' }) },
+    );
+    let accepted = 0;
+    await fc.assert(
+      fc.asyncProperty(values, async (email) => {
+        const res = await request(notes.url, 'POST', '/auth/password-reset', { body: { email } });
+        const plainlyInvalid = typeof email !== 'string' || !email.includes('@') || email.length > 255;
+        if (res.status === 202 && !plainlyInvalid) {
+          accepted += 1;
+          return;
+        }
+        assert.deepEqual([res.status, res.body], [400, { message: EMAIL_INVALID }], `${JSON.stringify(email)}: ${res.status} ${res.text}`);
+      }),
+      params(150),
+    );
+    const missing = await request(notes.url, 'POST', '/auth/password-reset', { body: {} });
+    assert.deepEqual([missing.status, missing.body], [400, { message: EMAIL_INVALID }]);
+    assert.ok(accepted > 0, 'no address was accepted: the property checked refusals only');
+    reportFigures(t, 'property: notes password-reset emails', { runs: 150, accepted, seed });
   });
 });

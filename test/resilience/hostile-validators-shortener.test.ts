@@ -21,15 +21,18 @@ import { domainToASCII } from 'node:url';
 import fc from 'fast-check';
 import { characterCount } from '../../src/accounts/validation.js';
 import { CODE_PATTERN, randomCode } from '../../src/shortener/codes.js';
+import { SHORTENER_ASSETS } from '../../src/shortener/routes/web-pages.js';
 import { watchQueries } from '../helpers/database.js';
 import { reportFigures } from './helpers/figures.js';
-import { envelopeOf, freshIp, LONE_SURROGATE, params, seed, unicodeText } from './helpers/properties.js';
-import { startShortenerInProcess } from './fuzz/in-process.js';
+import { envelopeOf, LONE_SURROGATE, params, seed, unicodeText } from './helpers/properties.js';
+import { buildShortener, type RunningShortener, TEST_ADMIN_KEY } from '../helpers/shortener.js';
+import { uniqueIp } from '../helpers/client-ips.js';
 
-let shortener: Awaited<ReturnType<typeof startShortenerInProcess>>;
+let shortener: RunningShortener;
 
 before(async () => {
-  shortener = await startShortenerInProcess();
+  // The admin key set, so the admin routes are reached past authentication.
+  shortener = await buildShortener({ env: { SHORTENER_ADMIN_KEY: TEST_ADMIN_KEY } });
 });
 
 after(async () => {
@@ -40,7 +43,7 @@ describe('shortener: create, redirect and stats inputs', () => {
   const created: string[] = [];
 
   async function create(url: string) {
-    return shortener.app.inject({ method: 'POST', url: '/api/links', payload: { url }, remoteAddress: freshIp() });
+    return shortener.app.inject({ method: 'POST', url: '/api/links', payload: { url }, remoteAddress: uniqueIp() });
   }
 
   /** The host as a person reads the text, spaces around it aside: after "http(s)://", up to / ? or #, without the port. */
@@ -243,4 +246,269 @@ describe('shortener: create, redirect and stats inputs', () => {
     const { rows } = await shortener.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM links');
     return rows[0]!.n;
   }
+});
+
+// The visits endpoint's parameters and the pages, through the real routes. The oracle is written
+// from the rule, not from the code: a valid `from`/`to` is generated as an instant of 1970–9999
+// written as a date or a timestamp with an offset, an invalid one is a near miss or any other text.
+describe('shortener: visits parameters and pages', () => {
+  const DAY = 86_400_000;
+  const HOUR = 3_600_000;
+  let code: string;
+  let planted = 0;
+
+  before(async () => {
+    const res = await shortener.app.inject({ method: 'POST', url: '/api/links', payload: { url: 'https://example.com/visited' }, remoteAddress: uniqueIp() });
+    code = (res.json() as { data: { code: string } }).data.code;
+    for (const agent of ['Mozilla/5.0 (X11; Linux x86_64; rv:121.0) Gecko/20100101 Firefox/121.0', 'Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)', 'curl/8.4.0']) {
+      assert.equal((await shortener.app.inject({ method: 'GET', url: `/${code}`, headers: { 'user-agent': agent }, remoteAddress: uniqueIp() })).statusCode, 302);
+      planted += 1;
+    }
+  });
+
+  /** Everything a request could change: the links and every visit table. */
+  async function snapshot(): Promise<string> {
+    const parts: string[] = [];
+    for (const table of ['links', 'visit_counts', 'daily_visitors', 'visitor_salts', 'deleted_codes']) {
+      const { rows } = await shortener.pool.query<{ row: string }>(`SELECT t::text AS row FROM ${table} AS t ORDER BY 1`);
+      parts.push(`${table}: ${rows.map((r) => r.row).join(' | ')}`);
+    }
+    return parts.join('\n');
+  }
+
+  /** An instant written as the rule allows: a date (UTC midnight) or a timestamp with Z, ±hh:mm or ±hhmm. */
+  const validTime = fc
+    .tuple(
+      fc.integer({ min: 0, max: Date.UTC(9999, 11, 31, 23, 59, 59, 999) }),
+      fc.constantFrom('date', 'Z', 'minutes', 'fraction', '+05:30', '-08:00', '+14:00', '-12:00', '+0530', '-00:00'),
+    )
+    .map(([ms, form]) => {
+      if (form === 'date') {
+        const day = Math.floor(ms / DAY) * DAY;
+        return { text: new Date(day).toISOString().slice(0, 10), ms: day };
+      }
+      const seconds = Math.floor(ms / 1000) * 1000;
+      if (form === 'Z') return { text: new Date(seconds).toISOString().replace('.000Z', 'Z'), ms: seconds };
+      if (form === 'minutes') {
+        const minute = Math.floor(ms / 60_000) * 60_000;
+        return { text: new Date(minute).toISOString().slice(0, 16) + 'Z', ms: minute };
+      }
+      if (form === 'fraction') return { text: new Date(ms).toISOString(), ms };
+      const sign = form[0] === '-' ? -1 : 1;
+      const offsetMs = sign * (Number(form.slice(1, 3)) * HOUR + Number(form.slice(-2)) * 60_000);
+      // The same instant as a local time at that offset (in Z when that local time is past 9999).
+      const local = seconds + offsetMs;
+      if (local >= Date.UTC(10000, 0, 1)) return { text: new Date(seconds).toISOString(), ms: seconds };
+      return { text: new Date(local).toISOString().slice(0, 19) + form, ms: seconds };
+    });
+  const invalidTime = fc.oneof(
+    fc.constantFrom(
+      '2026-02-30',
+      '2025-02-29',
+      '2026-13-01',
+      '2026-00-10',
+      '2026-11-31',
+      '2026-11-01T24:00:00Z',
+      '2026-11-01T23:60:00Z',
+      '2026-11-01T23:59:60Z',
+      '2026-11-01T00:00:00',
+      '2026-11-01T00:00',
+      '2026-11-01 00:00:00Z',
+      '2026-11-01t00:00:00Z',
+      '2026-11-01T00:00:00z',
+      '2026-11-01T00:00:00+24:00',
+      '2026-11-01T00:00:00+05:60',
+      '2026-11-01T00:00:00+5:00',
+      '2026-11-01T00:00:00+05',
+      '20261101',
+      '2026-1-01',
+      '2026-11',
+      '1969-12-31',
+      '10000-01-01',
+      '+010000-01-01',
+      '0000-01-01',
+      ' 2026-11-01',
+      '2026-11-01 ',
+      '1e400',
+      '1700000000000',
+      'now',
+      'today',
+      '',
+    ),
+    unicodeText(40)
+      .filter((s) => !/^\d{4}-\d{2}-\d{2}/.test(s))
+      .filter((s) => !LONE_SURROGATE.test(s)),
+  );
+  const validInterval = fc.constantFrom(undefined, 'hour', 'day');
+  const invalidInterval = fc.oneof(
+    fc.constantFrom('HOUR', 'Day', 'week', 'minute', 'hours', 'days', ' hour', 'hour ', 'hour\u0000', '', 'null', '1'),
+    unicodeText(20).filter((s) => s !== 'hour' && s !== 'day' && !LONE_SURROGATE.test(s)),
+  );
+
+  const query = (parts: Record<string, string | undefined>) =>
+    Object.entries(parts)
+      .filter(([, v]) => v !== undefined)
+      .map(([k, v]) => `${k}=${encodeURIComponent(v!)}`)
+      .join('&');
+
+  test('visits: exactly one invalid from, to or interval is a 400 naming it; nothing changes', async (t) => {
+    const before = await snapshot();
+    let runs = 0;
+    const which = fc.constantFrom('from', 'to', 'interval');
+    await fc.assert(
+      fc.asyncProperty(which, validTime, validTime, validInterval, invalidTime, invalidInterval, async (bad, from, to, interval, badTime, badInterval) => {
+        runs += 1;
+        const parts: Record<string, string | undefined> = { from: from.text, to: to.text, interval };
+        if (bad === 'interval') parts.interval = badInterval;
+        else parts[bad] = badTime;
+        const url = `/api/links/${code}/visits?${query(parts)}`;
+        const res = await shortener.app.inject({ method: 'GET', url });
+        assert.equal(res.statusCode, 400, `${url}: ${res.body}`);
+        const { message } = envelopeOf(res.body, 400);
+        assert.ok(message.startsWith(`${bad} must be`), `${url}: the message names ${bad}: ${message}`);
+      }),
+      params(300),
+    );
+    assert.equal(await snapshot(), before, 'bad input changed nothing');
+    reportFigures(t, 'property: shortener visits, one invalid parameter → 400 naming it', { runs, seed });
+  });
+
+  test('visits: valid parameters answer 200 with every bucket of the range, or a 400 for the range rules; never a 5xx', async (t) => {
+    const before = await snapshot();
+    const now = Date.now();
+    let runs = 0;
+    const answered: Record<string, number> = {};
+    // Ranges near now (where the planted visits are), and anywhere in 1970–9999.
+    const nearNow = fc.integer({ min: -40 * DAY, max: 40 * DAY }).map((d) => {
+      const ms = Math.floor((now + d) / 1000) * 1000;
+      return { text: new Date(ms).toISOString(), ms };
+    });
+    const time = fc.option(fc.oneof(validTime, nearNow), { nil: undefined });
+    // Half the pairs are a range of 1 hour to 400 days before `to`, around both interval limits.
+    const relative = fc.tuple(fc.oneof(validTime, nearNow), fc.integer({ min: 1, max: 400 * 24 })).map(([to, hours]) => {
+      const ms = to.ms - hours * HOUR;
+      return [{ text: new Date(ms).toISOString(), ms }, to] as const;
+    })
+      // An instant before 1970 is not a valid `from` (the other test covers it).
+      .filter(([from]) => from.ms >= 0);
+    const range = fc.oneof(fc.tuple(time, time), relative);
+    await fc.assert(
+      fc.asyncProperty(range, validInterval, async ([from, to], interval) => {
+        runs += 1;
+        const url = `/api/links/${code}/visits?${query({ from: from?.text, to: to?.text, interval })}`;
+        const res = await shortener.app.inject({ method: 'GET', url });
+        const step = interval === 'hour' ? HOUR : DAY;
+        const toMs = to?.ms ?? undefined;
+        const body = res.json() as { message: string; data?: { from: string; to: string; interval: string; series: Array<{ start: string; visits: number }>; totals: { visits: number } } };
+        answered[res.statusCode] = (answered[res.statusCode] ?? 0) + 1;
+        if (res.statusCode === 200) {
+          const d = body.data!;
+          const toUsed = Date.parse(d.to);
+          const fromUsed = Date.parse(d.from);
+          if (toMs !== undefined) assert.equal(toUsed, toMs, `${url}: to`);
+          if (from) assert.equal(fromUsed, from.ms, `${url}: from`);
+          else assert.equal(fromUsed, toUsed - 30 * DAY, `${url}: from defaults to 30 days before to`);
+          assert.equal(d.interval, interval ?? 'day');
+          assert.ok(fromUsed < toUsed && toUsed - fromUsed <= (interval === 'hour' ? 31 : 366) * DAY, `${url}: a range the rules refuse was answered`);
+          const first = Math.floor(fromUsed / step) * step;
+          assert.equal(d.series.length, Math.ceil((toUsed - first) / step), `${url}: bucket count`);
+          d.series.forEach((b, i) => assert.equal(Date.parse(b.start), first + i * step, `${url}: bucket ${i}`));
+          assert.equal(d.totals.visits, d.series.reduce((s, b) => s + b.visits, 0), `${url}: totals = sum of the series`);
+          assert.ok(d.totals.visits <= planted);
+        } else {
+          assert.equal(res.statusCode, 400, `${url}: ${res.body}`);
+          envelopeOf(res.body, 400);
+          const toApprox = toMs ?? Date.now();
+          if ((from?.ms ?? toApprox - 30 * DAY) >= toApprox) assert.equal(body.message, 'from must be earlier than to', url);
+          else assert.match(body.message, new RegExp(`the longest range for interval=${interval ?? 'day'}$`), url);
+        }
+      }),
+      params(400),
+    );
+    // The planted visits are found by a range that holds them.
+    const all = await shortener.app.inject({ method: 'GET', url: `/api/links/${code}/visits` });
+    assert.equal((all.json() as { data: { totals: { visits: number } } }).data.totals.visits, planted);
+    assert.equal(await snapshot(), before, 'reading visits changed nothing');
+    reportFigures(t, 'property: shortener visits, valid parameters', { runs, seed, ...answered });
+  });
+
+  test('pages: /stats/<anything> is the stats page of an existing code, else the not-found page (404, no query for a malformed code); nothing changes', async (t) => {
+    const before = await snapshot();
+    const segment = fc.oneof(
+      fc.constant(code),
+      fc.stringMatching(/^[0-9a-zA-Z]{7}$/),
+      fc.string({ unit: 'binary', maxLength: 120 }).filter((s) => !LONE_SURROGATE.test(s) && s !== code),
+      fc.constantFrom('...', '..%2F..%2Fpackage.json', "abc'; DROP TABLE links; --", code.toLowerCase(), code + 'x', ` ${code}`),
+    )
+      // `.` and `..` are resolved by the client (/stats/.. is /), as a browser does: not a code.
+      .filter((s) => s !== '.' && s !== '..');
+    const watch = watchQueries(shortener.pool);
+    let runs = 0;
+    try {
+      await fc.assert(
+        fc.asyncProperty(segment, fc.constantFrom('GET', 'HEAD'), async (s, method) => {
+          runs += 1;
+          const url = `/stats/${encodeURIComponent(s)}`;
+          watch.queries.length = 0;
+          const res = await shortener.app.inject({ method: method as 'GET' | 'HEAD', url });
+          assert.match(String(res.headers['content-type']), /^text\/html/, `${url}: ${res.statusCode}`);
+          if (s === code) {
+            assert.equal(res.statusCode, 200, url);
+            if (method === 'GET') assert.match(res.body, /<title>Link stats<\/title>/);
+          } else {
+            assert.equal(res.statusCode, 404, url);
+            if (method === 'GET') assert.match(res.body, /<title>Link not found<\/title>/);
+          }
+          if (!CODE_PATTERN.test(s)) assert.deepEqual(watch.queries, [], `${url}: a malformed code reached the database`);
+        }),
+        params(300),
+      );
+    } finally {
+      watch.stop();
+    }
+    assert.equal(await snapshot(), before, 'viewing pages changed nothing (no click counted)');
+    reportFigures(t, 'property: shortener stats pages', { runs, seed });
+  });
+
+  test('pages: /, /admin and the assets answer with any query; any other asset path, or another method, is a 404 envelope', async (t) => {
+    const before = await snapshot();
+    const ASSETS = Object.keys(SHORTENER_ASSETS);
+    const served = fc.constantFrom('/', '/admin', ...ASSETS);
+    const queryText = fc.option(unicodeText(60).filter((s) => !LONE_SURROGATE.test(s)), { nil: undefined });
+    const otherAsset = fc.oneof(
+      fc.string({ unit: 'binary', maxLength: 80 }).filter((s) => !LONE_SURROGATE.test(s)).map((s) => `/assets/${encodeURIComponent(s)}`),
+      fc.constantFrom(
+        '/assets/',
+        '/assets/shortener/index.html',
+        '/assets/shortener/stats.html',
+        '/assets/serve.ts',
+        '/assets/vendor/uPlot.iife.js',
+        '/assets/../package.json',
+        '/assets/%2e%2e/%2e%2e/package.json',
+        '/assets/shortener/..%2f..%2f..%2fsrc%2fcli.ts',
+        '/assets/STYLE.CSS',
+        '/assets/style.css/',
+        '/assets/style.css%00',
+      ),
+    ).filter((p) => !ASSETS.includes(p));
+    let runs = 0;
+    await fc.assert(
+      fc.asyncProperty(served, queryText, otherAsset, fc.constantFrom('POST', 'PUT', 'DELETE', 'PATCH'), async (path, q, other, method) => {
+        runs += 1;
+        const url = q === undefined ? path : `${path}?x=${encodeURIComponent(q)}`;
+        const res = await shortener.app.inject({ method: 'GET', url });
+        assert.equal(res.statusCode, 200, `${url}: ${res.body.slice(0, 200)}`);
+        assert.ok(res.body.length > 0);
+        const missing = await shortener.app.inject({ method: 'GET', url: other });
+        assert.equal(missing.statusCode, 404, `${other}: ${missing.body.slice(0, 200)}`);
+        envelopeOf(missing.body, 404);
+        const wrongMethod = await shortener.app.inject({ method: method as 'POST', url: path, payload: {} });
+        assert.equal(wrongMethod.statusCode, 404, `${method} ${path}`);
+        envelopeOf(wrongMethod.body, 404);
+      }),
+      params(200),
+    );
+    assert.equal(await snapshot(), before, 'nothing changed');
+    reportFigures(t, 'property: shortener pages and assets', { runs, seed });
+  });
 });

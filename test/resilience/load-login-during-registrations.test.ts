@@ -11,8 +11,10 @@ import type { ServiceProcess } from '../helpers/process.js';
 import { reportFigures, round } from './helpers/figures.js';
 import { keepAliveAgent, send, type Target } from './helpers/http.js';
 import { registerAccount } from './helpers/api.js';
-import { clientIps, ensureStopped, serviceDatabase, startAccounts } from './helpers/services.js';
+import { ensureStopped, startAccounts } from './helpers/services.js';
 import { uniqueEmail } from '../helpers/emails.js';
+import { clientIps } from '../helpers/client-ips.js';
+import { accountsDatabase } from '../helpers/accounts.js';
 
 const FLOOD = 60;
 const PASSWORD = 'resilience-pw-1';
@@ -21,7 +23,7 @@ let db: TestDatabase;
 let accounts: ServiceProcess | undefined;
 
 before(async () => {
-  db = await serviceDatabase('accounts');
+  db = await accountsDatabase();
   // The service's own per-IP registration limit (10 per hour), as deployed; X-Forwarded-For believed from the test.
   accounts = await startAccounts(db.url, { env: { REGISTER_MAX_PER_IP: '10', TRUST_PROXY: '127.0.0.1' } });
 });

@@ -9,7 +9,9 @@ import { reportFigures, round } from './helpers/figures.js';
 import { keepAliveAgent, send } from './helpers/http.js';
 import { queryOnce } from './helpers/postgres.js';
 import { type PrivateRedis, startPrivateRedis } from './helpers/redis.js';
-import { clientIps, ensureStopped, serviceDatabase, startShortener } from './helpers/services.js';
+import { ensureStopped, startShortener } from './helpers/services.js';
+import { clientIps } from '../helpers/client-ips.js';
+import { shortenerDatabase } from '../helpers/shortener.js';
 
 const CREATES = 200;
 
@@ -18,7 +20,7 @@ let ownRedis: PrivateRedis | undefined;
 const instances: ServiceProcess[] = [];
 
 before(async () => {
-  db = await serviceDatabase('shortener');
+  db = await shortenerDatabase();
 });
 
 after(async () => {

@@ -15,7 +15,8 @@ import type { ServiceProcess } from '../helpers/process.js';
 import { reportFigures, round } from './helpers/figures.js';
 import { keepAliveAgent, send } from './helpers/http.js';
 import { queryOnce } from './helpers/postgres.js';
-import { ensureStopped, serviceDatabase, startShortener } from './helpers/services.js';
+import { ensureStopped, startShortener } from './helpers/services.js';
+import { shortenerDatabase } from '../helpers/shortener.js';
 
 const AGENTS = [
   'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36',
@@ -36,7 +37,7 @@ let db: TestDatabase;
 const instances: ServiceProcess[] = [];
 
 before(async () => {
-  db = await serviceDatabase('shortener');
+  db = await shortenerDatabase();
 });
 
 after(async () => {

@@ -9,7 +9,8 @@ import type { ServiceProcess } from '../helpers/process.js';
 import { reportFigures, round } from './helpers/figures.js';
 import { jsonOf, keepAliveAgent, send } from './helpers/http.js';
 import { queryOnce } from './helpers/postgres.js';
-import { ensureStopped, serviceDatabase, startAccounts } from './helpers/services.js';
+import { ensureStopped, startAccounts } from './helpers/services.js';
+import { accountsDatabase } from '../helpers/accounts.js';
 
 const RACERS = 20;
 
@@ -17,7 +18,7 @@ let db: TestDatabase;
 let accounts: ServiceProcess | undefined;
 
 before(async () => {
-  db = await serviceDatabase('accounts');
+  db = await accountsDatabase();
   accounts = await startAccounts(db.url);
 });
 

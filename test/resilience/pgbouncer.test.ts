@@ -9,10 +9,11 @@
 // seeing only their own notes.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { authenticatorPassword, authenticatorRoleName } from '../../src/idp/authenticator.js';
-import { createPool, type Migration, migrate } from '../../src/kit/db.js';
+import { createPool, type Migration, migrate, readMigrations } from '../../src/kit/db.js';
 import { adminUrl, freshDatabase, type TestDatabase } from '../helpers/database.js';
 import type { ServiceProcess } from '../helpers/process.js';
 import { shortenerMigrations } from '../helpers/shortener.js';
@@ -183,7 +184,7 @@ describe('through PgBouncer (pool_mode = transaction)', { skip }, () => {
     const migrated = await queryOnce<{ name: string }>(accountsDb.url, "SELECT name FROM schema_migrations WHERE scope = 'accounts'");
     assert.deepEqual(
       migrated.map((r) => r.name),
-      ['001_users.sql'],
+      (await readMigrations(fileURLToPath(new URL('../../src/accounts/migrations', import.meta.url)))).map((m) => m.name),
       'each migration recorded once',
     );
     const targets: Target[] = instances.map((instance) => ({ url: instance.url, agent: keepAliveAgent(RACERS) }));

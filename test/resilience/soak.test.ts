@@ -15,9 +15,12 @@ import { reportFigures, round } from './helpers/figures.js';
 import { CREATE_LIMIT } from '../../src/shortener/app.js';
 import { keepAliveAgent, type Outcome, type RequestSpec, runLoad, sleep, type Target, jsonOf } from './helpers/http.js';
 import { mb, type MemorySample, memoryProbe } from './helpers/memory.js';
-import { ACCOUNTS_ADMIN, clientIps, ensureStopped, serviceDatabase, startAccounts, startIdpProcess, startNotesProcess, startShortener } from './helpers/services.js';
+import { ACCOUNTS_ADMIN, ensureStopped, startAccounts, startIdpProcess, startNotesProcess, startShortener } from './helpers/services.js';
 import { uniqueEmail } from '../helpers/emails.js';
 import { idpDatabase } from '../helpers/idp.js';
+import { clientIps } from '../helpers/client-ips.js';
+import { shortenerDatabase } from '../helpers/shortener.js';
+import { accountsDatabase } from '../helpers/accounts.js';
 
 const REQUESTS = 200_000;
 /**
@@ -169,7 +172,7 @@ function database(make: () => Promise<TestDatabase>): Promise<TestDatabase> {
 
 describe('soak', { concurrency: false }, () => {
   test('shortener: 200,000 mixed requests, 100,000 client IPs through a trusted proxy; memory stops growing', async (t) => {
-    const db = await database(() => serviceDatabase('shortener'));
+    const db = await database(() => shortenerDatabase());
     const shortener = await watch('shortener', (env) => startShortener(db.url, { trustProxy: '127.0.0.1', env }));
     const agent = keepAliveAgent(CONCURRENCY);
     cleanups.push(() => agent.destroy());
@@ -213,7 +216,7 @@ describe('soak', { concurrency: false }, () => {
   });
 
   test('accounts: 200,000 mixed requests (bcrypt-bound ones limited); memory stops growing', async (t) => {
-    const db = await database(() => serviceDatabase('accounts'));
+    const db = await database(() => accountsDatabase());
     const accounts = await watch('accounts', (env) => startAccounts(db.url, { env }));
     const agent = keepAliveAgent(CONCURRENCY);
     cleanups.push(() => agent.destroy());

@@ -5,7 +5,7 @@
 export type ServiceName = 'shortener' | 'accounts' | 'notes' | 'idp';
 
 export type BodyVerdict =
-  | { ok: true; kind: 'envelope' | 'framework' | 'no-body' | 'success' }
+  | { ok: true; kind: 'envelope' | 'framework' | 'no-body' | 'success' | 'page' }
   | { ok: false; problem: string };
 
 const keysOf = (o: Record<string, unknown>) => Object.keys(o).sort().join(',');
@@ -64,6 +64,11 @@ export function checkResponseBody(
     } catch {
       return { ok: false, problem: `a ${status} says JSON but its body does not parse: ${text.slice(0, 120)}` };
     }
+  }
+  // The one HTML error: the shortener's stats page of an unknown, malformed or deleted code is its
+  // "Link not found" page, with a 404 (docs/shortener.md, Web pages).
+  if (service === 'shortener' && status === 404 && method === 'GET' && path.startsWith('/stats/') && /^text\/html/i.test(contentType ?? '')) {
+    return text.includes('<title>Link not found</title>') ? { ok: true, kind: 'page' } : { ok: false, problem: `a 404 page that is not the not-found page: ${text.slice(0, 120)}` };
   }
   if (!isJson) return { ok: false, problem: `a ${status} is not JSON (content-type ${contentType ?? 'none'}): ${text.slice(0, 120)}` };
   let body: unknown;

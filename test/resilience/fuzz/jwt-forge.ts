@@ -184,7 +184,9 @@ export function idpCorpus(ctx: {
     bad('crit naming an unknown extension (our key)', ours({}, { crit: ['exp-v2'], 'exp-v2': true })),
     bad('ES256 signature DER-encoded (our key)', asymToken('ES256', ctx.signingKey, { typ: 'JWT', kid }, fresh, { der: true })),
     bad('signature malleated: s replaced by n − s (high s)', malleated(ctx.realToken)),
-    bad('expired by one second (our key)', ours({ iat: now - 3601, exp: now - 1 }), 'PGRST303'),
+    // Auth refuses a token from exp on; REST allows PostgREST's 30 s of skew (idp-jwt.test.ts has
+    // both boundaries), so the token both must refuse is 31 s past exp.
+    bad('expired 31 seconds ago, past the REST skew (our key)', ours({ iat: now - 3631, exp: now - 31 }), 'PGRST303'),
     bad('exp missing (our key)', ours({ exp: undefined })),
     bad('exp as a string (our key)', ours({ exp: String(now + 3600) })),
     bad('not valid before two minutes from now (our key)', ours({ nbf: now + 120 }), 'PGRST303'),

@@ -4,7 +4,11 @@
 // and raw byte sequences for what an HTTP client will not send (bad framing, broken request
 // lines, NUL and raw UTF-8 in paths). Requests that would make a service run bcrypt are capped
 // per run, so the fuzz measures input handling rather than hashing.
-import { checkCredentials, checkRegistration } from '../../../src/accounts/validation.js';
+import { randomBytes } from 'node:crypto';
+import { checkCredentials, checkRegistration, passwordProblem } from '../../../src/accounts/validation.js';
+import { ACCOUNTS_ASSETS } from '../../../src/accounts/routes/web-pages.js';
+import { NOTES_ASSETS } from '../../../src/notes/routes/web-pages.js';
+import { SHORTENER_ASSETS } from '../../../src/shortener/routes/web-pages.js';
 import type { ServiceName } from './envelopes.js';
 import type { PlainRequest } from './raw-http.js';
 import type { Rng } from './prng.js';
@@ -363,6 +367,13 @@ const uuid = (rng: Rng) => {
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-a${h.slice(17, 20)}-${h.slice(20, 32)}`;
 };
 const validEmail = (rng: Rng) => rng.pick([`fuzz-${rng.int(0, 1e9)}@example.com`, `FUZZ-${rng.int(0, 1e9)}@Example.COM`]);
+/**
+ * An address the test registers before the run (accounts and idp), so the mail routes also take
+ * their path for a known account and really send mail. New for each run, outside the seeded
+ * sequence: accounts keeps its one-mail-a-minute limit per address in Redis, which outlives a run.
+ */
+export const FUZZ_MAIL_ADDRESS = `fuzz-mail-${randomBytes(4).toString('hex')}@example.com`;
+const mailEmail = (rng: Rng) => (rng.chance(0.3) ? rng.pick([FUZZ_MAIL_ADDRESS, FUZZ_MAIL_ADDRESS.toUpperCase()]) : validEmail(rng));
 const validPassword = (rng: Rng) => rng.pick(['fuzz-password-1', '€'.repeat(24), 'short', 'x'.repeat(72)]);
 const HEALTH: Route = { weight: 2, methods: ['GET', 'HEAD', 'POST'], path: (rng) => rng.pick(['/healthz', '/readyz', '/docs/json', '/docs', '/docs/static/index.html', '/']) };
 
@@ -395,8 +406,85 @@ const accountsRoutes: Route[] = [
       `/admin/users${rng.pick(['', '?page=1', '?page=0', '?page=-1', '?page=1e400', '?page=abc', '?per_page=1000', '?per_page=1001', '?page=1000000&per_page=1000', '?page[]=1', '?page=1&page=2', `?page=${rng.pick(HOSTILE_STRINGS.filter((s) => /^[\x21-\x7e]*$/.test(s)))}`, '?unknown=1'])}`,
     tokens: (ctx) => ctx.accountsTokens ?? [],
   },
+  // Sessions, password and admin changes. Never scope "global", a real user id or a real
+  // current password: the run's own tokens must keep working for the other routes.
+  { weight: 8, methods: ['POST'], path: () => '/auth/refresh', body: { fields: { refresh_token: (rng) => rng.pick([rng.bytes(32).toString('base64url'), hostileString(rng)]) } } },
+  {
+    weight: 6,
+    methods: ['POST'],
+    path: () => '/auth/logout',
+    body: { fields: { refresh_token: (rng) => rng.pick([rng.bytes(32).toString('base64url'), hostileString(rng)]), scope: (rng) => rng.pick(['local', hostileString(rng)]) } },
+    tokens: (ctx) => ctx.accountsTokens ?? [],
+  },
+  { weight: 6, methods: ['GET', 'HEAD'], path: () => '/auth/sessions', tokens: (ctx) => ctx.accountsTokens ?? [] },
+  { weight: 6, methods: ['DELETE'], path: (rng) => `/auth/sessions/${rng.chance(0.5) ? uuid(rng) : pathSegment(rng)}`, tokens: (ctx) => ctx.accountsTokens ?? [] },
+  {
+    weight: 6,
+    methods: ['POST'],
+    path: () => '/auth/password',
+    body: {
+      fields: { current_password: (rng) => hostileString(rng), new_password: validPassword },
+      costly: (b) => typeof b.new_password === 'string' && passwordProblem(b.new_password) === undefined,
+      cheapen: (b) => void (b.new_password = 'x'),
+    },
+    tokens: (ctx) => ctx.accountsTokens ?? [],
+  },
+  {
+    weight: 8,
+    methods: ['PATCH', 'DELETE'],
+    path: (rng) => `/admin/users/${rng.chance(0.5) ? uuid(rng) : pathSegment(rng)}`,
+    body: { fields: { role: (rng) => rng.pick(['user', 'admin', hostileString(rng)]), banned: (rng) => rng.pick([true, false, hostileString(rng)]) } },
+    tokens: (ctx) => ctx.accountsTokens ?? [],
+  },
+  {
+    weight: 6,
+    methods: ['GET', 'HEAD'],
+    path: (rng) =>
+      `/admin/audit${rng.pick(['', '?page=2&per_page=3', '?page=1e400', '?per_page=1001', `?user_id=${uuid(rng)}`, '?event=role_changed', `?event=${pathSegment(rng)}`, `?user_id=${pathSegment(rng)}`])}`,
+    tokens: (ctx) => ctx.accountsTokens ?? [],
+  },
+  // Mail: the reset and resend requests queue mails to the test's SMTP server (and meet the per-IP
+  // and per-address limits, a 429 or the same 202); the confirms look made-up tokens up, so they
+  // never reach bcrypt, and a real run token is never one of them.
+  { weight: 8, methods: ['POST'], path: () => '/auth/password-reset', body: { fields: { email: mailEmail } } },
+  { weight: 4, methods: ['POST'], path: () => '/auth/verify-email/resend', body: { fields: { email: mailEmail } } },
+  {
+    weight: 6,
+    methods: ['POST'],
+    path: () => '/auth/password-reset/confirm',
+    body: { fields: { token: mailToken, new_password: validPassword } },
+  },
+  { weight: 5, methods: ['POST'], path: () => '/auth/verify-email', body: { fields: { token: mailToken } } },
+  { weight: 6, methods: ['GET', 'HEAD', 'POST', 'PUT'], path: (rng) => accountsPage(rng) },
   HEALTH,
 ];
+
+/** A mailed token's shape (32 random bytes, base64url), or a near miss. */
+function mailToken(rng: Rng): string {
+  return rng.pick([rng.bytes(32).toString('base64url'), rng.bytes(32).toString('base64url').slice(1), 'a'.repeat(257), hostileString(rng)]);
+}
+
+/** The accounts pages and their assets, the ones served and near misses (below a page, traversal). */
+function accountsPage(rng: Rng): string {
+  const page = rng.pick([
+    '/',
+    '/register',
+    '/account',
+    '/admin',
+    '/reset-password',
+    '/verify-email',
+    '/account/x',
+    '/reset-password/',
+    ...Object.keys(ACCOUNTS_ASSETS),
+    `/assets/accounts/${pathSegment(rng)}`,
+    `/assets/${pathSegment(rng)}`,
+    '/assets/../package.json',
+    '/assets/%2e%2e/%2e%2e/package.json',
+    '/assets/accounts/..%2f..%2f..%2fconfig.ts',
+    '/assets/',
+  ]);
+  return rng.chance(0.2) ? `${page}?${rng.pick(['next=/admin', 'next=https://evil.example', 'token=x', `q=${pathSegment(rng)}`, 'a=1&a=2'])}` : page;
+}
 
 const shortenerRoutes: Route[] = [
   {
@@ -441,8 +529,83 @@ const shortenerRoutes: Route[] = [
     path: (rng) => `/api/links/${rng.chance(0.5) ? rng.string(7, 'abcXYZ0129') : pathSegment(rng)}`,
     tokens: (ctx) => (ctx.shortenerAdminKey ? [ctx.shortenerAdminKey] : []),
   },
+  {
+    weight: 10,
+    methods: ['GET', 'HEAD'],
+    path: (rng, ctx) => `/api/links/${existingOrNot(rng, ctx)}/visits${visitsQuery(rng)}`,
+  },
+  {
+    weight: 8,
+    methods: ['GET', 'HEAD', 'POST'],
+    path: (rng, ctx) => shortenerPage(rng, ctx),
+    headers: (rng): Record<string, string> => (rng.chance(0.3) ? { 'if-none-match': rng.pick(['*', '"x"', 'W/"x"', '"', `"${'a'.repeat(300)}"`, '"a", "b"']) } : {}),
+  },
   HEALTH,
 ];
+
+/** A code that exists, one that might (7 letters and digits), or any path segment. */
+function existingOrNot(rng: Rng, ctx: FuzzContext): string {
+  return rng.chance(0.6) && ctx.codes?.length ? rng.pick(ctx.codes) : rng.chance(0.3) ? rng.string(7, 'abcXYZ0129') : pathSegment(rng);
+}
+
+/** Values of the visits endpoint's `from` and `to`: valid dates and timestamps, and every near miss. */
+const VISIT_TIMES = [
+  '2026-11-01',
+  '2026-11-01T00:00:00Z',
+  '2026-11-01T12:30:00.123456789+05:30',
+  '2026-11-01T12:30:00-0800',
+  '2026-10-01',
+  '2025-11-01',
+  '1970-01-01',
+  '9999-12-31T23:59:59Z',
+  '2026-02-30',
+  '2026-13-01',
+  '2026-11-01T24:00:00Z',
+  '2026-11-01T00:60:00Z',
+  '2026-11-01T00:00:00',
+  '2026-11-01T00:00:00+24:00',
+  '2026-11-01 00:00:00Z',
+  '2026-11-01T00:00:00%2B00:00',
+  '20261101',
+  '1969-12-31',
+  '0000-01-01',
+  '+275760-09-13',
+  '1e400',
+  '-1',
+  'now',
+  '',
+];
+
+function visitsQuery(rng: Rng): string {
+  const parts: string[] = [];
+  const value = (pool: readonly string[]) => (rng.chance(0.8) ? rng.pick(pool) : pathSegment(rng));
+  if (rng.chance(0.6)) parts.push(`from=${value(VISIT_TIMES)}`);
+  if (rng.chance(0.5)) parts.push(`to=${value(VISIT_TIMES)}`);
+  if (rng.chance(0.6)) parts.push(`interval=${value(['hour', 'day', 'HOUR', 'Day', 'week', 'minute', 'hour%00', 'hour ', ''])}`);
+  if (rng.chance(0.1)) parts.push(rng.pick(['from=2026-11-01&from=2026-11-02', 'interval=hour&interval=day', 'from[]=2026-11-01', 'to[a]=1', 'interval', 'unknown=1']));
+  if (rng.chance(0.5)) parts.reverse();
+  return parts.length > 0 ? `?${parts.join('&')}` : '';
+}
+
+/** The pages and their assets, the ones served and near misses (other files, traversal). */
+function shortenerPage(rng: Rng, ctx: FuzzContext): string {
+  const page = rng.pick([
+    '/',
+    '/admin',
+    `/stats/${existingOrNot(rng, ctx)}`,
+    '/stats/',
+    '/stats',
+    ...Object.keys(SHORTENER_ASSETS),
+    `/assets/${pathSegment(rng)}`,
+    '/assets/shortener/index.html',
+    '/assets/../package.json',
+    '/assets/%2e%2e/%2e%2e/package.json',
+    '/assets/shortener/..%2f..%2f..%2fsrc%2fcli.ts',
+    '/assets/vendor/uPlot.iife.js',
+    '/assets/',
+  ]);
+  return rng.chance(0.2) ? `${page}?${rng.pick(['code=x', 'key=secret', `q=${pathSegment(rng)}`, 'a=1&a=2'])}` : page;
+}
 
 const notesCredentials: BodyTemplate = {
   fields: { email: validEmail, password: validPassword },
@@ -467,8 +630,40 @@ const notesRoutes: Route[] = [
     path: (rng, ctx) => `/notes/${rng.chance(0.3) && ctx.noteIds?.length ? rng.pick(ctx.noteIds) : rng.chance(0.3) ? rng.int(0, 1e6) : pathSegment(rng)}`,
     tokens: (ctx) => (ctx.idpToken ? [ctx.idpToken] : []),
   },
+  // The provider mails the recovery link (to the test's SMTP server) or answers the same 202.
+  { weight: 6, methods: ['POST'], path: () => '/auth/password-reset', body: { fields: { email: mailEmail } } },
+  {
+    weight: 6,
+    methods: ['POST'],
+    path: () => '/auth/password',
+    // Weak, too long or hostile passwords mostly; a valid one is hashed by the provider, within the budget.
+    body: {
+      fields: { password: (rng) => rng.pick(['short', 'x'.repeat(73), '€'.repeat(30), 'fuzz-notes-password', 'fuzz-new-password-1']) },
+      costly: (b) => typeof b.password === 'string' && b.password.length >= 6,
+      cheapen: (b) => void (b.password = ''),
+    },
+    tokens: (ctx) => (ctx.idpToken ? [ctx.idpToken] : []),
+  },
+  { weight: 5, methods: ['GET', 'HEAD', 'POST'], path: (rng) => notesPage(rng) },
   HEALTH,
 ];
+
+/** The notes pages and their assets, the ones served and near misses. */
+function notesPage(rng: Rng): string {
+  const page = rng.pick([
+    '/',
+    '/forgot-password',
+    '/reset-password',
+    '/reset-password/x',
+    ...Object.keys(NOTES_ASSETS),
+    '/assets/notes/missing.js',
+    `/assets/notes/${pathSegment(rng)}`,
+    '/assets/../package.json',
+    '/assets/%2e%2e/%2e%2e/package.json',
+    '/assets/',
+  ]);
+  return rng.chance(0.2) ? `${page}?${rng.pick(['type=recovery', 'error=access_denied', `q=${pathSegment(rng)}`, 'a=1&a=2'])}` : page;
+}
 
 /** apikey: mostly the publishable key, sometimes the secret one, a wrong one or none. */
 function gatewayHeaders(rng: Rng, ctx: FuzzContext): Record<string, string> {
@@ -528,6 +723,17 @@ const idpCredentials = (extra: Record<string, FieldGen> = {}): BodyTemplate => (
   cheapen: (b) => void (b.email = ''),
 });
 
+/** Referer values an HTTP client sends (header values are printable ASCII): GET /verify falls back to it without redirect_to. */
+const REFERERS = ['http://127.0.0.1:9999/reset-password', 'https://evil.example/', 'javascript:alert(1)', '//evil.example', 'about:blank', '', 'x'.repeat(3000)];
+/** A verification type: the real ones, near misses, and names every object inherits (a type is looked up by name). */
+const otpType = (rng: Rng): string =>
+  rng.pick(['signup', 'invite', 'recovery', 'magiclink', 'email', 'email_change', 'sms', 'phone_change', '', 'SIGNUP', 'constructor', '__proto__', 'toString', hostileString(rng)]);
+const redirectValue = (rng: Rng): string =>
+  rng.pick(['http://127.0.0.1:9999/reset-password', 'https://evil.example/', 'javascript:alert(1)', '//evil.example', 'http://127.0.0.1:1/x?a=b#c', '', hostileString(rng)]);
+/** A query value percent-encoded, lone surrogates dropped (encodeURIComponent refuses them). */
+const queryValue = (value: string): string => encodeURIComponent(value.replace(/[\ud800-\udfff]/g, ''));
+const redirectQuery = (rng: Rng): string => (rng.chance(0.4) ? `?redirect_to=${queryValue(redirectValue(rng))}` : '');
+
 const idpRoutes: Route[] = [
   { weight: 8, methods: ['POST'], path: () => '/auth/v1/signup', body: idpCredentials({ data: (rng) => hostileValue(rng, 3) }), headers: gatewayHeaders },
   {
@@ -537,7 +743,58 @@ const idpRoutes: Route[] = [
     body: idpCredentials({ refresh_token: (rng) => rng.pick(['x', 'a'.repeat(44), '']) }),
     headers: gatewayHeaders,
   },
-  { weight: 8, methods: ['GET', 'HEAD', 'PUT'], path: () => '/auth/v1/user', tokens: (ctx) => (ctx.idpToken ? [ctx.idpToken] : []), headers: gatewayHeaders },
+  {
+    weight: 8,
+    methods: ['GET', 'HEAD', 'PUT'],
+    path: () => '/auth/v1/user',
+    // PUT with an email starts an address change (a mail to the new address); no password field,
+    // so the run's user keeps its credentials.
+    body: { fields: { email: validEmail, data: (rng) => hostileValue(rng, 2) } },
+    tokens: (ctx) => (ctx.idpToken ? [ctx.idpToken] : []),
+    headers: gatewayHeaders,
+  },
+  // Mail routes: recover and resend mail the test's SMTP server (or meet the per-address limit);
+  // verify looks up made-up codes and hashes; invite and generate_link create users (a hash of a
+  // random password each), so they count against the hashing budget.
+  { weight: 5, methods: ['POST'], path: (rng) => `/auth/v1/recover${redirectQuery(rng)}`, body: { fields: { email: mailEmail } }, headers: gatewayHeaders },
+  { weight: 4, methods: ['POST'], path: (rng) => `/auth/v1/resend${redirectQuery(rng)}`, body: { fields: { type: otpType, email: mailEmail } }, headers: gatewayHeaders },
+  {
+    weight: 6,
+    methods: ['POST'],
+    path: () => '/auth/v1/verify',
+    body: { fields: { type: otpType, token: (rng) => rng.pick([String(rng.int(0, 999_999)).padStart(6, '0'), '1234567', '']), token_hash: (rng) => rng.bytes(28).toString('hex'), email: validEmail, redirect_to: redirectValue } },
+    headers: gatewayHeaders,
+  },
+  {
+    weight: 5,
+    methods: ['GET', 'HEAD'],
+    // The mailed link: no apikey needed, a 303 with the outcome in the fragment.
+    path: (rng) => {
+      const parts = [`token=${rng.chance(0.6) ? rng.bytes(28).toString('hex') : pathSegment(rng)}`, `type=${queryValue(otpType(rng))}`];
+      if (rng.chance(0.5)) parts.push(`redirect_to=${queryValue(redirectValue(rng))}`);
+      if (rng.chance(0.2)) parts.push(rng.pick(['token=a&token=b', 'type[]=signup', 'redirect_to']));
+      return `/auth/v1/verify?${(rng.chance(0.8) ? parts : parts.slice(1)).join('&')}`;
+    },
+    headers: (rng, ctx) => (rng.chance(0.5) ? gatewayHeaders(rng, ctx) : rng.chance(0.3) ? { referer: rng.pick(REFERERS) } : {}),
+  },
+  {
+    weight: 2,
+    methods: ['POST'],
+    path: (rng) => `/auth/v1/invite${redirectQuery(rng)}`,
+    body: { fields: { email: validEmail, data: (rng) => hostileValue(rng, 2) }, costly: (b) => typeof b.email === 'string' && b.email.includes('@'), cheapen: (b) => void (b.email = '') },
+    headers: gatewayHeaders,
+  },
+  {
+    weight: 3,
+    methods: ['POST'],
+    path: () => '/auth/v1/admin/generate_link',
+    body: {
+      fields: { type: (rng) => rng.pick(['signup', 'invite', 'recovery', 'magiclink', 'email_change', 'nope', 'constructor', '__proto__']), email: validEmail, password: validPassword, data: (rng) => hostileValue(rng, 2), redirect_to: redirectValue },
+      costly: (b) => typeof b.email === 'string' && b.email.includes('@'),
+      cheapen: (b) => void (b.email = ''),
+    },
+    headers: gatewayHeaders,
+  },
   // Logout is only fuzzed with junk tokens: the real session is what the other routes use.
   { weight: 3, methods: ['POST'], path: (rng) => `/auth/v1/logout${rng.pick(['', '?scope=global', '?scope=others', '?scope=all', '?scope[]=local'])}`, headers: gatewayHeaders },
   {

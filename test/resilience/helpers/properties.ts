@@ -9,13 +9,6 @@ import { runSeed } from '../fuzz/prng.js';
 export const seed = runSeed();
 export const params = (numRuns: number) => ({ seed, numRuns, endOnFailure: true, includeErrorInReport: true });
 
-let nextIp = 0;
-/** A client address of its own per request, so a per-address limit never answers instead of the validator. */
-export const freshIp = () => {
-  nextIp += 1;
-  return `10.77.${(nextIp >> 8) & 255}.${nextIp & 255}`;
-};
-
 export function envelopeOf(body: string, status: number): { status: number; response: string; message: string } {
   const parsed = JSON.parse(body) as Record<string, unknown>;
   assert.deepEqual(Object.keys(parsed).sort(), ['message', 'response', 'status'], body);

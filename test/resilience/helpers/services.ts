@@ -2,9 +2,6 @@ import { randomBytes, generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { readMigrations } from '../../../src/kit/db.js';
-import { freshDatabase, type TestDatabase } from '../../helpers/database.js';
 import { RELAXED_RATE_LIMITS } from '../../helpers/idp.js';
 import { type ServiceProcess, startServiceProcess } from '../../helpers/process.js';
 
@@ -107,26 +104,7 @@ export function startNotesProcess(idpUrl: string, opts: ProcessOptions & { verif
   );
 }
 
-const migrationsOf = (dir: string) => readMigrations(fileURLToPath(new URL(`../../../${dir}`, import.meta.url)));
-
-/** A fresh, migrated database of the test run for the shortener or accounts. */
-export async function serviceDatabase(service: 'shortener' | 'accounts'): Promise<TestDatabase> {
-  return freshDatabase(service, await migrationsOf(`src/${service}/migrations`));
-}
-
 /** Stops a process if it still runs (SIGKILL: cleanup after a failed test must not wait). */
 export async function ensureStopped(proc: ServiceProcess | undefined): Promise<void> {
   if (proc && proc.child.exitCode === null && proc.child.signalCode === null) await proc.kill();
-}
-
-/**
- * Client addresses for X-Forwarded-For: consecutive addresses of 10.0.0.0/8 from a random
- * start, so tests sharing one Redis (other files, other runs) never share a rate-limit counter.
- */
-export function clientIps(): (n: number) => string {
-  const base = randomBytes(3).readUIntBE(0, 3);
-  return (n) => {
-    const v = (base + n) % 0x1000000;
-    return `10.${(v >> 16) & 255}.${(v >> 8) & 255}.${v & 255}`;
-  };
 }

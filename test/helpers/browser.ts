@@ -1,0 +1,138 @@
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { type Browser, chromium, type Page } from 'playwright-core';
+
+// What every browser test shares: the Chromium it drives, how a page is
+// watched for errors, the accessibility scan and the screenshots.
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+const SCREENSHOTS = path.join(root, 'test-artifacts', 'screenshots');
+const AXE_SOURCE = readFileSync(path.join(root, 'node_modules', 'axe-core', 'axe.min.js'), 'utf8');
+export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+// As root, Chromium needs --no-sandbox; the networking flags stop its background
+// connections (updates, sync, QUIC probes), which fail here and must not leave the machine.
+export const CHROMIUM_ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+export const WIDTHS = [360, 1280] as const;
+
+const chromiumMissing = !existsSync(CHROMIUM);
+/** Under CI a missing browser fails the suite; elsewhere it may skip, saying why. */
+export const browserSkip: string | false =
+  chromiumMissing && !process.env.CI ? `Chromium not found at ${CHROMIUM} (install it or set CHROMIUM_PATH)` : false;
+if (browserSkip) console.log(`# skipping the browser tests: ${browserSkip}`);
+
+export async function launchBrowser(): Promise<Browser> {
+  if (chromiumMissing) assert.fail(`Chromium not found at ${CHROMIUM}: under CI the browser tests must run, never be skipped (install chromium or set CHROMIUM_PATH)`);
+  return chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, timeout: 60_000 });
+}
+
+/** What went wrong on a page (console errors, uncaught exceptions, failed requests), and every request's URL. */
+export interface PageWatch {
+  problems(): string[];
+  urls: string[];
+}
+
+export function watch(page: Page): PageWatch {
+  const problems: string[] = [];
+  const urls: string[] = [];
+  // A request still loading when the page navigates away (its icon, typically)
+  // is aborted by the browser: that is the navigation's doing, not the page's
+  // fault. Such a failure counts only if no navigation followed its start.
+  let navigations = 0;
+  const startedAt = new Map<object, number>();
+  const aborted: Array<{ text: string; at: number }> = [];
+  page.on('framenavigated', (f) => {
+    if (f === page.mainFrame()) navigations++;
+  });
+  page.on('console', (m) => {
+    if (m.type() === 'error') problems.push(`console: ${m.text()}`);
+  });
+  page.on('pageerror', (e) => problems.push(`pageerror: ${e.message}`));
+  page.on('request', (r) => {
+    urls.push(r.url());
+    startedAt.set(r, navigations);
+  });
+  page.on('requestfailed', (r) => {
+    const text = `requestfailed: ${r.url()} ${r.failure()?.errorText}`;
+    if (r.failure()?.errorText === 'net::ERR_ABORTED') aborted.push({ text, at: startedAt.get(r) ?? navigations });
+    else problems.push(text);
+  });
+  return {
+    urls,
+    problems: () => [...problems, ...aborted.filter((a) => a.at >= navigations).map((a) => a.text)],
+  };
+}
+
+/**
+ * Nothing went wrong on the page but the API refusals the test caused on
+ * purpose (Chromium logs each non-2xx fetch as "Failed to load resource").
+ */
+export function assertClean(w: PageWatch, expectedStatuses: number[] = []): void {
+  const unexpected = w.problems().filter((p) => {
+    const m = /Failed to load resource: the server responded with a status of (\d+)/.exec(p);
+    return !(m && expectedStatuses.includes(Number(m[1])));
+  });
+  assert.deepEqual(unexpected, []);
+}
+
+export async function assertAccessible(page: Page, name: string): Promise<void> {
+  // Evaluated rather than added as a <script>: the pages' CSP refuses inline scripts.
+  await page.evaluate(AXE_SOURCE);
+  const violations = await page.evaluate(async () => {
+    const axe = (globalThis as unknown as { axe: { run(): Promise<{ violations: Array<{ id: string; impact: string; help: string; nodes: Array<{ target: unknown }> }> }> } }).axe;
+    const result = await axe.run();
+    return result.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, targets: v.nodes.map((n) => JSON.stringify(n.target)).slice(0, 5) }));
+  });
+  const serious = violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+  assert.deepEqual(serious, [], `${name}: serious or critical accessibility violations`);
+}
+
+/** Full-page screenshots at each width, as `test-artifacts/screenshots/<name>-<width>.png`. */
+export async function screenshots(page: Page, name: string): Promise<void> {
+  mkdirSync(SCREENSHOTS, { recursive: true });
+  for (const width of WIDTHS) {
+    await page.setViewportSize({ width, height: 800 });
+    // Let layout and any resize observer settle.
+    await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+    await page.screenshot({ path: path.join(SCREENSHOTS, `${name}-${width}.png`), fullPage: true });
+  }
+  await page.setViewportSize({ width: 1280, height: 800 });
+}
+
+/** Fails unless every request the page made went to one of `origins` (or was a `data:` URL). */
+export function assertSameOrigin(w: PageWatch, ...origins: string[]): void {
+  assert.deepEqual(
+    w.urls.filter((u) => !u.startsWith('data:') && !origins.some((o) => u.startsWith(`${o}/`))),
+    [],
+    'requests to other origins',
+  );
+}
+
+/** Presses Tab until the element with this id has the focus; fails after `presses` presses. */
+export async function tabTo(page: Page, id: string, presses = 40): Promise<void> {
+  for (let i = 0; i < presses; i++) {
+    if (await page.evaluate((want) => document.activeElement?.id === want, id)) return;
+    await page.keyboard.press('Tab');
+  }
+  assert.fail(`Tab never reached #${id}`);
+}
+
+/** Fails if the page as it stands scrolls sideways at a phone's width (the narrowest of WIDTHS); the viewport is left as it was. */
+export async function assertNoSidewaysScroll(page: Page, name: string): Promise<void> {
+  const narrow = WIDTHS[0];
+  const viewport = page.viewportSize();
+  if (viewport?.width !== narrow) await page.setViewportSize({ width: narrow, height: 800 });
+  const width = await page.evaluate(() => document.documentElement.scrollWidth);
+  if (viewport && viewport.width !== narrow) await page.setViewportSize(viewport);
+  assert.ok(width <= narrow, `${name} is ${width} px wide at ${narrow} px`);
+}
