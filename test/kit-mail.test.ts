@@ -59,7 +59,7 @@ async function outboxRow(to: string): Promise<Record<string, unknown> | undefine
   return rows[0];
 }
 
-async function until(condition: () => Promise<boolean>, timeoutMs = 5000): Promise<void> {
+async function until(condition: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
   const end = Date.now() + timeoutMs;
   while (!(await condition())) {
     if (Date.now() > end) throw new Error('condition not met in time');

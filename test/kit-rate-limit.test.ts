@@ -1,11 +1,10 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { describe, it } from 'node:test';
-import type { Redis } from 'ioredis';
 import { manualClock, systemClock } from '../src/kit/clock.js';
 import { FixedWindowLimiter, MemoryCounterStore, RedisCounterStore } from '../src/kit/rate-limit.js';
 import { connectRedis } from '../src/kit/redis.js';
-import { withoutRedis } from './helpers/redis.js';
+import { waitReady, withoutRedis } from './helpers/redis.js';
 
 describe('clock', () => {
   it('systemClock is the wall clock in ms', () => {
@@ -143,14 +142,6 @@ describe('FixedWindowLimiter with MemoryCounterStore', () => {
     }
   });
 });
-
-async function waitReady(redis: Redis): Promise<void> {
-  const deadline = Date.now() + 5000;
-  while (redis.status !== 'ready') {
-    if (Date.now() > deadline) throw new Error(`redis not ready: ${redis.status}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 describe('RedisCounterStore', { skip: withoutRedis }, () => {
   const redisUrl = process.env.REDIS_URL ?? '';

@@ -6,7 +6,7 @@ import type { App } from '../src/kit/http.js';
 import { connectRedis } from '../src/kit/redis.js';
 import { CREATE_LIMIT } from '../src/shortener/app.js';
 import { assertEnvelope, buildShortener, countLinks, shortenerDatabase, withShortener } from './helpers/shortener.js';
-import { withoutRedis } from './helpers/redis.js';
+import { waitReady, withoutRedis } from './helpers/redis.js';
 import { fileDatabase } from './helpers/database.js';
 
 const db = fileDatabase(shortenerDatabase);
@@ -388,12 +388,3 @@ describe('create rate limit with Redis', { skip: withoutRedis }, () => {
     }
   });
 });
-
-async function waitReady(redis: ReturnType<typeof connectRedis>): Promise<void> {
-  // enableOfflineQueue is off: commands fail until the connection is up.
-  const deadline = Date.now() + 5000;
-  while (redis.status !== 'ready') {
-    if (Date.now() > deadline) throw new Error(`redis not ready: ${redis.status}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}

@@ -22,7 +22,7 @@ export interface TestSmtp {
   readonly received: ReceivedMail[];
   /**
    * The next mail to `to` not handed out by an earlier call; rejects after `timeout` ms
-   * (default 5000) naming the address.
+   * (default 20 s: a wait, not a measure, so it only bounds a starved machine) naming the address.
    */
   waitForMail(to: string, opts?: { timeout?: number }): Promise<ReceivedMail>;
   /** Answers RCPT TO with this reply code (421: try later, 550: no such mailbox) until called with undefined. */
@@ -90,7 +90,7 @@ export async function startSmtp(): Promise<TestSmtp> {
     url: `smtp://127.0.0.1:${port}`,
     port,
     received,
-    waitForMail(to, { timeout = 5000 } = {}) {
+    waitForMail(to, { timeout = 20_000 } = {}) {
       const address = to.toLowerCase();
       const take = () => {
         const mail = received.find((m) => m.to.toLowerCase() === address && !handedOut.has(m));
