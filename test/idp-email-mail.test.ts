@@ -16,12 +16,25 @@ const APP = 'http://127.0.0.1:4100';
 let smtp: TestSmtp;
 let idp: RunningIdp;
 let confirming: RunningIdp;
+// The confirming idp's clock: real time, which the resend test stops and moves on, so "within
+// the interval" and "after it" hold however slowly a loaded machine delivers the first mail.
+let frozenAt: number | undefined;
+let offsetMs = 0;
+const confirmingClock = () => frozenAt ?? Date.now() + offsetMs;
+/** Moves the confirming idp's clock `ms` past where it stands (or stopped), and lets it run from there. */
+function moveClockOn(ms: number): void {
+  offsetMs = (frozenAt ?? confirmingClock()) + ms - Date.now();
+  frozenAt = undefined;
+}
 
 before(async () => {
   smtp = await startSmtp();
   const env = { SMTP_URL: smtp.url, MAIL_FROM: 'Auth <auth@example.com>', IDP_APP_URL: APP };
-  // The confirming idp allows a mail per address per second, so resending needs only a short wait.
-  [idp, confirming] = await Promise.all([startIdp({ env }), startIdp({ autoconfirm: false, env: { ...env, IDP_SMTP_MAX_FREQUENCY: '1' } })]);
+  // The confirming idp allows a mail per address per second, so resending needs only a short step of its clock.
+  [idp, confirming] = await Promise.all([
+    startIdp({ env }),
+    startIdp({ autoconfirm: false, env: { ...env, IDP_SMTP_MAX_FREQUENCY: '1' }, clock: confirmingClock }),
+  ]);
 });
 after(async () => {
   await Promise.all([idp?.close(), confirming?.close()]);
@@ -178,25 +191,30 @@ describe('sign-up confirmation mail (IDP_AUTOCONFIRM=false)', () => {
 
   test('resend mails a new link (the old one stops working); a confirmed or unknown address gets none', async () => {
     const email = uniqueEmail('confirm-resend');
-    await supabase(confirming).auth.signUp({ email, password: 'correct-horse-1' });
-    const first = linkIn(await smtp.waitForMail(email), `${confirming.url}/auth/v1/verify?token=`);
-    // Within the interval between two mails to one address: refused.
-    const early = await supabase(confirming).auth.resend({ type: 'signup', email });
-    assert.equal(early.error?.code, 'over_email_send_rate_limit');
-    await new Promise((resolve) => setTimeout(resolve, 1100));
-    assert.equal((await supabase(confirming).auth.resend({ type: 'signup', email })).error, null);
-    const second = linkIn(await smtp.waitForMail(email), `${confirming.url}/auth/v1/verify?token=`);
-    assert.notEqual(second, first);
-    assert.equal(fragmentOf(await follow(first)).error_code, 'otp_expired');
-    assert.equal(fragmentOf(await follow(second)).type, 'signup');
-    // Now confirmed, and an address nobody has: accepted, nothing sent.
-    const nobody = uniqueEmail('confirm-resend-nobody');
-    await new Promise((resolve) => setTimeout(resolve, 1100));
-    for (const address of [email, nobody]) {
-      assert.equal((await supabase(confirming).auth.resend({ type: 'signup', email: address })).error, null);
+    frozenAt = confirmingClock();
+    try {
+      await supabase(confirming).auth.signUp({ email, password: 'correct-horse-1' });
+      const first = linkIn(await smtp.waitForMail(email), `${confirming.url}/auth/v1/verify?token=`);
+      // Within the interval between two mails to one address (no time has passed for the idp): refused.
+      const early = await supabase(confirming).auth.resend({ type: 'signup', email });
+      assert.equal(early.error?.code, 'over_email_send_rate_limit');
+      moveClockOn(1100);
+      assert.equal((await supabase(confirming).auth.resend({ type: 'signup', email })).error, null);
+      const second = linkIn(await smtp.waitForMail(email), `${confirming.url}/auth/v1/verify?token=`);
+      assert.notEqual(second, first);
+      assert.equal(fragmentOf(await follow(first)).error_code, 'otp_expired');
+      assert.equal(fragmentOf(await follow(second)).type, 'signup');
+      // Now confirmed, and an address nobody has: accepted, nothing sent.
+      const nobody = uniqueEmail('confirm-resend-nobody');
+      moveClockOn(1100);
+      for (const address of [email, nobody]) {
+        assert.equal((await supabase(confirming).auth.resend({ type: 'signup', email: address })).error, null);
+      }
+      await assert.rejects(smtp.waitForMail(email, { timeout: 300 }));
+      await assert.rejects(smtp.waitForMail(nobody, { timeout: 300 }));
+    } finally {
+      if (frozenAt !== undefined) moveClockOn(0);
     }
-    await assert.rejects(smtp.waitForMail(email, { timeout: 300 }));
-    await assert.rejects(smtp.waitForMail(nobody, { timeout: 300 }));
   });
 
   test('resend refusals: an unknown type, phone types, no address', async () => {

@@ -354,7 +354,8 @@ describe('buildHttpApp: draining', () => {
     // Without the close, the client's pooled keep-alive connection would hold this for the idle timeout (72 s).
     const started = Date.now();
     await closed;
-    assert.ok(Date.now() - started < 3000, `close took ${Date.now() - started} ms`);
+    // A bound with a busy machine's slack, far below the 72 s the pooled connection would hold.
+    assert.ok(Date.now() - started < 10_000, `close took ${Date.now() - started} ms`);
   });
 
   it('connections that never send a request, or stop inside their headers, do not hold the drain; a request in flight is still served', async () => {
@@ -383,7 +384,7 @@ describe('buildHttpApp: draining', () => {
     assert.equal(res.status, 200);
     assert.deepEqual(await res.json(), { done: true });
     await closed;
-    assert.ok(closedAfter! < 3000, `close took ${closedAfter} ms`);
+    assert.ok(closedAfter! < 10_000, `close took ${closedAfter} ms`);
   });
 });
 

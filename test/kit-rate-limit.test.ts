@@ -193,10 +193,11 @@ describe('RedisCounterStore', { skip: withoutRedis }, () => {
     const mem = new MemoryCounterStore();
     try {
       await waitReady(redis);
-      const limiter = new FixedWindowLimiter(1, 300, new RedisCounterStore(redis, p, mem), systemClock);
+      // Two seconds, so the two hits fall in one window even on a starved machine.
+      const limiter = new FixedWindowLimiter(1, 2000, new RedisCounterStore(redis, p, mem), systemClock);
       assert.equal((await limiter.consume('k')).limited, false);
       assert.equal((await limiter.consume('k')).limited, true);
-      await new Promise((r) => setTimeout(r, 400));
+      await new Promise((r) => setTimeout(r, 2100));
       assert.equal((await limiter.consume('k')).limited, false);
     } finally {
       await redis.del(`${p}k`).catch(() => {});

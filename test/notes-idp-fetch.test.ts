@@ -49,7 +49,8 @@ test('a body that stalls after the headers is cut off at the deadline', async ()
   assert.equal(res.status, 200);
   await assert.rejects(res.text(), (err: Error) => err.name === 'TimeoutError' || /abort/i.test(err.message));
   const elapsed = Date.now() - started;
-  assert.ok(elapsed >= TIMEOUT_MS - 20 && elapsed < TIMEOUT_MS + 1000, `cut off after ${elapsed} ms`);
+  // The body stalls for ever: an answer at all proves the cut. The upper bound is a busy machine's slack, not a speed.
+  assert.ok(elapsed >= TIMEOUT_MS - 20 && elapsed < TIMEOUT_MS + 5000, `cut off after ${elapsed} ms`);
 });
 
 test('every body reader ends the deadline once it has read the body', async () => {

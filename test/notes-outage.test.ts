@@ -175,7 +175,8 @@ describe('idp too slow', () => {
       assert.ok(elapsed < 5 * 2000, `took ${elapsed} ms`);
       const readyStart = Date.now();
       assert.equal((await call(notes.url, 'GET', '/readyz')).status, 503);
-      assert.ok(Date.now() - readyStart < 2000);
+      // One IDP_TIMEOUT_MS plus a busy machine's slack: readiness never hangs on the idp.
+      assert.ok(Date.now() - readyStart < 5000, `readyz took ${Date.now() - readyStart} ms`);
     } finally {
       await notes.close();
       await hanging.close();
