@@ -13,6 +13,7 @@ import { classifyError, descriptorsExhaustedRecently } from '../src/kit/classify
 import { createPool, isDatabaseUnavailable, type Pool } from '../src/kit/db.js';
 import { watchRequestStream } from '../src/kit/request-stream.js';
 import { type App, buildHttpApp } from '../src/kit/http.js';
+import { OVERSIZED_BODY_DISCARD_BYTES } from '../src/kit/http/oversized-body.js';
 import { statusEnvelope } from '../src/kit/status-envelope.js';
 import type { HttpSettings } from '../src/kit/http-limits.js';
 import { adminUrl } from './helpers/database.js';
@@ -154,6 +155,80 @@ describe('connection cap', () => {
       assert.equal((await fetch(`${url}/healthz`, { headers: { connection: 'close' } })).status, 200);
     } finally {
       for (const socket of held) socket.destroy();
+      await app.close();
+    }
+  });
+});
+
+describe('a body over the limit', () => {
+  /** Resolves with what the connection received once `done` says it holds all that is awaited. */
+  function received(socket: net.Socket, done: (text: string) => boolean): Promise<string> {
+    return new Promise((resolve, reject) => {
+      let text = '';
+      const timer = setTimeout(() => reject(new Error(`waited 20 s; received: ${text}`)), 20_000);
+      const finish = (error?: Error) => {
+        clearTimeout(timer);
+        socket.off('data', onData);
+        if (error) reject(error);
+        else resolve(text);
+      };
+      const onData = (d: Buffer) => {
+        text += d.toString('latin1');
+        if (done(text)) finish();
+      };
+      socket.on('data', onData);
+      socket.once('error', (err) => finish(err));
+      socket.once('close', () => (done(text) ? finish() : finish(new Error(`closed; received: ${text}`))));
+    });
+  }
+  const oneResponse = (text: string) => {
+    const head = text.indexOf('\r\n\r\n');
+    const length = Number(/\r\ncontent-length: (\d+)/i.exec(text)?.[1]);
+    return head >= 0 && text.length >= head + 4 + length;
+  };
+
+  it('413 in the envelope, and the client can write the rest of its body and read the answer: the connection is not reset under it', async () => {
+    const { app, port } = await listening({});
+    const socket = net.connect(port, '127.0.0.1');
+    socket.on('error', () => {});
+    try {
+      await new Promise((resolve) => socket.once('connect', resolve));
+      const body = `{"name":"${'x'.repeat(1_100_000)}"}`;
+      socket.write(`POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`);
+      // The refusal comes before a byte of the body is sent...
+      const refusal = parseRaw(await received(socket, oneResponse));
+      assert.equal(refusal.status, 413);
+      assert.deepEqual(refusal.body, { status: 413, response: 'Payload Too Large', message: 'Request body is too large' });
+      assert.doesNotMatch(refusal.head, /\r\nconnection: close/i);
+      // ...and the body the client was already committed to still goes through (closing under it
+      // would reset the connection: a broken pipe here, and the 413 lost for a slower reader),
+      // after which the same connection serves the next request.
+      const next = received(socket, oneResponse);
+      await new Promise<void>((resolve, reject) => socket.write(body, (err) => (err ? reject(err) : resolve())));
+      socket.write('POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 15\r\n\r\n{"name":"next"}');
+      const answer = parseRaw(await next);
+      assert.equal(answer.status, 200);
+      assert.deepEqual(answer.body, { name: 'next' });
+    } finally {
+      socket.destroy();
+      await app.close();
+    }
+  });
+
+  it(`over ${OVERSIZED_BODY_DISCARD_BYTES} declared bytes, or without a declared length, the 413 closes the connection: nothing more is read`, async () => {
+    const { app, port } = await listening({});
+    try {
+      const huge = await rawExchange(port, `POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${OVERSIZED_BODY_DISCARD_BYTES + 1}\r\n\r\n{"name":"`);
+      assert.equal(parseRaw(huge.answer).status, 413, huge.answer);
+      assert.match(parseRaw(huge.answer).head, /\r\nconnection: close/i);
+      const chunk = `{"name":"${'x'.repeat(70_000)}"}`;
+      const chunked = await rawExchange(
+        port,
+        `POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n${chunk.length.toString(16)}\r\n${chunk}\r\n`,
+      );
+      assert.equal(parseRaw(chunked.answer).status, 413, chunked.answer);
+      assert.match(parseRaw(chunked.answer).head, /\r\nconnection: close/i);
+    } finally {
       await app.close();
     }
   });

@@ -13,6 +13,7 @@ import { serveHealth } from './http/health.js';
 import { acceptJsonBodies } from './http/json-body-parser.js';
 import { loggerOptions } from './http/logging.js';
 import { answerNotFound } from './http/not-found.js';
+import { readRefusedBodies } from './http/oversized-body.js';
 import { preRoutingErrorOptions } from './http/pre-routing-errors.js';
 import { requestIdOf, sendRequestIds } from './http/request-id.js';
 import { validateRequests } from './http/validation.js';
@@ -113,6 +114,7 @@ export async function buildHttpApp(opts: HttpAppOptions): Promise<App> {
   const connections = limitConnections(app, limits.maxConnections, opts.errorBody);
   validateRequests(app);
   acceptJsonBodies(app);
+  readRefusedBodies(app);
   closeConnectionsWhileDraining(app, connections);
   sendRequestIds(app);
   answerNotFound(app, opts.errorBody);
