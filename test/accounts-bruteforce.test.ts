@@ -11,7 +11,7 @@ import { connectRedis } from '../src/kit/redis.js';
 import { accountsPasswordHasher } from '../src/accounts/passwords.js';
 import { accountsSuite, assertError, json, noSecretInAnyResponse, registerUser } from './helpers/accounts.js';
 import { LogCapture } from './helpers/logs.js';
-import { withoutRedis } from './helpers/redis.js';
+import { waitReady, withoutRedis } from './helpers/redis.js';
 import { uniqueEmail } from './helpers/emails.js';
 import { uniqueIp } from './helpers/client-ips.js';
 
@@ -129,7 +129,7 @@ test('with REDIS_URL the failure counters live in Redis and are shared by every 
   const other = connectRedis(process.env.REDIS_URL!, () => {});
   try {
     // Commands are not queued while connecting (the kit fails fast), so wait for both.
-    await Promise.all([redis, other].map((r) => (r.status === 'ready' ? undefined : new Promise((resolve) => r.once('ready', resolve)))));
+    await Promise.all([waitReady(redis), waitReady(other)]);
     const first = await suite.app({ TRUST_PROXY: '127.0.0.1' }, { redis });
     const second = await suite.app({ TRUST_PROXY: '127.0.0.1' }, { redis: other });
     const email = uniqueEmail('redis');
@@ -212,7 +212,7 @@ test('with REDIS_URL, 150 concurrent guesses split over two instances: at most 1
   const redis = connectRedis(process.env.REDIS_URL!, () => {});
   const other = connectRedis(process.env.REDIS_URL!, () => {});
   try {
-    await Promise.all([redis, other].map((r) => (r.status === 'ready' ? undefined : new Promise((resolve) => r.once('ready', resolve)))));
+    await Promise.all([waitReady(redis), waitReady(other)]);
     const first = await countedApp({ redis });
     const second = await countedApp({ redis: other });
     const email = uniqueEmail('shared');

@@ -12,7 +12,7 @@ import { uniqueIp } from './helpers/client-ips.js';
 import { watchQueries } from './helpers/database.js';
 import { uniqueEmail } from './helpers/emails.js';
 import { LogCapture } from './helpers/logs.js';
-import { withoutRedis } from './helpers/redis.js';
+import { waitReady, withoutRedis } from './helpers/redis.js';
 import { type TestSmtp, linkIn, startSmtp } from './helpers/smtp.js';
 
 const suite = accountsSuite();
@@ -199,7 +199,7 @@ describe('password reset', () => {
     const redis = connectRedis(process.env.REDIS_URL!, () => {});
     const other = connectRedis(process.env.REDIS_URL!, () => {});
     try {
-      await Promise.all([redis, other].map((r) => (r.status === 'ready' ? undefined : new Promise((resolve) => r.once('ready', resolve)))));
+      await Promise.all([waitReady(redis), waitReady(other)]);
       const env = { SMTP_URL: smtp.url, MAIL_REQUESTS_MAX_PER_IP: '3' };
       const first = await suite.app(env, { redis });
       const second = await suite.app(env, { redis: other });

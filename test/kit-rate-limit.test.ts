@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { describe, it } from 'node:test';
 import { manualClock, systemClock } from '../src/kit/clock.js';
 import { FixedWindowLimiter, MemoryCounterStore, RedisCounterStore } from '../src/kit/rate-limit.js';
-import { connectRedis } from '../src/kit/redis.js';
+import { awaitRedisAtStart, connectRedis } from '../src/kit/redis.js';
 import { waitReady, withoutRedis } from './helpers/redis.js';
 
 describe('clock', () => {
@@ -227,6 +227,28 @@ describe('RedisCounterStore', { skip: withoutRedis }, () => {
       assert.match(warnings[0]!, /redis unavailable/);
     } finally {
       mem.close();
+      dead.disconnect();
+    }
+  });
+
+  it('a start waits for its first connection (shared counters from the first request); an unreachable Redis is warned about and does not stop it', async () => {
+    const warnings: string[] = [];
+    const log = { warn: (m: string) => warnings.push(m) };
+    const live = connectRedis(redisUrl, () => {});
+    const dead = connectRedis('redis://127.0.0.1:1', () => {});
+    try {
+      // Straight after connectRedis the client is still connecting; a command now would fall back.
+      assert.notEqual(live.status, 'ready');
+      await awaitRedisAtStart(live, log);
+      assert.equal(live.status, 'ready');
+      assert.equal(await live.ping(), 'PONG');
+      assert.deepEqual(warnings, []);
+      const started = performance.now();
+      await awaitRedisAtStart(dead, log, 300);
+      assert.ok(performance.now() - started >= 290, 'waited for the bound');
+      assert.deepEqual(warnings, ['redis not reachable 0.3 s after the start; rate limits use in-process counters until it is']);
+    } finally {
+      live.disconnect();
       dead.disconnect();
     }
   });

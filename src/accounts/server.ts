@@ -1,7 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import { loadConfigOrExit } from '../kit/config.js';
 import { createPool, migrate, readMigrations } from '../kit/db.js';
-import { connectRedis } from '../kit/redis.js';
+import { awaitRedisAtStart, connectRedis } from '../kit/redis.js';
 import { runService } from '../kit/service.js';
 import { seedAdmin } from './admin-seed.js';
 import { buildApp } from './app.js';
@@ -13,6 +13,7 @@ const config = loadConfigOrExit(accountsConfig);
 await runService('accounts', config, async ({ databaseUrl, log }) => {
   const pool = createPool(databaseUrl, { max: 20, applicationName: 'accounts', namedStatements: config.DATABASE_NAMED_STATEMENTS });
   const redis = config.REDIS_URL ? connectRedis(config.REDIS_URL, (err) => log.warn(`redis: ${err.message}`)) : undefined;
+  if (redis) await awaitRedisAtStart(redis, log);
   const close = async () => {
     await pool.end();
     redis?.disconnect();

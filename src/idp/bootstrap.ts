@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { type Clock, systemClock } from '../kit/clock.js';
 import { createPool, migrate, type Pool, readMigrations } from '../kit/db.js';
 import type { App } from '../kit/http.js';
-import { connectRedis } from '../kit/redis.js';
+import { awaitRedisAtStart, connectRedis } from '../kit/redis.js';
 import type { PasswordHasher } from '../kit/password-hasher.js';
 import { buildApp } from './app.js';
 import { authenticatorPassword, authenticatorRoleName, authenticatorUrl, ensureAuthenticator } from './authenticator.js';
@@ -119,6 +119,7 @@ export async function openIdp(
           : undefined;
         const app = await buildApp(config, { pool, restPool, keys, clock, logStream: opts.logStream, redis, passwordHasher: opts.passwordHasher, mailQueue });
         log = app.log;
+        if (redis) await awaitRedisAtStart(redis, app.log);
         if (config.SMTP_URL) {
           worker = startMailWorker({ pool, transport: createMailTransport(config.SMTP_URL), from: config.MAIL_FROM, log: app.log });
           const started = worker;

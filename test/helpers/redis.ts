@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { redisReady } from '../../src/kit/redis.js';
 
 // Tests of Redis-backed behaviour run only when the run has a Redis (CI always
 // sets REDIS_URL); otherwise node's test runner prints this reason beside the skip.
@@ -10,9 +11,5 @@ export const withoutRedis: string | false = process.env.REDIS_URL ? false : 'RED
  * machine starved by other suites; a healthy connection is ready in milliseconds.
  */
 export async function waitReady(redis: Redis): Promise<void> {
-  const deadline = Date.now() + 20_000;
-  while (redis.status !== 'ready') {
-    if (Date.now() > deadline) throw new Error(`redis not ready: ${redis.status}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  if (!(await redisReady(redis, 20_000))) throw new Error(`redis not ready after 20 s: ${redis.status}`);
 }
