@@ -12,8 +12,8 @@ export const OVERSIZED_BODY_DISCARD_BYTES = 8 * 1024 * 1024;
  * Fastify answers a body over the limit with 413 before reading it, and asks
  * for the connection to be closed. But closing a socket with unread bytes
  * makes the kernel reset it, and a client still writing its body then gets a
- * broken pipe instead of the 413 it was sent (curl, browsers and Node's own
- * client alike, whenever the reset arrives before they read the answer).
+ * broken pipe instead of the 413 it was sent, whenever the reset arrives
+ * before it has read the answer (seen with Node's client on a busy machine).
  *
  * So for a declared Content-Length up to OVERSIZED_BODY_DISCARD_BYTES the
  * connection stays open: Node reads and discards the rest of the body (within
