@@ -100,6 +100,24 @@ test('without HOST every service listens on 127.0.0.1 only', async (t) => {
   }
 });
 
+interface MailboxMail {
+  subject: string;
+  text: string;
+  to: Array<{ address: string }>;
+}
+
+/** The first mail to `email` in the development mailbox (its web API), waiting up to 15 s for it. */
+async function mailboxMailTo(email: string): Promise<MailboxMail> {
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    const list = (await (await fetch(`${mailboxWeb}/api/email`)).json()) as MailboxMail[];
+    const mail = list.find((m) => m.to.some((to) => to.address === email));
+    if (mail) return mail;
+    assert.ok(Date.now() < deadline, 'no mail arrived in the mailbox');
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
 test('a development mailbox: its page in the banner, and a password-reset mail from accounts arrives in it', async () => {
   assert.ok(banner().includes(`\nMail: development mailbox at ${mailboxWeb} (SMTP smtp://127.0.0.1:`), banner());
   const accounts = `http://127.0.0.1:${ports.accounts}`;
@@ -108,14 +126,7 @@ test('a development mailbox: its page in the banner, and a password-reset mail f
     fetch(`${accounts}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
   assert.equal((await post('/auth/register', { name: 'Mailbox', email, password: 'a long passphrase' })).status, 201);
   assert.equal((await post('/auth/password-reset', { email })).status, 202);
-  const deadline = Date.now() + 15_000;
-  let mail: { subject: string; text: string; to: Array<{ address: string }> } | undefined;
-  while (!mail) {
-    assert.ok(Date.now() < deadline, 'no mail arrived in the mailbox');
-    const list = (await (await fetch(`${mailboxWeb}/api/email`)).json()) as Array<{ subject: string; text: string; to: Array<{ address: string }> }>;
-    mail = list.find((m) => m.to.some((to) => to.address === email));
-    if (!mail) await new Promise((r) => setTimeout(r, 200));
-  }
+  const mail = await mailboxMailTo(email);
   assert.equal(mail.subject, 'Reset your password');
   assert.match(mail.text, /http:\/\/localhost:\d+\/reset-password#token=[A-Za-z0-9_-]{43}/);
 });
@@ -131,14 +142,7 @@ test('a password reset through notes: the idp\'s recovery mail arrives in the ma
     });
   assert.equal((await post('/auth/register', { email, password: 'a long passphrase' })).status, 201);
   assert.equal((await post('/auth/password-reset', { email })).status, 202);
-  const deadline = Date.now() + 15_000;
-  let mail: { subject: string; text: string; to: Array<{ address: string }> } | undefined;
-  while (!mail) {
-    assert.ok(Date.now() < deadline, 'no mail arrived in the mailbox');
-    const list = (await (await fetch(`${mailboxWeb}/api/email`)).json()) as Array<{ subject: string; text: string; to: Array<{ address: string }> }>;
-    mail = list.find((m) => m.to.some((to) => to.address === email));
-    if (!mail) await new Promise((r) => setTimeout(r, 200));
-  }
+  const mail = await mailboxMailTo(email);
   assert.equal(mail.subject, 'Reset Your Password');
   const link = mail.text.split(/\s+/).find((word) => word.startsWith(`http://127.0.0.1:${ports.idp}/auth/v1/verify?token=`));
   assert.ok(link, mail.text);
