@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyError, FastifyInstance } from 'fastify';
 
 /**
  * The largest declared body, refused as too large, that is still read (and
@@ -23,12 +23,12 @@ export const OVERSIZED_BODY_DISCARD_BYTES = 8 * 1024 * 1024;
  * every connection while the server stops.
  */
 export function readRefusedBodies(app: FastifyInstance): void {
-  // A callback hook, not an async one: an async hook costs every request a promise.
-  app.addHook('onSend', (request, reply, payload, done) => {
-    if (reply.statusCode === 413 && reply.getHeader('connection') === 'close' && request.headers['transfer-encoding'] === undefined) {
+  // onError, not onSend: only refused requests pay for the check, never a redirect or a token check.
+  app.addHook('onError', (request, reply, error, done) => {
+    if ((error as FastifyError).code === 'FST_ERR_CTP_BODY_TOO_LARGE' && reply.getHeader('connection') === 'close' && request.headers['transfer-encoding'] === undefined) {
       const declared = Number(request.headers['content-length']);
       if (Number.isSafeInteger(declared) && declared <= OVERSIZED_BODY_DISCARD_BYTES) reply.removeHeader('connection');
     }
-    done(null, payload);
+    done();
   });
 }
