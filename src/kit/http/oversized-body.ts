@@ -19,8 +19,8 @@ export const OVERSIZED_BODY_DISCARD_BYTES = 8 * 1024 * 1024;
  * connection stays open: Node reads and discards the rest of the body (within
  * the request deadline, HTTP_REQUEST_TIMEOUT_MS), and the client reads the
  * 413 and may go on using the connection. A larger or undeclared (chunked)
- * body still closes it. Registered before the drain's hook, which closes
- * every connection while the server stops.
+ * body still closes it. While the server stops, the drain's onSend hook
+ * (which runs after every onError hook) still closes the connection.
  */
 export function readRefusedBodies(app: FastifyInstance): void {
   // onError, not onSend: only refused requests pay for the check, never a redirect or a token check.
