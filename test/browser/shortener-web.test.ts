@@ -203,14 +203,15 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
         }, previous);
         previous = await page.getByLabel('Short URL').inputValue();
       }
-      // 56 s of the 60 s window gone on the service's clock: the 11th waits about 4 s.
+      // 56 s of the 60 s window gone on the service's clock: the 11th waits about 4 s, more by as
+      // long as a busy machine took between windowStart and the first create reaching the service.
       own.shift.ms = windowStart + 56_000 - Date.now();
       await page.getByLabel('Long URL').fill(`${targetOrigin}/page-11`);
       await button.click();
       const wait = page.locator('#create-wait');
       await wait.waitFor({ state: 'visible' });
       const first = Number(/in (\d+) second/.exec((await wait.textContent()) ?? '')?.[1]);
-      assert.ok(first >= 1 && first <= 5, `wait shown: ${await wait.textContent()}`);
+      assert.ok(first >= 1 && first <= 10, `wait shown: ${await wait.textContent()}`);
       assert.equal(await button.isDisabled(), true);
       await screenshots(page, 'create-rate-limited');
       // The count goes down, then the wait disappears and the button works again.
