@@ -1,7 +1,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import type { IncomingMessage } from 'node:http';
+import proxyAddr from '@fastify/proxy-addr';
 import fc from 'fast-check';
-import { canonicalIp, rateLimitKey, UNPARSEABLE_KEY } from '../src/kit/client-ip.js';
+import { canonicalIp, rateLimitKey, rateLimitKeys, UNPARSEABLE_KEY } from '../src/kit/http/client-ip.js';
+import { trustedProxy } from '../src/kit/http/trusted-proxy.js';
 import { loadConfig, commonVars, ConfigErrors } from '../src/kit/config.js';
 
 describe('canonicalIp', () => {
@@ -29,7 +32,14 @@ describe('canonicalIp', () => {
   });
 
   it('writes IPv6 compressed and in lower case (RFC 5952), without zone or port', () => {
-    const spellings = ['2001:DB8:2::1', '2001:0db8:0002::0001', '2001:db8:2:0:0:0:0:1', '[2001:db8:2::1]', '[2001:db8:2::1]:443', '2001:db8:2::1%eth0'];
+    const spellings = [
+      '2001:DB8:2::1',
+      '2001:0db8:0002::0001',
+      '2001:db8:2:0:0:0:0:1',
+      '[2001:db8:2::1]',
+      '[2001:db8:2::1]:443',
+      '2001:db8:2::1%eth0',
+    ];
     for (const spelling of spellings) {
       assert.equal(canonicalIp(spelling), '2001:db8:2::1', spelling);
     }
@@ -133,5 +143,112 @@ describe('RATE_LIMIT_IPV6_PREFIX', () => {
     for (const bad of ['0', '129', '/64', 'sixty-four']) {
       assert.throws(() => loadConfig(commonVars(3000), { RATE_LIMIT_IPV6_PREFIX: bad }), ConfigErrors, bad);
     }
+  });
+});
+
+describe('rateLimitKeys: the levels a client address is limited at', () => {
+  it('IPv6: its /64 and its /48 (or the configured prefixes); IPv4, mapped IPv4 and nonsense: one key', () => {
+    assert.deepEqual(rateLimitKeys('2001:db8:1:2:3::4', { prefix: 64, widePrefix: 48 }), ['2001:db8:1:2::/64', '2001:db8:1::/48']);
+    assert.deepEqual(rateLimitKeys('2001:db8:1:2:3::4', { prefix: 64, widePrefix: 56 }), ['2001:db8:1:2::/64', '2001:db8:1::/56']);
+    assert.deepEqual(rateLimitKeys('2001:db8:1:2:3::4', { prefix: 64, widePrefix: 64 }), ['2001:db8:1:2::/64']);
+    assert.deepEqual(rateLimitKeys('198.51.100.7', { prefix: 64, widePrefix: 48 }), ['198.51.100.7']);
+    assert.deepEqual(rateLimitKeys('::ffff:198.51.100.7', { prefix: 64, widePrefix: 48 }), ['198.51.100.7']);
+    assert.deepEqual(rateLimitKeys('not an address', { prefix: 64, widePrefix: 48 }), [UNPARSEABLE_KEY]);
+  });
+
+  it('RATE_LIMIT_IPV6_WIDE_PREFIX: 48 by default, 16..128', () => {
+    assert.equal(loadConfig(commonVars(1), {}).RATE_LIMIT_IPV6_WIDE_PREFIX, 48);
+    assert.equal(loadConfig(commonVars(1), { RATE_LIMIT_IPV6_WIDE_PREFIX: '56' }).RATE_LIMIT_IPV6_WIDE_PREFIX, 56);
+    assert.throws(() => loadConfig(commonVars(1), { RATE_LIMIT_IPV6_WIDE_PREFIX: '8' }), ConfigErrors);
+  });
+});
+
+describe('trustedProxy: the same answers as proxy-addr, without parsing plain IPv4', () => {
+  const octet = fc.oneof(fc.integer({ min: 0, max: 255 }), fc.constantFrom(0, 1, 10, 127, 172, 192, 255, 256, 999));
+  const dotted = fc.tuple(octet, octet, octet, octet).map((parts) => parts.join('.'));
+  const address = fc.oneof(
+    dotted,
+    dotted.map((a) => `::ffff:${a}`),
+    dotted.map((a) => `::FFFF:${a}`),
+    dotted.map((a) => `::${a}`),
+    dotted.map((a) => a.replace(/^(\d)/, '0$1')),
+    fc.ipV4(),
+    fc.ipV4Extended(),
+    fc.ipV6(),
+    fc.constantFrom(
+      '127.0.0.1',
+      '10.1.2.3',
+      '::1',
+      'fe80::1',
+      '::ffff:127.0.0.1',
+      '1.2.3',
+      '0x7f.0.0.1',
+      '',
+      ' ',
+      'x',
+      '1.2.3.4.5',
+      '1.2.3.4 ',
+    ),
+    fc.string({ maxLength: 20 }),
+  );
+  const lists: string[][] = [
+    ['127.0.0.1'],
+    ['10.0.0.0/8', '192.168.1.1'],
+    ['172.16.0.0/12', '127.0.0.1/32', '198.51.100.7/31'],
+    ['0.0.0.0/1'],
+    ['10.0.0.5/8'],
+    ['loopback'],
+    ['127.0.0.1', '::1'],
+    ['::ffff:10.0.0.0/104'],
+    ['2001:db8::/32', '10.0.0.0/8'],
+    ['010.0.0.1'],
+  ];
+  // A request as proxy-addr reads it: the socket's address, then X-Forwarded-For's.
+  const request = (socket: string, forwarded: string[]) =>
+    ({
+      socket: { remoteAddress: socket },
+      headers: forwarded.length > 0 ? { 'x-forwarded-for': forwarded.join(', ') } : {},
+    }) as unknown as IncomingMessage;
+
+  for (const list of lists) {
+    it(`answers each address and X-Forwarded-For chain as proxy-addr does for ${list.join(',')}`, () => {
+      const fast = trustedProxy(list);
+      const reference = proxyAddr.compile(list);
+      fc.assert(
+        fc.property(address, fc.nat(3), (a, hop) => {
+          assert.equal(fast(a, hop), reference(a, hop), a);
+        }),
+        { numRuns: 3000 },
+      );
+      fc.assert(
+        fc.property(address, fc.array(address, { maxLength: 4 }), (socket, chain) => {
+          const req = request(socket, chain);
+          assert.deepEqual(proxyAddr.all(req, fast), proxyAddr.all(req, reference));
+        }),
+        { numRuns: 2000 },
+      );
+    });
+  }
+
+  it('is exact at the edges of a range', () => {
+    const fast = trustedProxy(['10.0.0.0/8', '192.168.1.128/25']);
+    for (const [a, trusted] of [
+      ['10.0.0.0', true],
+      ['10.255.255.255', true],
+      ['9.255.255.255', false],
+      ['11.0.0.0', false],
+      ['192.168.1.127', false],
+      ['192.168.1.128', true],
+      ['192.168.1.255', true],
+      ['::ffff:10.2.3.4', true],
+      ['::ffff:11.2.3.4', false],
+    ] as const) {
+      assert.equal(fast(a, 0), trusted, a);
+    }
+  });
+
+  it('refuses a list proxy-addr refuses', () => {
+    assert.throws(() => trustedProxy(['not an address']));
+    assert.throws(() => trustedProxy(['10.0.0.0/33']));
   });
 });

@@ -9,13 +9,13 @@ import type { AddressInfo } from 'node:net';
 import net from 'node:net';
 import { after, describe, it } from 'node:test';
 import { Type } from '@sinclair/typebox';
-import { classifyError, descriptorsExhaustedRecently } from '../src/kit/classify-error.js';
+import { classifyError, descriptorsExhaustedRecently } from '../src/kit/http/classify-error.js';
 import { createPool, isDatabaseUnavailable, type Pool } from '../src/kit/db.js';
-import { watchRequestStream } from '../src/kit/request-stream.js';
-import { type App, buildHttpApp } from '../src/kit/http.js';
+import { watchRequestStream } from '../src/kit/http/request-stream.js';
+import { type App, buildHttpApp } from '../src/kit/http/app.js';
 import { OVERSIZED_BODY_DISCARD_BYTES } from '../src/kit/http/oversized-body.js';
-import { statusEnvelope } from '../src/kit/status-envelope.js';
-import type { HttpSettings } from '../src/kit/http-limits.js';
+import { statusEnvelope } from '../src/kit/http/status-envelope.js';
+import type { HttpSettings } from '../src/kit/http/limits.js';
 import { adminUrl } from './helpers/database.js';
 import { LogCapture, testLogLevel } from './helpers/logs.js';
 import { freePort } from './helpers/ports.js';
@@ -25,9 +25,17 @@ after(async () => {
   await Promise.all(pools.map((p) => p.end().catch(() => {})));
 });
 
-async function listening(http: HttpSettings, routes: (app: App) => void = () => {}) {
+async function listening(http: HttpSettings, routes: (app: App) => void = () => {}, trustProxy?: string) {
   const logs = new LogCapture();
-  const app = await buildHttpApp({ title: 'limits', logLevel: testLogLevel('info'), logStream: logs, errorBody: statusEnvelope, readiness: async () => {}, http });
+  const app = await buildHttpApp({
+    title: 'limits',
+    logLevel: testLogLevel('info'),
+    logStream: logs,
+    errorBody: statusEnvelope,
+    readiness: async () => {},
+    http,
+    trustProxy,
+  });
   app.post('/echo', { schema: { body: Type.Object({ name: Type.String() }) } }, async (request) => request.body);
   routes(app);
   await app.listen({ port: 0, host: '127.0.0.1' });
@@ -59,11 +67,29 @@ function parseRaw(answer: string): { status: number; head: string; body: unknown
   return { status: Number(/^HTTP\/1\.1 (\d{3})/.exec(head!)?.[1]), head: head!, body: body ? JSON.parse(body) : undefined };
 }
 
-/** A connection that is open (and counted by the server) once this resolves. */
-function openConnection(port: number): Promise<net.Socket> {
+/** A connection that is open (and counted by the server) once this resolves; from `from` (a loopback address) when given. */
+function openConnection(port: number, from?: string): Promise<net.Socket> {
   return new Promise((resolve, reject) => {
-    const socket = net.connect(port, '127.0.0.1', () => resolve(socket));
+    const socket = net.connect({ port, host: '127.0.0.1', localAddress: from }, () => resolve(socket));
     socket.on('error', reject);
+  });
+}
+
+/** One request on a fresh connection from `from`, answered or closed. */
+function exchangeFrom(port: number, from: string, text: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect({ port, host: '127.0.0.1', localAddress: from }, () => socket.write(text));
+    let answer = '';
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`no answer within 20 s: ${answer}`));
+    }, 20_000);
+    socket.on('data', (d) => (answer += d.toString()));
+    socket.on('error', () => {});
+    socket.on('close', () => {
+      clearTimeout(timer);
+      resolve(answer);
+    });
   });
 }
 
@@ -125,7 +151,7 @@ describe('request deadlines', () => {
 
 describe('connection cap', () => {
   it('over the cap: a 503 envelope with Retry-After and the connection closed; /readyz 503 at the cap; served again below it', async () => {
-    const { app, logs, port, url } = await listening({ maxConnections: 3 });
+    const { app, logs, port, url } = await listening({ maxConnections: 3, maxConnectionsPerClient: 3 });
     const held: net.Socket[] = [];
     try {
       held.push(await openConnection(port), await openConnection(port));
@@ -155,6 +181,82 @@ describe('connection cap', () => {
       assert.equal((await fetch(`${url}/healthz`, { headers: { connection: 'close' } })).status, 200);
     } finally {
       for (const socket of held) socket.destroy();
+      await app.close();
+    }
+  });
+});
+
+describe('connections per client', () => {
+  const GET_HEALTH = 'GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n';
+
+  it('one client holds at most its share (a quarter of the cap by default): its next connection gets a 503, another client is served', async () => {
+    const { app, port } = await listening({ maxConnections: 8 });
+    const held: net.Socket[] = [];
+    try {
+      for (let i = 0; i < 2; i++) held.push(await openConnection(port, '127.0.0.5'));
+      const refused = parseRaw(await exchangeFrom(port, '127.0.0.5', GET_HEALTH));
+      assert.equal(refused.status, 503);
+      assert.deepEqual(refused.body, { status: 503, response: 'Service Unavailable', message: 'Too many connections, try again shortly' });
+      assert.equal(parseRaw(await exchangeFrom(port, '127.0.0.6', GET_HEALTH)).status, 200, 'another client is served');
+      // Its share comes back as its connections close.
+      for (const socket of held.splice(0)) socket.destroy();
+      let status = 0;
+      for (let i = 0; i < 100 && status !== 200; i++) {
+        status = parseRaw(await exchangeFrom(port, '127.0.0.5', GET_HEALTH)).status;
+        if (status !== 200) await new Promise((r) => setTimeout(r, 50));
+      }
+      assert.equal(status, 200);
+    } finally {
+      for (const socket of held) socket.destroy();
+      await app.close();
+    }
+  });
+
+  it('a proxy named in TRUST_PROXY carries many clients: it is held only to the overall cap', async () => {
+    const { app, port } = await listening({ maxConnections: 8, maxConnectionsPerClient: 1 }, () => {}, '127.0.0.7/32');
+    const held: net.Socket[] = [];
+    try {
+      for (let i = 0; i < 3; i++) held.push(await openConnection(port, '127.0.0.7'));
+      assert.equal(parseRaw(await exchangeFrom(port, '127.0.0.7', GET_HEALTH)).status, 200);
+      held.push(await openConnection(port, '127.0.0.8'));
+      assert.equal(parseRaw(await exchangeFrom(port, '127.0.0.8', GET_HEALTH)).status, 503, 'anyone else keeps its limit of 1');
+    } finally {
+      for (const socket of held) socket.destroy();
+      await app.close();
+    }
+  });
+});
+
+describe('the body deadline of a request without credentials', () => {
+  const STALLED = 'POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n';
+
+  it('a stalled body without credentials gets a 408 at HTTP_PUBLIC_BODY_TIMEOUT_MS, long before the request deadline', async () => {
+    const { app, port } = await listening({ requestTimeoutMs: 60_000, headersTimeoutMs: 10_000, publicBodyTimeoutMs: 1000 });
+    try {
+      const { answer, closedAfterMs } = await rawExchange(port, `${STALLED}\r\n{"name":`);
+      const { status, body } = parseRaw(answer);
+      assert.equal(status, 408, answer);
+      assert.deepEqual(body, { status: 408, response: 'Request Timeout', message: 'Request body not received in time' });
+      assert.ok(closedAfterMs < 10_000, `closed after ${closedAfterMs} ms`);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('with credentials the body keeps the whole request deadline; a body in time is served either way', async () => {
+    const { app, port, url } = await listening({ requestTimeoutMs: 60_000, headersTimeoutMs: 10_000, publicBodyTimeoutMs: 1000 });
+    try {
+      const socket = await openConnection(port);
+      let answer = '';
+      socket.on('data', (d) => (answer += d.toString()));
+      socket.write(`${STALLED}Authorization: Bearer x\r\n\r\n{"name":`);
+      await new Promise((r) => setTimeout(r, 2500));
+      assert.equal(answer, '', 'not cut at the public deadline');
+      assert.equal(socket.destroyed, false);
+      socket.destroy();
+      const res = await fetch(`${url}/echo`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"name":"a"}' });
+      assert.equal(res.status, 200);
+    } finally {
       await app.close();
     }
   });
@@ -218,7 +320,10 @@ describe('a body over the limit', () => {
   it(`over ${OVERSIZED_BODY_DISCARD_BYTES} declared bytes, or without a declared length, the 413 closes the connection: nothing more is read`, async () => {
     const { app, port } = await listening({});
     try {
-      const huge = await rawExchange(port, `POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${OVERSIZED_BODY_DISCARD_BYTES + 1}\r\n\r\n{"name":"`);
+      const huge = await rawExchange(
+        port,
+        `POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${OVERSIZED_BODY_DISCARD_BYTES + 1}\r\n\r\n{"name":"`,
+      );
       assert.equal(parseRaw(huge.answer).status, 413, huge.answer);
       assert.match(parseRaw(huge.answer).head, /\r\nconnection: close/i);
       const chunk = `{"name":"${'x'.repeat(70_000)}"}`;
@@ -251,8 +356,13 @@ describe('failures classified by their origin: 503 for outages, never 500, never
       await waitFor(() => logs.text().includes('client closed the connection before the request was complete'), 'the aborted request');
       await new Promise((r) => setTimeout(r, 100));
       assert.ok(!logs.text().includes('database unavailable'), logs.text());
-      const statuses = logs.lines().flatMap((l) => ((l.res as { statusCode?: number } | undefined)?.statusCode ? [(l.res as { statusCode: number }).statusCode] : []));
-      assert.ok(statuses.every((s) => s < 500), `statuses logged: ${statuses}`);
+      const statuses = logs
+        .lines()
+        .flatMap((l) => ((l.res as { statusCode?: number } | undefined)?.statusCode ? [(l.res as { statusCode: number }).statusCode] : []));
+      assert.ok(
+        statuses.every((s) => s < 500),
+        `statuses logged: ${statuses}`,
+      );
       assert.ok(!logs.lines().some((l) => (l.level as number) >= 50), logs.text());
     } finally {
       await app.close();
@@ -268,7 +378,11 @@ describe('failures classified by their origin: 503 for outages, never 500, never
       const res = await fetch(`${url}/db`);
       assert.equal(res.status, 503);
       assert.equal(res.headers.get('retry-after'), '1');
-      assert.deepEqual(await res.json(), { status: 503, response: 'Service Unavailable', message: 'Service temporarily unavailable, try again shortly' });
+      assert.deepEqual(await res.json(), {
+        status: 503,
+        response: 'Service Unavailable',
+        message: 'Service temporarily unavailable, try again shortly',
+      });
       assert.ok(logs.text().includes('database unavailable'));
     } finally {
       await app.close();
@@ -296,12 +410,19 @@ describe('failures classified by their origin: 503 for outages, never 500, never
 
   it('classifyError: EMFILE/ENFILE and pool timeouts are outages; request-stream errors are the client; SQL errors internal', () => {
     // The error shapes node and node-postgres produce (the real ones are in the resilience suite).
-    const emfile = Object.assign(new Error('connect EMFILE 127.0.0.1:5432 - Local (undefined:undefined)'), { code: 'EMFILE', errno: -24, syscall: 'connect' });
+    const emfile = Object.assign(new Error('connect EMFILE 127.0.0.1:5432 - Local (undefined:undefined)'), {
+      code: 'EMFILE',
+      errno: -24,
+      syscall: 'connect',
+    });
     const enfile = Object.assign(new Error('open ENFILE'), { code: 'ENFILE', syscall: 'open' });
     assert.deepEqual(classifyError(emfile), { kind: 'unavailable', cause: 'file-descriptors' });
     assert.deepEqual(classifyError(enfile), { kind: 'unavailable', cause: 'file-descriptors' });
     assert.deepEqual(classifyError(new Error('timeout exceeded when trying to connect')), { kind: 'unavailable', cause: 'database' });
-    assert.deepEqual(classifyError(Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET', syscall: 'read' })), { kind: 'unavailable', cause: 'database' });
+    assert.deepEqual(classifyError(Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET', syscall: 'read' })), {
+      kind: 'unavailable',
+      cause: 'database',
+    });
     assert.deepEqual(classifyError(Object.assign(new Error('too big'), { statusCode: 413 })), { kind: 'client-error', status: 413 });
     // The same ECONNRESET, emitted by a request's own stream, is the client's: by origin, not by code.
     const request = new PassThrough() as unknown as IncomingMessage;
@@ -317,7 +438,11 @@ describe('failures classified by their origin: 503 for outages, never 500, never
   it('EMFILE in a handler: 503 with Retry-After, and /readyz reports it', async () => {
     const { app, logs, url } = await listening({}, (a) =>
       a.get('/connect', async () => {
-        throw Object.assign(new Error('connect EMFILE 127.0.0.1:5432 - Local (undefined:undefined)'), { code: 'EMFILE', errno: -24, syscall: 'connect' });
+        throw Object.assign(new Error('connect EMFILE 127.0.0.1:5432 - Local (undefined:undefined)'), {
+          code: 'EMFILE',
+          errno: -24,
+          syscall: 'connect',
+        });
       }),
     );
     try {
@@ -329,7 +454,11 @@ describe('failures classified by their origin: 503 for outages, never 500, never
       assert.ok(descriptorsExhaustedRecently());
       const ready = await fetch(`${url}/readyz`);
       assert.equal(ready.status, 503);
-      assert.deepEqual(await ready.json(), { status: 503, response: 'Service Unavailable', message: 'Service not ready: out of file descriptors' });
+      assert.deepEqual(await ready.json(), {
+        status: 503,
+        response: 'Service Unavailable',
+        message: 'Service not ready: out of file descriptors',
+      });
     } finally {
       await app.close();
     }

@@ -3,9 +3,9 @@ import { once } from 'node:events';
 import net, { type AddressInfo } from 'node:net';
 import { describe, it } from 'node:test';
 import { Type } from '@sinclair/typebox';
-import { badRequest, HttpError, notFound } from '../src/kit/errors.js';
-import { type App, buildHttpApp } from '../src/kit/http.js';
-import { statusEnvelope } from '../src/kit/status-envelope.js';
+import { badRequest, HttpError, notFound } from '../src/kit/http/errors.js';
+import { type App, buildHttpApp } from '../src/kit/http/app.js';
+import { statusEnvelope } from '../src/kit/http/status-envelope.js';
 import { LogCapture } from './helpers/logs.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
@@ -150,7 +150,10 @@ describe('buildHttpApp: logs', () => {
       assert.equal((entry.headers as Record<string, unknown>)['user-agent'], 'test-agent');
       assert.equal(entry.level, 30);
       assert.equal(typeof entry.time, 'number');
-      assert.ok(Object.values(entry).some((v) => typeof v === 'string' && UUID.test(v)), 'the route line carries the request id');
+      assert.ok(
+        Object.values(entry).some((v) => typeof v === 'string' && UUID.test(v)),
+        'the route line carries the request id',
+      );
     });
   });
 
@@ -213,8 +216,21 @@ describe('buildHttpApp: error envelope', () => {
         [{ method: 'POST', url: '/echo', headers: { 'content-type': 'application/json' }, payload: '{"name":' }, 400, 'Bad Request'],
         [{ method: 'POST', url: '/echo', headers: { 'content-type': 'text/plain' }, payload: 'name' }, 415, 'Unsupported Media Type'],
         [{ method: 'POST', url: '/echo', headers: { 'content-type': 'application/xml' }, payload: '<a/>' }, 415, 'Unsupported Media Type'],
-        [{ method: 'POST', url: '/echo', headers: { 'content-type': 'application/json' }, payload: JSON.stringify({ name: 'x'.repeat(65 * 1024) }) }, 413, 'Payload Too Large'],
-        [{ method: 'POST', url: '/echo', headers: { 'content-type': 'application/json' }, payload: '{"name":"ok","__proto__":{"x":1}}' }, 400, 'Bad Request'],
+        [
+          {
+            method: 'POST',
+            url: '/echo',
+            headers: { 'content-type': 'application/json' },
+            payload: JSON.stringify({ name: 'x'.repeat(65 * 1024) }),
+          },
+          413,
+          'Payload Too Large',
+        ],
+        [
+          { method: 'POST', url: '/echo', headers: { 'content-type': 'application/json' }, payload: '{"name":"ok","__proto__":{"x":1}}' },
+          400,
+          'Bad Request',
+        ],
       ];
       for (const [request, status, response] of cases) {
         const res = await app.inject(request);
@@ -242,7 +258,12 @@ describe('buildHttpApp: error envelope', () => {
         assert.ok((res.json() as { message: string }).message.startsWith(message), res.body);
       }
       // A key merely named constructor is ordinary data.
-      const ok = await app.inject({ method: 'POST', url: '/echo', headers: { 'content-type': 'application/json' }, payload: '{"name":"constructor"}' });
+      const ok = await app.inject({
+        method: 'POST',
+        url: '/echo',
+        headers: { 'content-type': 'application/json' },
+        payload: '{"name":"constructor"}',
+      });
       assert.equal(ok.statusCode, 200);
     });
   });
@@ -313,9 +334,19 @@ describe('buildHttpApp: health, readiness, docs, proxies', () => {
     });
     await withServer(
       async (app) => {
-        const trusted = await app.inject({ method: 'GET', url: '/ip', remoteAddress: '10.0.0.2', headers: { 'x-forwarded-for': '192.0.2.1' } });
+        const trusted = await app.inject({
+          method: 'GET',
+          url: '/ip',
+          remoteAddress: '10.0.0.2',
+          headers: { 'x-forwarded-for': '192.0.2.1' },
+        });
         assert.deepEqual(trusted.json(), { ip: '192.0.2.1' });
-        const untrusted = await app.inject({ method: 'GET', url: '/ip', remoteAddress: '10.1.0.2', headers: { 'x-forwarded-for': '192.0.2.1' } });
+        const untrusted = await app.inject({
+          method: 'GET',
+          url: '/ip',
+          remoteAddress: '10.1.0.2',
+          headers: { 'x-forwarded-for': '192.0.2.1' },
+        });
         assert.deepEqual(untrusted.json(), { ip: '10.1.0.2' });
       },
       { trustProxy: '127.0.0.1, 10.0.0.0/24' },
@@ -326,7 +357,13 @@ describe('buildHttpApp: health, readiness, docs, proxies', () => {
 describe('buildHttpApp: draining', () => {
   /** A listening app whose GET /slow stays in its handler until `release()`. */
   async function slowServer() {
-    const app = await buildHttpApp({ title: 'drain', logLevel: 'silent', logStream: new LogCapture(), errorBody: statusEnvelope, readiness: async () => {} });
+    const app = await buildHttpApp({
+      title: 'drain',
+      logLevel: 'silent',
+      logStream: new LogCapture(),
+      errorBody: statusEnvelope,
+      readiness: async () => {},
+    });
     let release!: () => void;
     const gate = new Promise<void>((resolve) => (release = resolve));
     let entered!: () => void;
@@ -432,5 +469,61 @@ describe('answers Fastify and the HTTP parser give before routing, in the envelo
       assert.match(head!, /\r\nConnection: close/i);
       assert.deepEqual(JSON.parse(body!), { status: 400, response: 'Bad Request', message: 'Bad Request' });
     });
+  });
+});
+
+describe('request loggers', () => {
+  // A request's child logger is made on its first written line: each line still carries the request id,
+  // and the lines below the level are dropped as before.
+  async function logLines(level: 'info' | 'warn') {
+    const logs = new LogCapture();
+    const app = await buildHttpApp({
+      title: 'test',
+      logLevel: level,
+      logStream: logs,
+      errorBody: statusEnvelope,
+      readiness: async () => {},
+    });
+    app.get('/talk', async (request) => {
+      request.log.debug('debug line');
+      request.log.info({ event: 'said' }, 'info line');
+      request.log.warn({ event: 'warned' }, 'warn line');
+      request.log.child({ part: 'inner' }).error('child line');
+      return { ok: true };
+    });
+    app.get('/chatty', { logLevel: 'debug' }, async (request) => {
+      request.log.debug('route debug line');
+      return { ok: true };
+    });
+    const talk = await app.inject({ method: 'GET', url: '/talk', headers: { 'x-request-id': `talk-${level}` } });
+    const chatty = await app.inject({ method: 'GET', url: '/chatty', headers: { 'x-request-id': `chatty-${level}` } });
+    await app.close();
+    assert.equal(talk.statusCode, 200);
+    assert.equal(chatty.statusCode, 200);
+    return logs.lines().filter((l) => typeof l.reqId === 'string');
+  }
+
+  it('writes the lines at or above the level, each with its request id', async () => {
+    const warn = await logLines('warn');
+    assert.deepEqual(
+      warn.map((l) => [l.reqId, l.level, l.msg]),
+      [
+        ['talk-warn', 40, 'warn line'],
+        ['talk-warn', 50, 'child line'],
+        ['chatty-warn', 30, 'incoming request'],
+        ['chatty-warn', 20, 'route debug line'],
+        ['chatty-warn', 30, 'request completed'],
+      ],
+    );
+    // A route with its own level (debug here) logs at that level, request lines included.
+    assert.equal(warn[0]!.event, 'warned');
+    assert.equal(warn[1]!.part, 'inner');
+    for (const line of warn) assert.deepEqual(Object.keys(line).slice(0, 5), ['level', 'time', 'pid', 'hostname', 'reqId']);
+
+    const info = await logLines('info');
+    const talk = info.filter((l) => l.reqId === 'talk-info').map((l) => l.msg);
+    assert.deepEqual(talk, ['incoming request', 'info line', 'warn line', 'child line', 'request completed']);
+    const chatty = info.filter((l) => l.reqId === 'chatty-info').map((l) => l.msg);
+    assert.deepEqual(chatty, ['incoming request', 'route debug line', 'request completed']);
   });
 });

@@ -3,10 +3,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Registry } from 'prom-client';
-import { buildHttpApp } from '../src/kit/http.js';
-import { statusEnvelope } from '../src/kit/status-envelope.js';
-import { requestSlot } from '../src/kit/identity.js';
-import { metricsRegistry } from '../src/kit/metrics.js';
+import { buildHttpApp } from '../src/kit/http/app.js';
+import { statusEnvelope } from '../src/kit/http/status-envelope.js';
+import { requestSlot } from '../src/kit/http/identity.js';
+import { metricsRegistry } from '../src/kit/http/metrics.js';
 
 describe('requestSlot', () => {
   it('gives back what the authentication hook set, per request, and throws on a request it was never set for', async () => {
@@ -34,7 +34,13 @@ describe('requestSlot', () => {
 describe('metricsRegistry', () => {
   it('is the registry the app was built with, from the app and from any plugin scope inside it', async () => {
     const registry = new Registry();
-    const app = await buildHttpApp({ title: 'metrics', logLevel: 'silent', errorBody: statusEnvelope, readiness: async () => {}, metrics: { registry } });
+    const app = await buildHttpApp({
+      title: 'metrics',
+      logLevel: 'silent',
+      errorBody: statusEnvelope,
+      readiness: async () => {},
+      metrics: { registry },
+    });
     let fromScope: Registry | undefined;
     await app.register(async (scope) => {
       fromScope = metricsRegistry(scope);

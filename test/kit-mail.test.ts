@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { after, afterEach, before, describe, it } from 'node:test';
 import { pino } from 'pino';
 import { SMTPServer } from 'smtp-server';
-import { type Pool, createPool, withTransaction } from '../src/kit/db.js';
+import { type Pool, createPool, migrate, withTransaction } from '../src/kit/db.js';
 import { enqueueMail } from '../src/kit/mail/outbox.js';
 import { createMailTransport } from '../src/kit/mail/transport.js';
 import { type MailWorker, type MailWorkerOptions, retryDelayMs, startMailWorker } from '../src/kit/mail/worker.js';
@@ -13,7 +13,7 @@ import { uniqueEmail } from './helpers/emails.js';
 import { LogCapture } from './helpers/logs.js';
 import { type TestSmtp, startSmtp } from './helpers/smtp.js';
 
-const OUTBOX_DDL = new URL('../src/kit/mail/outbox.sql', import.meta.url);
+const OUTBOX_DDL = new URL('../src/kit/mail/migrations/001_outbox.sql', import.meta.url);
 
 let db: TestDatabase;
 let pool: Pool;
@@ -75,12 +75,22 @@ const mailTo = (to: string, secret = 'https://example.com/reset#token=secret-lin
 });
 
 describe('mail outbox and worker', () => {
-  it('every service copies the outbox DDL unchanged (accounts and idp: migration 003)', async () => {
-    const kit = await readFile(OUTBOX_DDL, 'utf8');
-    const accounts = await readFile(new URL('../src/accounts/migrations/003_mail_outbox.sql', import.meta.url), 'utf8');
-    assert.equal(accounts, kit);
-    const idp = await readFile(new URL('../src/idp/migrations/003_mail_outbox.sql', import.meta.url), 'utf8');
-    assert.equal(idp, kit);
+  it("upgrades a database whose outbox came from a service's own migration of an earlier release, keeping its queued mail", async () => {
+    const earlier = await freshDatabase('kitmailupgrade', [
+      { name: '003_mail_outbox.sql', sql: await readFile(new URL('./fixtures/previous-release-mail-outbox.sql', import.meta.url), 'utf8') },
+    ]);
+    const upgraded = createPool(earlier.url, { max: 1 });
+    try {
+      const to = uniqueEmail('upgrade');
+      await enqueueMail(upgraded, mailTo(to));
+      const applied = await migrate(upgraded, 'mail', [{ name: '001_outbox.sql', sql: await readFile(OUTBOX_DDL, 'utf8') }]);
+      assert.deepEqual(applied, ['001_outbox.sql']);
+      const { rows } = await upgraded.query('SELECT recipient FROM mail_outbox');
+      assert.deepEqual(rows, [{ recipient: to }]);
+    } finally {
+      await upgraded.end();
+      await earlier.drop();
+    }
   });
 
   it('sends a queued mail with its From, subject, text and HTML, then deletes the row', async () => {
@@ -235,7 +245,10 @@ describe('mail outbox and worker', () => {
     const to = uniqueEmail('drain');
     await enqueueMail(pool, mailTo(to));
     await w.stop();
-    assert.ok(smtp.received.some((m) => m.to === to), 'sent before stop returned');
+    assert.ok(
+      smtp.received.some((m) => m.to === to),
+      'sent before stop returned',
+    );
     const late = uniqueEmail('afterstop');
     await enqueueMail(pool, mailTo(late));
     w.wake();

@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { commonVars, loadConfig } from '../src/kit/config.js';
 import { createPool, type PoolClient } from '../src/kit/db.js';
-import { type App, buildHttpApp, type HttpAppOptions } from '../src/kit/http.js';
-import { statusEnvelope } from '../src/kit/status-envelope.js';
+import { type App, buildHttpApp, type HttpAppOptions } from '../src/kit/http/app.js';
+import { statusEnvelope } from '../src/kit/http/status-envelope.js';
 import { adminUrl } from './helpers/database.js';
 import { sampleValue, scrape } from './helpers/metrics.js';
 
@@ -36,7 +36,12 @@ describe('metrics: exposition', () => {
       assert.equal(res.statusCode, 200);
       assert.match(String(res.headers['content-type']), /^text\/plain; version=0\.0\.4/);
       const text = res.body;
-      for (const name of ['process_cpu_user_seconds_total', 'process_resident_memory_bytes', 'nodejs_eventloop_lag_seconds', 'nodejs_heap_size_used_bytes']) {
+      for (const name of [
+        'process_cpu_user_seconds_total',
+        'process_resident_memory_bytes',
+        'nodejs_eventloop_lag_seconds',
+        'nodejs_heap_size_used_bytes',
+      ]) {
         assert.ok(sampleValue(text, name) !== undefined, `${name} is reported`);
       }
       assert.equal(count(text, { method: 'GET', route: '/api/links/:code', status_class: '2xx' }), 3);
@@ -44,11 +49,18 @@ describe('metrics: exposition', () => {
       assert.equal(count(text, { method: 'GET', route: 'unmatched', status_class: '4xx' }), 1);
       assert.equal(count(text, { method: 'POST', route: 'unmatched', status_class: '4xx' }), 1);
       assert.equal(count(text, { method: 'GET', route: '/fails', status_class: '5xx' }), 1);
-      assert.ok(sampleValue(text, 'http_request_duration_seconds_bucket', { method: 'GET', route: '/fails', status_class: '5xx', le: '+Inf' }) === 1);
+      assert.ok(
+        sampleValue(text, 'http_request_duration_seconds_bucket', { method: 'GET', route: '/fails', status_class: '5xx', le: '+Inf' }) ===
+          1,
+      );
       // The raw URLs are nowhere, labels or elsewhere.
-      for (const raw of ['Zq9Xw2P', 'Kk7Rr3T', 'Mm1Nn2B', 'Yy8Uu7I', 'Pp0Oo9L', '/no/such']) assert.ok(!text.includes(raw), `${raw} appears in the exposition`);
+      for (const raw of ['Zq9Xw2P', 'Kk7Rr3T', 'Mm1Nn2B', 'Yy8Uu7I', 'Pp0Oo9L', '/no/such'])
+        assert.ok(!text.includes(raw), `${raw} appears in the exposition`);
       // Each metric family appears once (the process part and the app part do not overlap).
-      const families = text.split('\n').filter((l) => l.startsWith('# TYPE ')).map((l) => l.split(' ')[2]);
+      const families = text
+        .split('\n')
+        .filter((l) => l.startsWith('# TYPE '))
+        .map((l) => l.split(' ')[2]);
       assert.equal(new Set(families).size, families.length);
     });
   });
@@ -96,7 +108,12 @@ describe('metrics: protection', () => {
     // A trusted proxy on loopback: the client it names decides.
     await withServer(
       async (app) => {
-        const res = await app.inject({ method: 'GET', url: '/metrics', remoteAddress: '127.0.0.1', headers: { 'x-forwarded-for': '198.51.100.4' } });
+        const res = await app.inject({
+          method: 'GET',
+          url: '/metrics',
+          remoteAddress: '127.0.0.1',
+          headers: { 'x-forwarded-for': '198.51.100.4' },
+        });
         assert.equal(res.statusCode, 404);
       },
       { trustProxy: '127.0.0.1' },

@@ -181,10 +181,23 @@ describe('migrate', () => {
       await client.query(`SET search_path TO ${scope}`);
       for (const m of migrations) await client.query(m.sql);
       await client.query("INSERT INTO links (code, original_url) VALUES ('abcDEF1', 'https://example.com/')");
-      await assert.rejects(client.query("INSERT INTO links (code, original_url) VALUES ('abcDEF1', 'https://x/')"), { code: '23505', constraint: 'links_pkey' });
-      await assert.rejects(client.query("INSERT INTO links (code, original_url) VALUES ('abc-EF1', 'https://x/')"), { code: '23514' });
+      await assert.rejects(client.query("INSERT INTO links (code, original_url) VALUES ('abcDEF1', 'https://x/')"), {
+        code: '23505',
+        constraint: 'links_pkey',
+      });
+      // A code is 3 to 64 of [A-Za-z0-9_-] (generated codes and custom back-halves alike).
+      for (const bad of ['abc.EF1', 'ab', 'a'.repeat(65), 'abc EF1']) {
+        await assert.rejects(
+          client.query('INSERT INTO links (code, original_url) VALUES ($1, $2)', [bad, 'https://x/']),
+          { code: '23514' },
+          bad,
+        );
+      }
+      await client.query("INSERT INTO links (code, original_url) VALUES ('my-launch_2', 'https://example.com/')");
       await assert.rejects(client.query("INSERT INTO links (code, original_url) VALUES ('abcDEF2', '')"), { code: '23514' });
-      await assert.rejects(client.query('INSERT INTO links (code, original_url) VALUES ($1, $2)', ['abcDEF3', 'x'.repeat(2049)]), { code: '23514' });
+      await assert.rejects(client.query('INSERT INTO links (code, original_url) VALUES ($1, $2)', ['abcDEF3', 'x'.repeat(2049)]), {
+        code: '23514',
+      });
       // Codes are case-sensitive: a different case is a different code.
       await client.query("INSERT INTO links (code, original_url) VALUES ('ABCdef1', 'https://example.com/')");
       const { rows } = await client.query("SELECT clicks, created_at FROM links WHERE code = 'abcDEF1'");

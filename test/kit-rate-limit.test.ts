@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { describe, it } from 'node:test';
 import { manualClock, systemClock } from '../src/kit/clock.js';
-import { FixedWindowLimiter, MemoryCounterStore, RedisCounterStore } from '../src/kit/rate-limit.js';
+import { type CounterStore, FixedWindowLimiter, MemoryCounterStore, RedisCounterStore } from '../src/kit/rate-limit.js';
 import { awaitRedisAtStart, connectRedis } from '../src/kit/redis.js';
 import { waitReady, withoutRedis } from './helpers/redis.js';
 
@@ -265,10 +265,16 @@ describe('reserve and release', () => {
     const store = new MemoryCounterStore(clock);
     try {
       const results = await Promise.all(Array.from({ length: 8 }, () => store.reserve(limits(3, 5))));
-      assert.deepEqual(results.map((r) => r.admitted), [true, true, true, false, false, false, false, false]);
+      assert.deepEqual(
+        results.map((r) => r.admitted),
+        [true, true, true, false, false, false, false, false],
+      );
       assert.equal((await store.peek('account'))?.count, 3);
       assert.equal((await store.peek('ip'))?.count, 3, 'refused reservations left the other key alone');
-      assert.deepEqual(results[3]!.windows.map((w) => w.count), [3, 3]);
+      assert.deepEqual(
+        results[3]!.windows.map((w) => w.count),
+        [3, 3],
+      );
       // A release gives one back in the same window only.
       await store.release('account', results[0]!.windowIds[0]!);
       assert.equal((await store.peek('account'))?.count, 2);
@@ -312,6 +318,136 @@ describe('reserve and release', () => {
       mem.close();
       one.disconnect();
       two.disconnect();
+    }
+  });
+
+  // A key counted once per new other key: the distinct accounts failing from one address.
+  const distinct = (pair: string, max: number) => [
+    { key: pair, max: 10, windowMs: 60_000 },
+    { key: 'address', max, windowMs: 60_000, onlyIfNew: 0 },
+  ];
+
+  async function onlyIfNewHolds(store: CounterStore, peek: (key: string) => Promise<number>) {
+    // 3 new pairs at once with 2 places: exactly 2 admitted; a repeat on an admitted pair skips the key.
+    const first = await Promise.all(['a', 'b', 'c'].map((pair) => store.reserve(distinct(pair, 2))));
+    assert.equal(first.filter((r) => r.admitted).length, 2);
+    assert.equal(await peek('address'), 2);
+    const admittedPair = ['a', 'b', 'c'][first.findIndex((r) => r.admitted)]!;
+    const refusedPair = ['a', 'b', 'c'][first.findIndex((r) => !r.admitted)]!;
+    const repeat = await store.reserve(distinct(admittedPair, 2));
+    assert.equal(repeat.admitted, true);
+    assert.equal(repeat.windowIds[1], '', 'the skipped key was not counted');
+    assert.equal(await peek('address'), 2);
+    assert.equal((await store.reserve(distinct(refusedPair, 2))).admitted, false, 'the refused pair is still new');
+    // 20 concurrent attempts at one new pair when no place is left: none gets through.
+    const burst = await Promise.all(Array.from({ length: 20 }, () => store.reserve(distinct('fresh', 2))));
+    assert.equal(burst.filter((r) => r.admitted).length, 0);
+    // A release of a skipped key gives nothing back.
+    await store.release('address', repeat.windowIds[1]!, 60_000);
+    assert.equal(await peek('address'), 2);
+  }
+
+  it('memory: a key with onlyIfNew is counted once per new other key, atomically', async () => {
+    const store = new MemoryCounterStore(manualClock());
+    try {
+      await onlyIfNewHolds(store, async (key) => (await store.peek(key))?.count ?? 0);
+    } finally {
+      store.close();
+    }
+  });
+
+  it('redis: a key with onlyIfNew is counted once per new other key, atomically', { skip: withoutRedis }, async () => {
+    const redis = connectRedis(process.env.REDIS_URL!, () => {});
+    const p = `test:kit-rate-limit:${randomBytes(6).toString('hex')}:`;
+    const mem = new MemoryCounterStore();
+    try {
+      await waitReady(redis);
+      const store = new RedisCounterStore(redis, p, mem);
+      await onlyIfNewHolds(store, async (key) => Number((await redis.get(p + key)) ?? 0));
+      assert.equal(mem.size, 0, 'nothing went to the fallback');
+    } finally {
+      await redis.del(...['a', 'b', 'c', 'fresh', 'address'].map((k) => p + k)).catch(() => {});
+      mem.close();
+      redis.disconnect();
+    }
+  });
+});
+
+describe('consumeAddress: IPv6 clients limited per /64 and per /48', () => {
+  const prefixes = { prefix: 64, widePrefix: 48 };
+
+  it('a client rotating through the /64s of its /48 is refused once the /48 has used 16 times the limit', async () => {
+    const store = new MemoryCounterStore(manualClock());
+    try {
+      const limiter = new FixedWindowLimiter(2, 60_000, store);
+      const decisions = [];
+      for (let i = 0; i < 40; i++) decisions.push(await limiter.consumeAddress('ip:', `2001:db8:5:${i.toString(16)}::1`, prefixes));
+      assert.equal(decisions.filter((d) => !d.limited).length, 32);
+      assert.ok(decisions.slice(32).every((d) => d.limited && d.limit === 32));
+      // Another /48 is not affected; one /64 is still limited on its own.
+      assert.equal((await limiter.consumeAddress('ip:', '2001:db8:6::1', prefixes)).limited, false);
+      await limiter.consumeAddress('ip:', '2001:db8:7::1', prefixes);
+      assert.equal((await limiter.consumeAddress('ip:', '2001:db8:7::2', prefixes)).limited, false);
+      assert.equal((await limiter.consumeAddress('ip:', '2001:db8:7::3', prefixes)).limited, true);
+      // IPv4 has one level.
+      for (let i = 0; i < 2; i++) await limiter.consumeAddress('ip:', '198.51.100.1', prefixes);
+      assert.equal((await limiter.consumeAddress('ip:', '198.51.100.1', prefixes)).limited, true);
+    } finally {
+      store.close();
+    }
+  });
+
+  it('the two levels follow their settings (/56 as the wide one; equal prefixes: one level)', async () => {
+    const store = new MemoryCounterStore(manualClock());
+    try {
+      const limiter = new FixedWindowLimiter(1, 60_000, store);
+      for (let i = 0; i < 16; i++) await limiter.consumeAddress('ip:', `2001:db8:9:${i.toString(16)}::1`, { prefix: 64, widePrefix: 56 });
+      assert.equal((await limiter.consumeAddress('ip:', '2001:db8:9:ff::1', { prefix: 64, widePrefix: 56 })).limited, true);
+      assert.equal((await limiter.consumeAddress('ip:', '2001:db8:9:100::1', { prefix: 64, widePrefix: 56 })).limited, false);
+      assert.equal((await limiter.consumeAddress('ip:', '2001:db8:a:1::1', { prefix: 64, widePrefix: 64 })).limited, false);
+      // 17 /64s and 2 /56s, then one key for the single-level client.
+      assert.equal(store.size, 17 + 2 + 1 + 1);
+    } finally {
+      store.close();
+    }
+  });
+});
+
+describe('consumeUnits: a batch counted per item', () => {
+  it('admits the first units within the maximum, in one step; concurrent batches never pass it together', async () => {
+    const clock = manualClock();
+    const store = new MemoryCounterStore(clock);
+    try {
+      const limiter = new FixedWindowLimiter(10, 60_000, store, clock);
+      assert.deepEqual(await limiter.consumeUnits('k', 4), { limited: false, limit: 10, remaining: 6, retryAfterSeconds: 60, admitted: 4 });
+      assert.deepEqual(await limiter.consumeUnits('k', 8), { limited: true, limit: 10, remaining: 0, retryAfterSeconds: 60, admitted: 6 });
+      assert.equal((await limiter.consumeUnits('k', 1)).admitted, 0);
+      const together = await Promise.all(Array.from({ length: 5 }, () => limiter.consumeUnits('other', 3)));
+      assert.equal(
+        together.reduce((sum, d) => sum + d.admitted, 0),
+        10,
+      );
+      clock.advance(60_000);
+      assert.equal((await limiter.consumeUnits('k', 3)).admitted, 3);
+    } finally {
+      store.close();
+    }
+  });
+
+  it('per address: the least of the levels (an IPv6 /64 and its /48)', async () => {
+    const store = new MemoryCounterStore(manualClock());
+    try {
+      const limiter = new FixedWindowLimiter(2, 60_000, store);
+      const prefixes = { prefix: 64, widePrefix: 48 };
+      assert.equal((await limiter.consumeAddressUnits('ip:', '2001:db8:1:1::1', prefixes, 5)).admitted, 2);
+      // 13 more /64s of the /48 take 2 each: the /48 (max 32) holds 31, so the next /64 gets 1 of its 2, and then none.
+      for (let i = 2; i <= 14; i++) {
+        assert.equal((await limiter.consumeAddressUnits('ip:', `2001:db8:1:${i}::1`, prefixes, 2)).admitted, 2);
+      }
+      assert.equal((await limiter.consumeAddressUnits('ip:', '2001:db8:1:15::1', prefixes, 2)).admitted, 1);
+      assert.equal((await limiter.consumeAddressUnits('ip:', '2001:db8:1:16::1', prefixes, 2)).admitted, 0);
+    } finally {
+      store.close();
     }
   });
 });

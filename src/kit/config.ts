@@ -1,8 +1,8 @@
 // Typed configuration: each service declares its variables once; values are
 // parsed and validated in one place, and nothing else reads process.env.
 
-import { DEFAULT_IPV6_PREFIX } from './client-ip.js';
-import { DEFAULT_HTTP_LIMITS, defaultMaxConnections } from './http-limits.js';
+import { DEFAULT_IPV6_PREFIX, DEFAULT_IPV6_WIDE_PREFIX } from './http/client-ip.js';
+import { DEFAULT_HTTP_LIMITS, defaultMaxConnections } from './http/limits.js';
 
 export class ConfigError extends Error {
   constructor(
@@ -88,6 +88,40 @@ export const httpUrl = <O extends Opts<string>>(opts: O = {} as O) =>
     return raw.replace(/\/+$/, '');
   });
 
+const MS_PER_UNIT: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+const DURATION = /^(?:\d+(?:ms|s|m|h|d))+$/;
+const DURATION_PART = /(\d+)(ms|s|m|h|d)/g;
+
+/**
+ * A length of time, as a whole number of `unit` ("ms" or "s"): either a plain whole number in that
+ * unit, or numbers with units, `500ms`, `30s`, `15m`, `1h`, `2d`, `1h30m`. The one time convention of
+ * every service's variables. Zero, negatives, fractions, spaces, other units, and a value that is not a
+ * whole number of the unit are refused rather than guessed at. Undefined when the text is none of these.
+ */
+export function parseDuration(raw: string, unit: 'ms' | 's'): number | undefined {
+  let ms: number;
+  if (/^\d+$/.test(raw)) ms = Number(raw) * MS_PER_UNIT[unit]!;
+  else if (DURATION.test(raw)) ms = [...raw.matchAll(DURATION_PART)].reduce((sum, [, n, u]) => sum + Number(n) * MS_PER_UNIT[u!]!, 0);
+  else return undefined;
+  const value = ms / MS_PER_UNIT[unit]!;
+  return Number.isSafeInteger(value) && value > 0 ? value : undefined;
+}
+
+/**
+ * A duration variable (parseDuration), loaded as a whole number of `unit`. `off: true` also takes 0,
+ * meaning the thing it times is turned off.
+ */
+export const duration = <O extends Opts<number> & { unit: 'ms' | 's'; min?: number; max?: number; off?: boolean }>(opts: O) =>
+  spec<number, O>(opts, (raw, name) => {
+    if (opts.off && raw === '0') return 0;
+    const value = parseDuration(raw, opts.unit);
+    const example = opts.unit === 'ms' ? '500ms, 30s, 2m or plain milliseconds' : '30s, 15m, 1h, 2d or plain seconds';
+    if (value === undefined) throw new ConfigError(name, `must be a duration such as ${example}, got "${raw}"`);
+    if (opts.min !== undefined && value < opts.min) throw new ConfigError(name, `must be at least ${opts.min}${opts.unit}`);
+    if (opts.max !== undefined && value > opts.max) throw new ConfigError(name, `must be at most ${opts.max}${opts.unit}`);
+    return value;
+  });
+
 /** A connection string for PostgreSQL or Redis; never echoed back because it may hold a password. */
 export const connectionUrl = <O extends Opts<string>>(protocols: string[], opts: O = {} as O) =>
   spec<string, O>(opts, (raw, name) => {
@@ -112,13 +146,17 @@ export type LogLevel = (typeof LOG_LEVELS)[number];
  */
 export const httpVars = () => ({
   /** Deadline for a request's header section, from its first byte; a slower client gets 408 and is closed. */
-  HTTP_HEADERS_TIMEOUT_MS: int({ default: DEFAULT_HTTP_LIMITS.headersTimeoutMs, min: 1000, max: 600_000 }),
+  HTTP_HEADERS_TIMEOUT_MS: duration({ unit: 'ms', default: DEFAULT_HTTP_LIMITS.headersTimeoutMs, min: 1000, max: 600_000 }),
   /** Deadline for a whole request, headers and body; a stalled body gets 408 and the connection is closed. */
-  HTTP_REQUEST_TIMEOUT_MS: int({ default: DEFAULT_HTTP_LIMITS.requestTimeoutMs, min: 1000, max: 3_600_000 }),
+  HTTP_REQUEST_TIMEOUT_MS: duration({ unit: 'ms', default: DEFAULT_HTTP_LIMITS.requestTimeoutMs, min: 1000, max: 3_600_000 }),
   /** How long an idle keep-alive connection stays open; above common load balancers' 60 s, so they close first. */
-  HTTP_KEEP_ALIVE_TIMEOUT_MS: int({ default: DEFAULT_HTTP_LIMITS.keepAliveTimeoutMs, min: 1000, max: 600_000 }),
+  HTTP_KEEP_ALIVE_TIMEOUT_MS: duration({ unit: 'ms', default: DEFAULT_HTTP_LIMITS.keepAliveTimeoutMs, min: 1000, max: 600_000 }),
   /** Open connections per process; beyond them a new connection is answered 503 and closed. */
   HTTP_MAX_CONNECTIONS: int({ default: () => defaultMaxConnections(), min: 1, max: 1_000_000 }),
+  /** Open connections one client (IPv4 address, IPv6 /64) may hold; 0: a quarter of HTTP_MAX_CONNECTIONS. TRUST_PROXY proxies are exempt. */
+  HTTP_MAX_CONNECTIONS_PER_CLIENT: int({ default: 0, min: 0, max: 1_000_000 }),
+  /** Deadline for the body of a request without credentials (no Authorization or apikey header), from the end of its headers. */
+  HTTP_PUBLIC_BODY_TIMEOUT_MS: duration({ unit: 'ms', default: DEFAULT_HTTP_LIMITS.publicBodyTimeoutMs, min: 1000, max: 3_600_000 }),
   /** Strict-Transport-Security max-age in seconds; 0 (the default) sends no HSTS header. */
   HSTS_MAX_AGE: int({ default: 0, min: 0, max: 63_072_000 }),
   /**
@@ -144,6 +182,12 @@ export const commonVars = (defaultPort: number) => ({
   TRUST_PROXY: str(),
   /** IPv6 clients are rate limited per network of this many leading bits (a customer's /64). */
   RATE_LIMIT_IPV6_PREFIX: int({ default: DEFAULT_IPV6_PREFIX, min: 1, max: 128 }),
+  /**
+   * ...and per network of this many leading bits too (a site's /48 or /56), with 16 times the
+   * limit: a client rotating through its site's /64s is still one client. Not shorter than 16 bits;
+   * equal to or longer than RATE_LIMIT_IPV6_PREFIX: one level only.
+   */
+  RATE_LIMIT_IPV6_WIDE_PREFIX: int({ default: DEFAULT_IPV6_WIDE_PREFIX, min: 16, max: 128 }),
   /** When set, GET /metrics needs `Authorization: Bearer <token>`; unset, it answers loopback clients only. */
   METRICS_TOKEN: str({ minBytes: 16 }),
   ...httpVars(),

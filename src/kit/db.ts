@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import pg from 'pg';
-import { cameFromRequestStream } from './request-stream.js';
+import { cameFromRequestStream } from './http/request-stream.js';
 
 // bigint (int8) and numeric come back as strings by default; every count in
 // this project fits a JS number, so parse int8 once, here.
@@ -37,6 +37,7 @@ export const QUERY_TIMEOUT_MARGIN_MS = 2000;
  */
 class UnnamedStatementsClient extends pg.Client {
   // pg's query has a dozen overloads; this forwards them all unchanged.
+  // biome-ignore lint/suspicious/noExplicitAny: the overloads' union, forwarded as it came
   override query(...args: any[]): any {
     const config = args[0];
     if (config !== null && typeof config === 'object' && typeof config.submit !== 'function' && config.name !== undefined) {
@@ -78,7 +79,7 @@ export function createPool(connectionString: string, opts: PoolOptions = {}): Po
   return pool;
 }
 
-/** An identifier (table, column, role) as a quoted SQL identifier; only for names taken from the catalog or the code. */
+/** The one identifier quoter (table, column, role, database): names from the catalog, the code or the configuration, never from a request. */
 export function quoteIdent(name: string): string {
   return `"${name.replace(/"/g, '""')}"`;
 }
@@ -236,7 +237,7 @@ export async function ensureDatabase(adminUrl: string, database: string): Promis
   try {
     const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [database]);
     if (rowCount === 0) {
-      await client.query(`CREATE DATABASE ${client.escapeIdentifier(database)}`).catch((err: { code?: string }) => {
+      await client.query(`CREATE DATABASE ${quoteIdent(database)}`).catch((err: { code?: string }) => {
         // Another instance created it between our check and our create.
         if (err.code !== '42P04' && err.code !== '23505') throw err;
       });

@@ -11,7 +11,9 @@ const isP256 = (key: KeyObject): boolean => key.asymmetricKeyType === 'ec' && ke
 /** PEM (PKCS#8 or SEC1) or JWK text of a P-256 private key; throws on anything else. */
 export function parseEs256PrivateKey(source: string): KeyObject {
   const trimmed = source.trim();
-  const key = trimmed.startsWith('{') ? createPrivateKey({ key: JSON.parse(trimmed) as JsonWebKey, format: 'jwk' }) : createPrivateKey(trimmed);
+  const key = trimmed.startsWith('{')
+    ? createPrivateKey({ key: JSON.parse(trimmed) as JsonWebKey, format: 'jwk' })
+    : createPrivateKey(trimmed);
   if (!isP256(key)) throw new Error('not a P-256 key');
   return key;
 }

@@ -2,7 +2,7 @@ import { availableParallelism } from 'node:os';
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 import { int } from './config.js';
-import { HttpError } from './errors.js';
+import { HttpError } from './http/errors.js';
 
 const require = createRequire(import.meta.url);
 

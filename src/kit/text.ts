@@ -12,3 +12,8 @@ export function hasLoneSurrogate(text: string): boolean {
 export function isStorableText(text: string): boolean {
   return !text.includes('\u0000') && !hasLoneSurrogate(text);
 }
+
+/** Text made safe inside HTML element content and quoted attribute values (the five special characters). */
+export function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}

@@ -1,8 +1,8 @@
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance } from 'fastify';
-import { type ApiDocument, checkResponsesAgainstDocument, documentResponses } from '../openapi.js';
-import { docsContentSecurityPolicy } from '../security-headers.js';
+import { type ApiDocument, checkResponsesAgainstDocument, documentResponses } from './openapi.js';
+import { docsContentSecurityPolicy } from './security-headers.js';
 import type { ErrorBody } from './error-body.js';
 
 export interface ApiDocsOptions {

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import type { ConnectionCap } from '../http-limits.js';
+import type { ConnectionCap } from './limits.js';
 
 /** How often, while draining, connections with nothing in flight are looked for and ended. */
 const UNUSED_SWEEP_MS = 100;

@@ -1,7 +1,7 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
-import { unexpectedErrorOutcome } from '../classify-error.js';
-import { HttpError } from '../errors.js';
-import { watchRequestStream } from '../request-stream.js';
+import { unexpectedErrorOutcome } from './classify-error.js';
+import { HttpError } from './errors.js';
+import { watchRequestStream } from './request-stream.js';
 import type { ErrorBody } from './error-body.js';
 
 /**

@@ -1,8 +1,8 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import { descriptorsExhaustedRecently } from '../classify-error.js';
-import type { ConnectionCap } from '../http-limits.js';
+import { descriptorsExhaustedRecently } from './classify-error.js';
+import type { ConnectionCap } from './limits.js';
 import type { ErrorBody } from './error-body.js';
 
 export interface HealthOptions {
@@ -19,7 +19,11 @@ export function serveHealth(app: FastifyInstance, opts: HealthOptions): void {
   const { connections, errorBody } = opts;
   const typed = app.withTypeProvider<TypeBoxTypeProvider>();
   const Health = Type.Object({ status: Type.String() });
-  typed.get('/healthz', { schema: { tags: ['health'], summary: 'Liveness: the process answers', response: { 200: Health } } }, async () => ({ status: 'ok' }));
+  typed.get(
+    '/healthz',
+    { schema: { tags: ['health'], summary: 'Liveness: the process answers', response: { 200: Health } } },
+    async () => ({ status: 'ok' }),
+  );
   typed.get(
     '/readyz',
     {

@@ -1,7 +1,7 @@
 import type { Writable } from 'node:stream';
 import type { FastifyServerOptions } from 'fastify';
 import type { LogLevel } from '../config.js';
-import { serializeRequest, serializeRequestWithoutClient } from '../log-redaction.js';
+import { serializeRequest, serializeRequestWithoutClient } from './log-redaction.js';
 
 // Anything that can carry a credential is removed from log lines wherever it appears.
 const REDACT = [
@@ -26,7 +26,11 @@ const REDACT = [
  * JSON log lines with credentials redacted, to `stream` (tests capture them) or stdout;
  * without the client's address and port when `clientAddresses` is false.
  */
-export function loggerOptions(level: LogLevel | undefined, stream: Writable | undefined, clientAddresses = true): FastifyServerOptions['logger'] {
+export function loggerOptions(
+  level: LogLevel | undefined,
+  stream: Writable | undefined,
+  clientAddresses = true,
+): FastifyServerOptions['logger'] {
   return {
     level: level ?? 'info',
     redact: { paths: REDACT, censor: '[redacted]' },

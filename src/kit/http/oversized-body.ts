@@ -25,7 +25,11 @@ export const OVERSIZED_BODY_DISCARD_BYTES = 8 * 1024 * 1024;
 export function readRefusedBodies(app: FastifyInstance): void {
   // onError, not onSend: only refused requests pay for the check, never a redirect or a token check.
   app.addHook('onError', (request, reply, error, done) => {
-    if ((error as FastifyError).code === 'FST_ERR_CTP_BODY_TOO_LARGE' && reply.getHeader('connection') === 'close' && request.headers['transfer-encoding'] === undefined) {
+    if (
+      (error as FastifyError).code === 'FST_ERR_CTP_BODY_TOO_LARGE' &&
+      reply.getHeader('connection') === 'close' &&
+      request.headers['transfer-encoding'] === undefined
+    ) {
       const declared = Number(request.headers['content-length']);
       if (Number.isSafeInteger(declared) && declared <= OVERSIZED_BODY_DISCARD_BYTES) reply.removeHeader('connection');
     }

@@ -1,6 +1,6 @@
 import { STATUS_CODES } from 'node:http';
 import type { FastifyBaseLogger, FastifyReply, FastifyServerOptions } from 'fastify';
-import { rawHttpResponse } from '../http-limits.js';
+import { rawHttpResponse } from './limits.js';
 import type { ErrorBody } from './error-body.js';
 
 /**

@@ -1,7 +1,7 @@
 import { Ajv, type Options as AjvOptions } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { FastifyInstance } from 'fastify';
-import { badRequest } from '../errors.js';
+import { badRequest } from './errors.js';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
 
@@ -32,11 +32,28 @@ export function validateRequests(app: FastifyInstance): void {
         return false;
       }
       for (const [key, value] of Object.entries((data ?? {}) as Record<string, unknown>)) {
-        if (typeof value === 'number' && !Number.isFinite(value)) return { error: badRequest(`${httpPart}/${key} must be a finite number`) };
+        if (typeof value === 'number' && !Number.isFinite(value))
+          return { error: badRequest(`${httpPart}/${key} must be a finite number`) };
       }
       return true;
     };
     check.errors = validate.errors;
     return check;
   });
+}
+
+const itemAjv = makeAjv({ coerceTypes: false });
+
+/**
+ * A validator of one value against a body schema, with the options and the message Fastify gives
+ * a request body (`body/url must be string`): for bodies holding many items, each checked as if
+ * it had been a body of its own. Returns the message, or undefined when the value is valid (the
+ * value is then cleaned as a body is: additional properties removed, defaults applied).
+ */
+export function bodyValidator(schema: object): (value: unknown) => string | undefined {
+  const validate = itemAjv.compile(schema);
+  return (value) => {
+    if (validate(value)) return undefined;
+    return (validate.errors ?? []).map((e) => `body${e.instancePath} ${e.message}`).join(', ');
+  };
 }

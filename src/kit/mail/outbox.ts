@@ -2,8 +2,8 @@ import type { Pool, PoolClient } from '../db.js';
 
 /**
  * A mail to one recipient. The text part is always sent; the HTML part is optional.
- * The table it goes into (mail_outbox) is created by the DDL in ./outbox.sql,
- * which each sending service copies unchanged into its own migrations.
+ * The table it goes into (mail_outbox) is created by ./migrations, which the kit
+ * applies to every service that sends mail (kit/service.ts, `mail: true`).
  */
 export interface OutgoingMail {
   to: string;

@@ -107,14 +107,20 @@ export function startMailWorker(options: MailWorkerOptions): MailWorker {
 
   async function sendOne(mail: ClaimedMail): Promise<void> {
     try {
-      await transport.sendMail({ from: opts.from, to: mail.recipient, subject: mail.subject, text: mail.text_body, html: mail.html_body ?? undefined });
+      await transport.sendMail({
+        from: opts.from,
+        to: mail.recipient,
+        subject: mail.subject,
+        text: mail.text_body,
+        html: mail.html_body ?? undefined,
+      });
     } catch (err) {
       const reason = describeFailure(err);
       if (isPermanent(err) || mail.attempts >= opts.maxAttempts) {
-        await pool.query(
-          `UPDATE mail_outbox SET failed_at = now(), last_error = $2, text_body = '', html_body = NULL WHERE id = $1`,
-          [mail.id, reason],
-        );
+        await pool.query(`UPDATE mail_outbox SET failed_at = now(), last_error = $2, text_body = '', html_body = NULL WHERE id = $1`, [
+          mail.id,
+          reason,
+        ]);
         log.error({ event: 'mail_failed', mailId: mail.id, attempts: mail.attempts, reason }, 'mail given up');
       } else {
         const delay = retryDelayMs(mail.attempts, opts.retryBaseMs, opts.retryMaxMs);
@@ -156,7 +162,10 @@ export function startMailWorker(options: MailWorkerOptions): MailWorker {
     running = sendDue()
       .catch((err: unknown) => {
         // The database is down or slow: the mail stays queued, the next round retries.
-        log.warn({ event: 'mail_worker_error', reason: (err as { code?: string }).code ?? (err as Error).message }, 'mail outbox not readable');
+        log.warn(
+          { event: 'mail_worker_error', reason: (err as { code?: string }).code ?? (err as Error).message },
+          'mail outbox not readable',
+        );
       })
       .finally(() => {
         running = undefined;
@@ -178,7 +187,10 @@ export function startMailWorker(options: MailWorkerOptions): MailWorker {
         try {
           await sendDue(Date.now() + opts.drainMs);
         } catch (err) {
-          log.warn({ event: 'mail_worker_error', reason: (err as { code?: string }).code ?? (err as Error).message }, 'mail not drained on stop');
+          log.warn(
+            { event: 'mail_worker_error', reason: (err as { code?: string }).code ?? (err as Error).message },
+            'mail not drained on stop',
+          );
         }
         transport.close();
       })();

@@ -20,6 +20,8 @@ export const CREDENTIAL_QUERY_PARAMETERS: ReadonlySet<string> = new Set([
   'access_token',
   'refresh_token',
   'id_token',
+  // A mailed link's one-time token (Supabase's `token_hash`), good for a session until used.
+  'token_hash',
   'jwt',
   'code',
   'auth',

@@ -25,7 +25,8 @@ export function nestsDeeperThan(text: string, max: number): boolean {
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (inString) {
-      if (c === 0x5c) i++; // backslash: the next character is escaped
+      if (c === 0x5c)
+        i++; // backslash: the next character is escaped
       else if (c === 0x22) inString = false;
     } else if (c === 0x22) {
       inString = true;
@@ -51,7 +52,8 @@ function pollutingKey(value: unknown): string | undefined {
     for (const key of Object.keys(node)) {
       const child = (node as Record<string, unknown>)[key];
       if (key === '__proto__') return '__proto__';
-      if (key === 'constructor' && child !== null && typeof child === 'object' && Object.hasOwn(child, 'prototype')) return 'constructor.prototype';
+      if (key === 'constructor' && child !== null && typeof child === 'object' && Object.hasOwn(child, 'prototype'))
+        return 'constructor.prototype';
       stack.push(child);
     }
   }

@@ -67,7 +67,10 @@ export async function registerSecurityHeaders(app: FastifyInstance, opts: Securi
   const byPolicy = new Map<string, Array<[string, string]>>();
   const headersOf = (policy: string) => {
     let headers = byPolicy.get(policy);
-    if (!headers) byPolicy.set(policy, (headers = securityHeaders(policy, opts.hstsMaxAge)));
+    if (!headers) {
+      headers = securityHeaders(policy, opts.hstsMaxAge);
+      byPolicy.set(policy, headers);
+    }
     return headers;
   };
   const api = headersOf(API_CONTENT_SECURITY_POLICY);
@@ -83,14 +86,26 @@ export async function registerSecurityHeaders(app: FastifyInstance, opts: Securi
 
 /**
  * The Swagger UI's own policy (its assets and hashed inline code, from
- * @fastify/swagger-ui) without upgrade-insecure-requests, which would send the
- * page's requests for its assets to https when /docs is served over http.
+ * @fastify/swagger-ui), changed where it does not fit this page:
+ * - no upgrade-insecure-requests, which would send the page's requests for its
+ *   assets to https when /docs is served over http;
+ * - styles from this origin, plus the <style> element Swagger UI's React code
+ *   writes as it renders (blocked, it was a console error on every load):
+ *   'unsafe-inline' for styles only, on a page that shows nothing but the
+ *   service's own document; scripts stay 'self' and hashed;
+ * - no framing at all (frame-ancestors 'none'), as for the APIs and the pages.
  */
 export const docsContentSecurityPolicy = (policy: string): string =>
   policy
     .split(';')
     .map((directive) => directive.trim())
     .filter((directive) => directive !== '' && directive !== 'upgrade-insecure-requests')
+    .map((directive) => {
+      const [name] = directive.split(/\s+/, 1);
+      if (name === 'style-src') return "style-src 'self' 'unsafe-inline'";
+      if (name === 'frame-ancestors') return "frame-ancestors 'none'";
+      return directive;
+    })
     .join('; ');
 
 /**

@@ -16,6 +16,15 @@ import ipaddr from 'ipaddr.js';
 /** How many leading bits of an IPv6 address identify one client (one customer's /64). */
 export const DEFAULT_IPV6_PREFIX = 64;
 
+/**
+ * The wider IPv6 network also limited: a site is usually given a /48 (or a /56), that is 65,536
+ * (or 256) /64s, and a client rotating through them would get a fresh /64 window each time.
+ */
+export const DEFAULT_IPV6_WIDE_PREFIX = 48;
+
+/** How many times a limit per client a wide IPv6 network may use: room for a site's many clients, none for 65,536 fresh ones. */
+export const IPV6_WIDE_FACTOR = 16;
+
 /** The key shared by every request whose address does not parse: such clients are limited together. */
 export const UNPARSEABLE_KEY = 'unparseable';
 
@@ -104,4 +113,21 @@ export function rateLimitKey(ip: string | undefined, ipv6Prefix: number = DEFAUL
     return part & ((0xffff << (16 - bitsKept)) & 0xffff);
   });
   return `${new ipaddr.IPv6(parts).toRFC5952String()}/${prefix}`;
+}
+
+/** How IPv6 clients are grouped: the client's own network, and the wider one also limited (at most as long as `prefix`). */
+export interface Ipv6Prefixes {
+  prefix: number;
+  widePrefix: number;
+}
+
+/**
+ * The rate-limit keys of a client address at every level it is limited at: `[key]` for IPv4 (and
+ * anything unparseable), `[its /64 key, its /48 key]` for IPv6 (the configured prefixes). A limit
+ * counts on each; the wide key's maximum is IPV6_WIDE_FACTOR times the client's. Never throws.
+ */
+export function rateLimitKeys(ip: string | undefined, prefixes: Ipv6Prefixes): string[] {
+  const narrow = rateLimitKey(ip, prefixes.prefix);
+  if (!narrow.includes('/') || prefixes.widePrefix >= prefixes.prefix) return [narrow];
+  return [narrow, rateLimitKey(ip, prefixes.widePrefix)];
 }

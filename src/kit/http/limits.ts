@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { STATUS_CODES, type Server } from 'node:http';
 import type { Socket } from 'node:net';
+import { rateLimitKey } from './client-ip.js';
 
 // How long a client may take and how many connections a process holds. A
 // connection that sends part of a request and then nothing would otherwise be
@@ -17,6 +18,18 @@ export interface HttpLimits {
   keepAliveTimeoutMs: number;
   /** Connections open at once; a new one beyond them is answered 503 and closed. */
   maxConnections: number;
+  /**
+   * Connections one client (an IPv4 address, an IPv6 /64) may hold at once; beyond them its new one is
+   * answered 503 and closed, so one client cannot hold every connection. 0: a quarter of maxConnections.
+   * Proxies named in TRUST_PROXY carry many clients' connections and are exempt.
+   */
+  maxConnectionsPerClient: number;
+  /**
+   * Deadline for the body of a request that carries no credentials (no Authorization or apikey
+   * header), from the end of its headers: the public routes (sign-up, login, create) are where a
+   * client with nothing to lose stalls bodies. Requests with credentials keep requestTimeoutMs.
+   */
+  publicBodyTimeoutMs: number;
 }
 
 /**
@@ -68,6 +81,8 @@ export const DEFAULT_HTTP_LIMITS: Omit<HttpLimits, 'maxConnections'> = {
   headersTimeoutMs: 10_000,
   requestTimeoutMs: 30_000,
   keepAliveTimeoutMs: 72_000,
+  maxConnectionsPerClient: 0,
+  publicBodyTimeoutMs: 10_000,
 };
 
 /** A complete HTTP/1.1 response for a socket no request object answers (refused, or refused by the parser). */
@@ -104,19 +119,39 @@ type ServedSocket = Socket & { _httpMessage?: { writableEnded: boolean } | null 
  * client knows to retry. The refusals themselves are bounded
  * (REFUSALS_IN_FLIGHT); beyond them Node closes a new connection at once.
  */
-export function capConnections(server: Server, max: number, refusal: () => string): ConnectionCap {
+export function capConnections(
+  server: Server,
+  { max, maxPerClient, exempt }: { max: number; maxPerClient: number; exempt: (address: string | undefined) => boolean },
+  refusal: () => string,
+): ConnectionCap {
   // The HTTP server's own 'connection' listener is called only for connections within the cap.
   const serve = server.listeners('connection') as Array<(this: Server, socket: Socket) => void>;
   server.removeAllListeners('connection');
   server.maxConnections = max + REFUSALS_IN_FLIGHT;
   const sockets = new Set<ServedSocket>();
+  const perClient = new Map<string, number>();
   server.on('connection', (socket: Socket) => {
     if (sockets.size >= max) {
       refuse(socket, refusal());
       return;
     }
+    const client = exempt(socket.remoteAddress) ? undefined : rateLimitKey(socket.remoteAddress);
+    if (client !== undefined) {
+      const held = perClient.get(client) ?? 0;
+      if (held >= maxPerClient) {
+        refuse(socket, refusal());
+        return;
+      }
+      perClient.set(client, held + 1);
+    }
     sockets.add(socket);
-    socket.once('close', () => sockets.delete(socket));
+    socket.once('close', () => {
+      sockets.delete(socket);
+      if (client === undefined) return;
+      const held = perClient.get(client)! - 1;
+      if (held === 0) perClient.delete(client);
+      else perClient.set(client, held);
+    });
     for (const listener of serve) listener.call(server, socket);
   });
   const closeUnused = () => {
@@ -148,7 +183,14 @@ export interface HttpSettings extends Partial<HttpLimits> {
 }
 
 /** The names of the common HTTP variables, for services' config types. */
-export type HttpVariable = 'HTTP_HEADERS_TIMEOUT_MS' | 'HTTP_REQUEST_TIMEOUT_MS' | 'HTTP_KEEP_ALIVE_TIMEOUT_MS' | 'HTTP_MAX_CONNECTIONS' | 'HSTS_MAX_AGE';
+export type HttpVariable =
+  | 'HTTP_HEADERS_TIMEOUT_MS'
+  | 'HTTP_REQUEST_TIMEOUT_MS'
+  | 'HTTP_PUBLIC_BODY_TIMEOUT_MS'
+  | 'HTTP_KEEP_ALIVE_TIMEOUT_MS'
+  | 'HTTP_MAX_CONNECTIONS'
+  | 'HTTP_MAX_CONNECTIONS_PER_CLIENT'
+  | 'HSTS_MAX_AGE';
 
 export function httpSettings(config: Record<HttpVariable, number>): HttpSettings {
   return {
@@ -156,6 +198,8 @@ export function httpSettings(config: Record<HttpVariable, number>): HttpSettings
     requestTimeoutMs: config.HTTP_REQUEST_TIMEOUT_MS,
     keepAliveTimeoutMs: config.HTTP_KEEP_ALIVE_TIMEOUT_MS,
     maxConnections: config.HTTP_MAX_CONNECTIONS,
+    maxConnectionsPerClient: config.HTTP_MAX_CONNECTIONS_PER_CLIENT,
+    publicBodyTimeoutMs: config.HTTP_PUBLIC_BODY_TIMEOUT_MS,
     hstsMaxAge: config.HSTS_MAX_AGE,
   };
 }

@@ -1,4 +1,4 @@
-import { isDatabaseUnavailable } from './db.js';
+import { isDatabaseUnavailable } from '../db.js';
 import { cameFromRequestStream } from './request-stream.js';
 
 // The one place that decides what an unexpected error means for the client.

@@ -1,10 +1,11 @@
--- Mail waiting to be sent (src/kit/mail). Every service that sends mail has a
--- copy of this file among its own migrations, unchanged: its worker only knows
--- this shape. A row is written in the transaction that creates what the mail
--- announces (a reset token, a verification), so a rolled-back action never
+-- Mail waiting to be sent (src/kit/mail), applied by the kit under its own
+-- migration scope ("mail") to every service that sends mail (kit/service.ts).
+-- IF NOT EXISTS: databases of earlier releases got the same table from a copy
+-- of this file among the service's own migrations.
+-- A row is written in the transaction that creates what the mail announces (a reset token, a verification), so a rolled-back action never
 -- sends one; it is deleted once the SMTP server accepted it, so the link it
 -- carries does not outlive its delivery in the database.
-CREATE TABLE mail_outbox (
+CREATE TABLE IF NOT EXISTS mail_outbox (
   id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   recipient text NOT NULL,
   subject text NOT NULL,
@@ -21,7 +22,7 @@ CREATE TABLE mail_outbox (
   last_error text
 );
 
-CREATE INDEX mail_outbox_due_idx ON mail_outbox (next_attempt_at, id) WHERE failed_at IS NULL;
+CREATE INDEX IF NOT EXISTS mail_outbox_due_idx ON mail_outbox (next_attempt_at, id) WHERE failed_at IS NULL;
 
 -- The worker inserts, reads, moves and deletes single rows; nothing else.
 REVOKE TRUNCATE, REFERENCES, TRIGGER ON mail_outbox FROM CURRENT_USER;

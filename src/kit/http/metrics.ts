@@ -2,8 +2,9 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { isIP } from 'node:net';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
-import type { Pool } from './db.js';
-import type { App, ErrorBody } from './http.js';
+import type { Pool } from '../db.js';
+import type { ErrorBody } from './error-body.js';
+import type { App } from './fastify-app.js';
 
 // Prometheus metrics of a service, served at GET /metrics on the service's own
 // port. Every label value comes from a fixed set (route templates, status

@@ -80,12 +80,14 @@ function errorBodySchema(errorBody: ErrorBody): Record<string, unknown> {
 /**
  * The swagger transform of every route: each response gets a description and
  * each error response an example in the service's envelope, unless the route
- * gave its own; every route may also answer 500 (an unexpected failure, in the
- * envelope). Copies only: the schemas Fastify validates and serialises with
- * are left as they are.
+ * gave its own. The statuses every route shares are documented here, so a
+ * route lists only its own: any route may answer 500 (an unexpected failure)
+ * and 503 (a dependency away, the connection cap), and a route that takes a
+ * body also 413 (too large) and 415 (not JSON), all in the envelope. Copies
+ * only: the schemas Fastify validates and serialises with are left as they are.
  */
 export function documentResponses(errorBody: ErrorBody) {
-  const internalError = errorBodySchema(errorBody);
+  const errorSchema = errorBodySchema(errorBody);
   return ({ schema, url }: { schema: FastifySchema; url: string }) => {
     // A plugin's '/' route is registered for both `/prefix` and `/prefix/`; the document names the first.
     if (url.length > 1 && url.endsWith('/')) url = url.slice(0, -1);
@@ -96,7 +98,8 @@ export function documentResponses(errorBody: ErrorBody) {
     const responses = schema?.response as Record<string, Record<string, unknown>> | undefined;
     if (!responses || (schema as { hide?: boolean }).hide) return { schema, url };
     const response: Record<string, unknown> = {};
-    for (const [status, given] of Object.entries({ 500: internalError, ...responses })) {
+    const shared = { 500: errorSchema, 503: errorSchema, ...(schema.body !== undefined && { 413: errorSchema, 415: errorSchema }) };
+    for (const [status, given] of Object.entries({ ...shared, ...responses })) {
       const code = Number(status);
       const description = (given.description as string | undefined) ?? MEANING[code] ?? STATUS_CODES[code] ?? status;
       const examples =
@@ -143,7 +146,10 @@ export function checkResponsesAgainstDocument(app: FastifyInstance, errorBody: E
     const type = String(reply.getHeader('content-type') ?? '');
     if (!schema || typeof payload !== 'string' || !type.includes('json') || payload === '') return payload;
     let validate = compiled.get(schema);
-    if (!validate) compiled.set(schema, (validate = ajv.compile(schema)));
+    if (!validate) {
+      validate = ajv.compile(schema);
+      compiled.set(schema, validate);
+    }
     if (!validate(JSON.parse(payload))) return mismatch(request, reply, `${where}: ${ajv.errorsText(validate.errors)}`);
     return payload;
   });
