@@ -3,10 +3,11 @@
 // usable admin stays (also when two admins demote each other at once), and every
 // action's audit row is written in its transaction, in a log nobody may rewrite.
 import assert from 'node:assert/strict';
+import type { TokenPair as Pair } from '../src/accounts/sessions.js';
 import { before, test } from 'node:test';
 import { seedAdmin } from '../src/accounts/admin-seed.js';
-import { type PublicUser, UsersRepository } from '../src/accounts/repository.js';
-import type { App } from '../src/kit/http.js';
+import { UsersRepository } from '../src/accounts/repository.js';
+import type { App } from '../src/kit/http/app.js';
 import { accountsSuite, assertError, bearer, json, noSecretInAnyResponse, registerUser } from './helpers/accounts.js';
 import { uniqueEmail } from './helpers/emails.js';
 
@@ -14,12 +15,6 @@ const suite = accountsSuite();
 const PASSWORD = 'admin changes password';
 const quiet = { info: () => {}, warn: () => {} };
 let app: App;
-
-interface Pair {
-  token: string;
-  refresh_token: string;
-  user: PublicUser;
-}
 
 before(async () => {
   app = await suite.app();
@@ -108,7 +103,10 @@ test('a role change takes effect at once: the old tokens and sessions stop worki
   const entries = (await auditFor(target.user.id)).filter((e) => e.event === 'role_changed');
   assert.deepEqual(
     entries.map((e) => e.details),
-    [{ from: 'user', to: 'admin' }, { from: 'admin', to: 'user' }],
+    [
+      { from: 'user', to: 'admin' },
+      { from: 'admin', to: 'user' },
+    ],
   );
   assert.equal(entries[0]!.actor_id, admin.user.id);
   assert.equal(entries[0]!.user_agent, 'lightMyRequest');
@@ -126,9 +124,17 @@ test('a ban ends the sessions and tokens at once; a banned user cannot log in (4
   assert.equal(res.json().data.banned, true);
   assertError(await me(target.token), 401, 'Invalid or expired token.');
   assertError(await refresh(target.refresh_token), 401, 'Invalid or expired refresh token.');
-  assertError(await json(app, 'POST', '/auth/login', { email: target.user.email, password: PASSWORD }), 403, 'This account has been banned.');
+  assertError(
+    await json(app, 'POST', '/auth/login', { email: target.user.email, password: PASSWORD }),
+    403,
+    'This account has been banned.',
+  );
   // The ban is only told to whoever knows the password.
-  assertError(await json(app, 'POST', '/auth/login', { email: target.user.email, password: 'wrong password' }), 401, 'Invalid email or password');
+  assertError(
+    await json(app, 'POST', '/auth/login', { email: target.user.email, password: 'wrong password' }),
+    401,
+    'Invalid email or password',
+  );
   const unban = await patch(admin.token, target.user.id, { banned: false });
   assert.equal(unban.statusCode, 200);
   assert.equal(unban.json().data.banned, false);
@@ -258,7 +264,10 @@ test('GET /admin/audit pages newest first with X-Total-Count and Link, filters b
   assert.equal(entries[0]!.target_id, target.user.id);
 
   const page = await get(`?user_id=${target.user.id}&per_page=1&page=2`);
-  assert.deepEqual((page.json() as Array<{ event: string }>).map((e) => e.event), ['user_banned']);
+  assert.deepEqual(
+    (page.json() as Array<{ event: string }>).map((e) => e.event),
+    ['user_banned'],
+  );
   assert.equal(
     page.headers.link,
     [1, 1, 3, 4]
@@ -267,7 +276,10 @@ test('GET /admin/audit pages newest first with X-Total-Count and Link, filters b
   );
 
   const banned = await get(`?event=user_banned&user_id=${target.user.id}`);
-  assert.deepEqual((banned.json() as Array<{ event: string }>).map((e) => e.event), ['user_banned']);
+  assert.deepEqual(
+    (banned.json() as Array<{ event: string }>).map((e) => e.event),
+    ['user_banned'],
+  );
   assert.equal(banned.headers['x-total-count'], '1');
   assert.match(String(banned.headers.link), /event=user_banned/);
 
@@ -281,7 +293,8 @@ test('GET /admin/audit pages newest first with X-Total-Count and Link, filters b
 test('logins are audited: success, failure with its reason, throttled, with the address and user agent but never the email', async () => {
   const pair = await newUser('login-audit');
   const email = pair.user.email;
-  const failed = (password: string, target = email) => json(app, 'POST', '/auth/login', { email: target, password }, { 'user-agent': 'guesser/1' });
+  const failed = (password: string, target = email) =>
+    json(app, 'POST', '/auth/login', { email: target, password }, { 'user-agent': 'guesser/1' });
   const nobody = uniqueEmail('nobody');
   assert.equal((await failed('wrong password', nobody)).statusCode, 401);
   for (let i = 0; i < 10; i += 1) assert.equal((await failed('wrong password')).statusCode, 401);
@@ -297,8 +310,8 @@ test('logins are audited: success, failure with its reason, throttled, with the 
       ['login_throttled', null, null],
     ],
   );
-  assert.match(rows[0].details.email_sha256, /^[0-9a-f]{64}$/);
-  assert.equal(rows.at(-1).details.email_sha256, rows[1].details.email_sha256);
+  assert.match(rows[0].details.email_hmac, /^[0-9a-f]{64}$/);
+  assert.equal(rows.at(-1).details.email_hmac, rows[1].details.email_hmac);
   assert.equal(rows[0].ip, '127.0.0.1');
   const succeeded = (await auditFor(pair.user.id)).filter((e) => e.event === 'login_succeeded');
   assert.equal(succeeded.length, 1);

@@ -5,9 +5,21 @@ import { decodeJwt } from 'jose';
 import { type SeedLog, seedAdmin } from '../src/accounts/admin-seed.js';
 import { NO_PERMISSION, NO_TOKEN } from '../src/accounts/auth.js';
 import { type PublicUser, UsersRepository } from '../src/accounts/repository.js';
-import type { App } from '../src/kit/http.js';
+import type { App } from '../src/kit/http/app.js';
 import { LogCapture } from './helpers/logs.js';
-import { type Response, TEST_SECRET, accountsDatabase, accountsSuite, assertError, bearer, json, loginToken, noSecretInAnyResponse, registerUser, responseBodies } from './helpers/accounts.js';
+import {
+  type Response,
+  TEST_SECRET,
+  accountsDatabase,
+  accountsSuite,
+  assertError,
+  bearer,
+  json,
+  loginToken,
+  noSecretInAnyResponse,
+  registerUser,
+  responseBodies,
+} from './helpers/accounts.js';
 import { uniqueEmail } from './helpers/emails.js';
 import { spawnEntry, startServiceProcess } from './helpers/process.js';
 
@@ -73,10 +85,15 @@ test('seed: an existing account with ADMIN_EMAIL is left as it is (role and pass
   assert.deepEqual(after, before);
   assert.equal(after.role, 'user');
   assert.ok(await bcrypt.compare('early bird pw', after.password_hash));
-  assert.ok(entries.some((e) => e.level === 'warn' && /already exists/.test(e.msg) && (e.fields as { userId?: string }).userId === existing.id));
+  assert.ok(
+    entries.some((e) => e.level === 'warn' && /already exists/.test(e.msg) && (e.fields as { userId?: string }).userId === existing.id),
+  );
   // Started again with the admin's own address: left alone too, logged at info.
   const again = recordingLog();
-  assert.equal(await seedAdmin(new UsersRepository(suite.pool), { ADMIN_EMAIL: adminEmail, ADMIN_PASSWORD: 'another password' }, again.log), 'exists');
+  assert.equal(
+    await seedAdmin(new UsersRepository(suite.pool), { ADMIN_EMAIL: adminEmail, ADMIN_PASSWORD: 'another password' }, again.log),
+    'exists',
+  );
   assert.ok(again.entries.some((e) => e.level === 'info' && /already exists/.test(e.msg)));
   assert.equal((await json(app, 'POST', '/auth/login', { email: adminEmail, password: 'another password' })).statusCode, 401);
 });
@@ -93,7 +110,12 @@ test('seed: with either variable missing no admin is created; a warning only whe
     assert.equal(entries.length, 1);
     // A restart without the variables after the admin exists is normal, and is not told that no admin exists.
     assert.equal(entries[0]!.level, adminsBefore > 0 ? 'info' : 'warn');
-    assert.match(entries[0]!.msg, adminsBefore > 0 ? new RegExp(`ADMIN_EMAIL and ADMIN_PASSWORD are not both set: no admin created; ${adminsBefore} admin`) : /there is no admin account/);
+    assert.match(
+      entries[0]!.msg,
+      adminsBefore > 0
+        ? new RegExp(`ADMIN_EMAIL and ADMIN_PASSWORD are not both set: no admin created; ${adminsBefore} admin`)
+        : /there is no admin account/,
+    );
   }
   assert.equal(await countAdmins(), adminsBefore);
 });
@@ -101,7 +123,14 @@ test('seed: with either variable missing no admin is created; a warning only whe
 test('the server process on a database without an admin warns that there is none; once one exists a restart does not', async () => {
   const db = await accountsDatabase();
   const start = (admin: Record<string, string>) =>
-    startServiceProcess('src/accounts/server.ts', { DATABASE_URL: db.url, JWT_SECRET: TEST_SECRET, LOG_LEVEL: 'info', ADMIN_EMAIL: '', ADMIN_PASSWORD: '', ...admin });
+    startServiceProcess('src/accounts/server.ts', {
+      DATABASE_URL: db.url,
+      JWT_SECRET: TEST_SECRET,
+      LOG_LEVEL: 'info',
+      ADMIN_EMAIL: '',
+      ADMIN_PASSWORD: '',
+      ...admin,
+    });
   const NONE = /ADMIN_EMAIL and ADMIN_PASSWORD are not both set, and there is no admin account/;
   try {
     const first = await start({});
@@ -113,7 +142,10 @@ test('the server process on a database without an admin warns that there is none
     const restart = await start({});
     assert.equal(await restart.stop(), 0);
     assert.doesNotMatch(restart.output(), NONE);
-    const skipped = restart.output().split('\n').find((line) => line.includes('admin_seed_skipped'));
+    const skipped = restart
+      .output()
+      .split('\n')
+      .find((line) => line.includes('admin_seed_skipped'));
     assert.ok(skipped, restart.output());
     const entry = JSON.parse(skipped) as { level: number; msg: string };
     assert.equal(entry.level, 30, 'info, not a warning');
@@ -126,9 +158,15 @@ test('the server process on a database without an admin warns that there is none
 test('seed: an admin password that breaks the password rules refuses to start', async () => {
   const email = uniqueEmail('weak-admin');
   for (const password of ['short', 'p'.repeat(73), 'é'.repeat(40)]) {
-    await assert.rejects(seedAdmin(new UsersRepository(suite.pool), { ADMIN_EMAIL: email, ADMIN_PASSWORD: password }, recordingLog().log), /ADMIN_PASSWORD/);
+    await assert.rejects(
+      seedAdmin(new UsersRepository(suite.pool), { ADMIN_EMAIL: email, ADMIN_PASSWORD: password }, recordingLog().log),
+      /ADMIN_PASSWORD/,
+    );
   }
-  await assert.rejects(seedAdmin(new UsersRepository(suite.pool), { ADMIN_EMAIL: 'not-an-email', ADMIN_PASSWORD }, recordingLog().log), /ADMIN_EMAIL/);
+  await assert.rejects(
+    seedAdmin(new UsersRepository(suite.pool), { ADMIN_EMAIL: 'not-an-email', ADMIN_PASSWORD }, recordingLog().log),
+    /ADMIN_EMAIL/,
+  );
   assert.equal((await suite.pool.query('SELECT count(*) AS n FROM users WHERE email = $1', [email])).rows[0].n, 0);
 });
 
@@ -136,7 +174,15 @@ test('the server process seeds the admin at start, serves it over real HTTP and 
   const email = uniqueEmail('process-admin');
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !/^(REDIS_URL|ADMIN_|JWT_)/.test(k)) env[k] = v;
-  Object.assign(env, { DATABASE_URL: suite.db.url, PORT: '0', HOST: '127.0.0.1', JWT_SECRET: TEST_SECRET, ADMIN_EMAIL: email, ADMIN_PASSWORD, LOG_LEVEL: 'info' });
+  Object.assign(env, {
+    DATABASE_URL: suite.db.url,
+    PORT: '0',
+    HOST: '127.0.0.1',
+    JWT_SECRET: TEST_SECRET,
+    ADMIN_EMAIL: email,
+    ADMIN_PASSWORD,
+    LOG_LEVEL: 'info',
+  });
   const server = spawnEntry('src/accounts/server.ts', env);
   const { child, exited, stdout } = server;
   try {
@@ -192,7 +238,8 @@ test('rule 6: an admin gets 200 with a bare array of public users', async () => 
   assert.equal(res.statusCode, 200, res.body);
   const list = res.json() as PublicUser[];
   assert.ok(Array.isArray(list));
-  for (const entry of list) assert.deepEqual(Object.keys(entry).sort(), ['createdAt', 'email', 'emailVerified', 'id', 'name', 'role', 'updatedAt']);
+  for (const entry of list)
+    assert.deepEqual(Object.keys(entry).sort(), ['createdAt', 'email', 'emailVerified', 'id', 'name', 'role', 'updatedAt']);
   assert.deepEqual(
     list.find((u) => u.id === user.id),
     user,
@@ -226,8 +273,13 @@ test('pagination: default 50 per page, stable order (created_at then id), X-Tota
   const total = Number(all.headers['x-total-count']);
   assert.equal(everyone.length, total);
   assert.ok(total >= 62);
-  const expected = [...everyone].sort((a, b) => (a.createdAt === b.createdAt ? (a.id < b.id ? -1 : 1) : a.createdAt < b.createdAt ? -1 : 1));
-  assert.deepEqual(everyone.map((u) => u.id), expected.map((u) => u.id));
+  const expected = [...everyone].sort((a, b) =>
+    a.createdAt === b.createdAt ? (a.id < b.id ? -1 : 1) : a.createdAt < b.createdAt ? -1 : 1,
+  );
+  assert.deepEqual(
+    everyone.map((u) => u.id),
+    expected.map((u) => u.id),
+  );
   assert.deepEqual(parseLinks(all.headers.link), { first: { page: 1, perPage: 1000 }, last: { page: 1, perPage: 1000 } });
 
   const firstPage = await app.inject({ method: 'GET', url: '/admin/users', headers: bearer(adminToken) });
@@ -256,7 +308,10 @@ test('pagination: default 50 per page, stable order (created_at then id), X-Tota
     next = links.next ? `/admin/users?page=${links.next.page}&per_page=${links.next.perPage}` : undefined;
   }
   assert.equal(pages, Math.ceil(total / 7));
-  assert.deepEqual(walked, expected.map((u) => u.id));
+  assert.deepEqual(
+    walked,
+    expected.map((u) => u.id),
+  );
 
   const beyond = await app.inject({ method: 'GET', url: '/admin/users?page=99&per_page=50', headers: bearer(adminToken) });
   assert.equal(beyond.statusCode, 200);
@@ -287,7 +342,10 @@ test('pagination parameters out of range are 400 in the envelope', async (t) => 
       assertError(await app.inject({ method: 'GET', url: `/admin/users?${query}`, headers: bearer(adminToken) }), 400, message);
     });
   }
-  assert.equal((await app.inject({ method: 'GET', url: '/admin/users?per_page=1000&page=1', headers: bearer(adminToken) })).statusCode, 200);
+  assert.equal(
+    (await app.inject({ method: 'GET', url: '/admin/users?per_page=1000&page=1', headers: bearer(adminToken) })).statusCode,
+    200,
+  );
 });
 
 /** The searched listing as the admin sees it: status 200, the users, the total and the links, each with its q. */
@@ -312,14 +370,18 @@ test('search: q matches part of the email or of the name, in any case, and retur
   assert.deepEqual(emailHit.users, [byEmail]);
   assert.equal(emailHit.total, 1);
 
-  const nameHit = await search('q=zelda%20' + tag);
+  const nameHit = await search(`q=zelda%20${tag}`);
   assert.deepEqual(nameHit.users, [byName]);
 
   // Both rows hold the tag (one in the email, one in the name), oldest first.
   const both = await search(`q=${tag.toUpperCase()}`);
-  assert.deepEqual(both.users.map((u) => u.id), [byEmail.id, byName.id]);
+  assert.deepEqual(
+    both.users.map((u) => u.id),
+    [byEmail.id, byName.id],
+  );
   assert.equal(both.total, 2);
-  for (const entry of both.users) assert.deepEqual(Object.keys(entry).sort(), ['createdAt', 'email', 'emailVerified', 'id', 'name', 'role', 'updatedAt']);
+  for (const entry of both.users)
+    assert.deepEqual(Object.keys(entry).sort(), ['createdAt', 'email', 'emailVerified', 'id', 'name', 'role', 'updatedAt']);
 
   // Surrounding spaces are trimmed; a text nobody holds is an empty page, not an error.
   assert.deepEqual((await search(`q=%20%20${tag}-mail%20`)).users, [byEmail]);
@@ -343,7 +405,10 @@ test('search: %, _ and \\ in q match themselves, not as LIKE wildcards', async (
   assert.deepEqual((await search(`q=${encodeURIComponent('c\\d')}`)).users, [backslash]);
   // A lone % or _ is a character to find, not "everything".
   const lonePercent = await search(`q=${encodeURIComponent('%')}`);
-  assert.ok(lonePercent.users.every((u) => u.name.includes('%') || u.email.includes('%')), JSON.stringify(lonePercent.users));
+  assert.ok(
+    lonePercent.users.every((u) => u.name.includes('%') || u.email.includes('%')),
+    JSON.stringify(lonePercent.users),
+  );
   assert.ok(lonePercent.users.some((u) => u.id === percent.id));
   assert.equal((await search(`q=${encodeURIComponent(tag)}`)).total, 6);
 });
@@ -360,7 +425,10 @@ test('search: a filtered set is paged, X-Total-Count counts it and every Link ke
   const q = `paged & ${tag}`;
   const first = await search(`q=${encodeURIComponent(q)}&per_page=5`);
   assert.equal(first.total, 12);
-  assert.deepEqual(first.users.map((u) => u.name), [1, 2, 3, 4, 5].map((i) => `Paged & ${tag} ${i}`));
+  assert.deepEqual(
+    first.users.map((u) => u.name),
+    [1, 2, 3, 4, 5].map((i) => `Paged & ${tag} ${i}`),
+  );
   assert.deepEqual(first.links, {
     first: { page: 1, perPage: 5, q },
     next: { page: 2, perPage: 5, q },
@@ -380,7 +448,10 @@ test('search: a filtered set is paged, X-Total-Count counts it and every Link ke
     const link = page.links.next;
     next = link ? `q=${encodeURIComponent(link.q)}&per_page=${link.perPage}&page=${link.page}` : undefined;
   }
-  assert.deepEqual(walked, Array.from({ length: 12 }, (_, i) => `Paged & ${tag} ${i + 1}`));
+  assert.deepEqual(
+    walked,
+    Array.from({ length: 12 }, (_, i) => `Paged & ${tag} ${i + 1}`),
+  );
 
   const last = await search(`q=${encodeURIComponent(q)}&per_page=5&page=3`);
   assert.equal(last.users.length, 2);
@@ -415,19 +486,31 @@ test('search: a bad q is 400 in the envelope and changes nothing', async (t) => 
     });
   }
   // 200 characters after trimming is the longest allowed, padding included.
-  assert.equal((await app.inject({ method: 'GET', url: `/admin/users?q=%20${'a'.repeat(200)}%20`, headers: bearer(adminToken) })).statusCode, 200);
+  assert.equal(
+    (await app.inject({ method: 'GET', url: `/admin/users?q=%20${'a'.repeat(200)}%20`, headers: bearer(adminToken) })).statusCode,
+    200,
+  );
   assert.deepEqual(await snapshot(), before);
 });
 
 test('search: token first, role second, q last — 401 and 403 come before a bad q', async () => {
   assertError(await app.inject({ method: 'GET', url: '/admin/users?q=' }), 401, NO_TOKEN);
-  assertError(await app.inject({ method: 'GET', url: '/admin/users?q=%00', headers: bearer(`${userToken}x`) }), 401, 'Invalid or expired token.');
+  assertError(
+    await app.inject({ method: 'GET', url: '/admin/users?q=%00', headers: bearer(`${userToken}x`) }),
+    401,
+    'Invalid or expired token.',
+  );
   assertError(await app.inject({ method: 'GET', url: '/admin/users?q=', headers: bearer(userToken) }), 403, NO_PERMISSION);
   assertError(await app.inject({ method: 'GET', url: '/admin/users?q=plain', headers: bearer(userToken) }), 403, NO_PERMISSION);
 });
 
 test('an admin is still refused by /auth/register role games: a new registration with role admin is a user', async () => {
-  const res = await json(app, 'POST', '/auth/register', { name: 'Sneaky', email: uniqueEmail('sneaky'), password: 'sneaky password', role: 'admin' });
+  const res = await json(app, 'POST', '/auth/register', {
+    name: 'Sneaky',
+    email: uniqueEmail('sneaky'),
+    password: 'sneaky password',
+    role: 'admin',
+  });
   assert.equal(res.statusCode, 201);
   const token = await loginToken(app, res.json().data.email, 'sneaky password');
   assertError(await app.inject({ method: 'GET', url: '/admin/users', headers: bearer(token) }), 403, NO_PERMISSION);

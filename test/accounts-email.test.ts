@@ -3,11 +3,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { manualClock } from '../src/kit/clock.js';
-import type { App } from '../src/kit/http.js';
+import type { App } from '../src/kit/http/app.js';
 import { EMAIL_NOT_VERIFIED } from '../src/accounts/service.js';
 import { INVALID_EMAIL_TOKEN, MAIL_NOT_CONFIGURED, RESET_REQUESTED, VERIFICATION_REQUESTED } from '../src/accounts/email-flows.js';
 import { connectRedis } from '../src/kit/redis.js';
-import { accountsSuite, assertError, bearer, buildAccounts, noSecretInAnyResponse, registerUser } from './helpers/accounts.js';
+import { accountsSuite, assertError, bearer, startAccounts, noSecretInAnyResponse, registerUser } from './helpers/accounts.js';
 import { uniqueIp } from './helpers/client-ips.js';
 import { watchQueries } from './helpers/database.js';
 import { uniqueEmail } from './helpers/emails.js';
@@ -38,7 +38,13 @@ after(async () => {
 
 /** A request from its own client IP, so the per-IP limit of one test does not reach another. */
 function post(target: App, url: string, body: unknown, ip = uniqueIp()) {
-  return target.inject({ method: 'POST', url, payload: JSON.stringify(body), headers: { 'content-type': 'application/json' }, remoteAddress: ip });
+  return target.inject({
+    method: 'POST',
+    url,
+    payload: JSON.stringify(body),
+    headers: { 'content-type': 'application/json' },
+    remoteAddress: ip,
+  });
 }
 
 const tokenOf = (link: string) => new URL(link).hash.replace(/^#token=/, '');
@@ -95,21 +101,61 @@ describe('password reset', () => {
     const token = tokenOf(await resetLink(email));
     assert.equal((await post(app, '/auth/password-reset/confirm', { token, new_password: NEW_PASSWORD })).statusCode, 200);
     assertError(await post(app, '/auth/password-reset/confirm', { token, new_password: 'third password 3' }), 400, INVALID_EMAIL_TOKEN);
-    assertError(await post(app, '/auth/password-reset/confirm', { token: 'x'.repeat(43), new_password: 'third password 3' }), 400, INVALID_EMAIL_TOKEN);
+    assertError(
+      await post(app, '/auth/password-reset/confirm', { token: 'x'.repeat(43), new_password: 'third password 3' }),
+      400,
+      INVALID_EMAIL_TOKEN,
+    );
 
     clock.advance(61_000);
     const expiring = tokenOf(await resetLink(email));
     clock.advance(30 * 60_000 + 1);
-    assertError(await post(app, '/auth/password-reset/confirm', { token: expiring, new_password: 'third password 3' }), 400, INVALID_EMAIL_TOKEN);
+    assertError(
+      await post(app, '/auth/password-reset/confirm', { token: expiring, new_password: 'third password 3' }),
+      400,
+      INVALID_EMAIL_TOKEN,
+    );
     assert.equal((await login(app, email, NEW_PASSWORD)).statusCode, 200);
+  });
+
+  test('check: a working link answers its address and stays usable; a used, expired or unknown one is 400', async () => {
+    const email = uniqueEmail('check');
+    await registerUser(app, { name: 'Check', email, password: PASSWORD });
+    const token = tokenOf(await resetLink(email));
+    for (let i = 0; i < 2; i++) {
+      const res = await post(app, '/auth/password-reset/check', { token });
+      assert.equal(res.statusCode, 200, res.body);
+      assert.deepEqual(res.json(), { status: 200, response: 'OK', message: 'Reset link is valid', data: { email } });
+    }
+    assert.equal((await post(app, '/auth/password-reset/confirm', { token, new_password: NEW_PASSWORD })).statusCode, 200);
+    assertError(await post(app, '/auth/password-reset/check', { token }), 400, INVALID_EMAIL_TOKEN);
+    assertError(await post(app, '/auth/password-reset/check', { token: 'A'.repeat(43) }), 400, INVALID_EMAIL_TOKEN);
+    clock.advance(61_000);
+    const expiring = tokenOf(await resetLink(email));
+    clock.advance(30 * 60_000 + 1);
+    assertError(await post(app, '/auth/password-reset/check', { token: expiring }), 400, INVALID_EMAIL_TOKEN);
+    assertError(await post(app, '/auth/password-reset/check', {}), 400, "body must have required property 'token'");
   });
 
   test('a new password that breaks a registration rule is 400 and leaves the link usable', async () => {
     const email = uniqueEmail('rule');
     await registerUser(app, { name: 'Rule', email, password: PASSWORD });
     const token = tokenOf(await resetLink(email));
-    assertError(await post(app, '/auth/password-reset/confirm', { token, new_password: 'short' }), 400, 'body/new_password must be between 8 and 72 characters');
-    assertError(await post(app, '/auth/password-reset/confirm', { token, new_password: 'é'.repeat(40) }), 400, 'body/new_password must be at most 72 bytes in UTF-8');
+    assertError(
+      await post(app, '/auth/password-reset/confirm', { token, new_password: 'short' }),
+      400,
+      'body/new_password must be between 8 and 72 characters',
+    );
+    assertError(
+      await post(app, '/auth/password-reset/confirm', { token, new_password: 'é'.repeat(40) }),
+      400,
+      'body/new_password must be at most 72 bytes in UTF-8',
+    );
+    assertError(
+      await post(app, '/auth/password-reset/confirm', { token, new_password: 'sunshine' }),
+      400,
+      'body/new_password is one of the most commonly used passwords: choose one that is harder to guess',
+    );
     assert.equal((await login(app, email, PASSWORD)).statusCode, 200);
     assert.equal((await post(app, '/auth/password-reset/confirm', { token, new_password: NEW_PASSWORD })).statusCode, 200);
   });
@@ -121,7 +167,11 @@ describe('password reset', () => {
     clock.advance(61_000);
     const second = tokenOf(await resetLink(email));
     assert.equal((await post(app, '/auth/password-reset/confirm', { token: second, new_password: NEW_PASSWORD })).statusCode, 200);
-    assertError(await post(app, '/auth/password-reset/confirm', { token: first, new_password: 'third password 3' }), 400, INVALID_EMAIL_TOKEN);
+    assertError(
+      await post(app, '/auth/password-reset/confirm', { token: first, new_password: 'third password 3' }),
+      400,
+      INVALID_EMAIL_TOKEN,
+    );
   });
 
   test('two confirms of one token at once: exactly one succeeds', async () => {
@@ -129,7 +179,9 @@ describe('password reset', () => {
     await registerUser(app, { name: 'Race', email, password: PASSWORD });
     const token = tokenOf(await resetLink(email));
     const answers = await Promise.all(
-      ['racing password A', 'racing password B', 'racing password C'].map((new_password) => post(app, '/auth/password-reset/confirm', { token, new_password })),
+      ['racing password A', 'racing password B', 'racing password C'].map((new_password) =>
+        post(app, '/auth/password-reset/confirm', { token, new_password }),
+      ),
     );
     assert.deepEqual(answers.map((r) => r.statusCode).sort(), [200, 400, 400]);
     const winner = ['racing password A', 'racing password B', 'racing password C'][answers.findIndex((r) => r.statusCode === 200)]!;
@@ -156,14 +208,15 @@ describe('password reset', () => {
     assert.equal(b.res.statusCode, 202);
     assert.equal(a.res.body, b.res.body);
     assert.deepEqual(JSON.parse(a.res.body), { status: 202, response: 'Accepted', message: RESET_REQUESTED });
-    const headers = (res: typeof a.res) => Object.fromEntries(Object.entries(res.headers).filter(([name]) => name !== 'date' && name !== 'x-request-id'));
+    const headers = (res: typeof a.res) =>
+      Object.fromEntries(Object.entries(res.headers).filter(([name]) => name !== 'date' && name !== 'x-request-id'));
     assert.deepEqual(headers(a.res), headers(b.res));
     assert.ok(a.statements.length >= 4, a.statements.join('\n'));
     assert.deepEqual(a.statements, b.statements);
 
     await smtp.waitForMail(known);
     const { rows } = await suite.pool.query(
-      `SELECT count(*)::int AS n FROM audit_log WHERE event = 'password_reset_requested' AND target_id IS NULL AND details->>'email_sha256' IS NOT NULL`,
+      `SELECT count(*)::int AS n FROM audit_log WHERE event = 'password_reset_requested' AND target_id IS NULL AND details->>'email_hmac' IS NOT NULL`,
     );
     assert.ok(rows[0].n >= 1);
     assert.ok(!smtp.received.some((m) => m.to === unknown));
@@ -178,7 +231,8 @@ describe('password reset', () => {
     assert.deepEqual(again.json(), { status: 202, response: 'Accepted', message: RESET_REQUESTED });
     // The verification resend counts against the same address.
     assert.equal((await post(app, '/auth/verify-email/resend', { email })).statusCode, 202);
-    const issued = async () => (await suite.pool.query('SELECT count(*)::int AS n FROM email_tokens WHERE user_id = $1', [user.id])).rows[0].n;
+    const issued = async () =>
+      (await suite.pool.query('SELECT count(*)::int AS n FROM email_tokens WHERE user_id = $1', [user.id])).rows[0].n;
     assert.equal(await issued(), 1);
     clock.advance(60_001);
     await resetLink(email);
@@ -211,7 +265,8 @@ describe('password reset', () => {
       assert.equal(rows[0].n, 1);
       await smtp.waitForMail(email);
       const ip = uniqueIp();
-      for (const target of [first, second, first]) assert.equal((await post(target, '/auth/password-reset', { email: uniqueEmail('n') }, ip)).statusCode, 202);
+      for (const target of [first, second, first])
+        assert.equal((await post(target, '/auth/password-reset', { email: uniqueEmail('n') }, ip)).statusCode, 202);
       assertError(await post(second, '/auth/password-reset', { email: uniqueEmail('n') }, ip), 429, /^Too many requests/);
     } finally {
       redis.disconnect();
@@ -222,7 +277,8 @@ describe('password reset', () => {
   test('per client IP: beyond MAIL_REQUESTS_MAX_PER_IP, 429 with Retry-After; other clients are unaffected', async () => {
     const limited = await suite.app({ SMTP_URL: smtp.url, MAIL_REQUESTS_MAX_PER_IP: '2' }, { clock });
     const ip = uniqueIp();
-    for (let i = 0; i < 2; i++) assert.equal((await post(limited, '/auth/password-reset', { email: uniqueEmail('ip') }, ip)).statusCode, 202);
+    for (let i = 0; i < 2; i++)
+      assert.equal((await post(limited, '/auth/password-reset', { email: uniqueEmail('ip') }, ip)).statusCode, 202);
     const refused = await post(limited, '/auth/verify-email/resend', { email: uniqueEmail('ip') }, ip);
     assertError(refused, 429, /^Too many requests from this address, try again in \d+ seconds\.$/);
     assert.ok(Number(refused.headers['retry-after']) > 0);
@@ -238,7 +294,12 @@ describe('password reset', () => {
     assertError(await post(app, '/auth/password-reset', { email: 42 }), 400, 'body/email must be string');
     assertError(await post(app, '/auth/password-reset/confirm', { token: 'a'.repeat(257), new_password: NEW_PASSWORD }), 400, /token/);
     assertError(await post(app, '/auth/password-reset/confirm', { token: 'abc' }), 400, "body must have required property 'new_password'");
-    const raw = await app.inject({ method: 'POST', url: '/auth/password-reset', payload: 'email=a@b.c', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    const raw = await app.inject({
+      method: 'POST',
+      url: '/auth/password-reset',
+      payload: 'email=a@b.c',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    });
     assert.equal(raw.statusCode, 415);
     await new Promise((r) => setTimeout(r, 200));
     assert.equal(smtp.received.length, before);
@@ -324,7 +385,7 @@ describe('email verification (REQUIRE_EMAIL_VERIFICATION)', () => {
 
   test('REQUIRE_EMAIL_VERIFICATION without SMTP_URL stops the start with a clear reason', async () => {
     await assert.rejects(
-      buildAccounts({ pool: suite.pool, env: { REQUIRE_EMAIL_VERIFICATION: 'true' } }),
+      startAccounts({ pool: suite.pool, env: { REQUIRE_EMAIL_VERIFICATION: 'true' } }),
       /REQUIRE_EMAIL_VERIFICATION is on but SMTP_URL is not set/,
     );
   });
@@ -334,7 +395,10 @@ describe('SMTP outage', () => {
   test('a reset requested while the SMTP server is down is answered 202 at once, and its mail arrives when the server is back', async () => {
     const flaky = await startSmtp();
     // A database of its own: the workers of this file's other apps would send its mail to their server.
-    const outage = await buildAccounts({ env: { SMTP_URL: flaky.url, ACCOUNTS_PUBLIC_URL: PUBLIC_URL }, mailWorker: { retryBaseMs: 100, retryMaxMs: 200 } });
+    const outage = await startAccounts({
+      env: { SMTP_URL: flaky.url, ACCOUNTS_PUBLIC_URL: PUBLIC_URL },
+      mailWorker: { retryBaseMs: 100, retryMaxMs: 200 },
+    });
     const outageApp = outage.app;
     try {
       const email = uniqueEmail('outage');
@@ -344,11 +408,15 @@ describe('SMTP outage', () => {
       const res = await post(outageApp, '/auth/password-reset', { email });
       assert.equal(res.statusCode, 202);
       assert.ok(Date.now() - started < 2000, 'the request does not wait for SMTP');
-      const attempts = async () => (await outage.pool.query('SELECT attempts FROM mail_outbox WHERE recipient = $1', [email])).rows[0]?.attempts ?? 0;
+      const attempts = async () =>
+        (await outage.pool.query('SELECT attempts FROM mail_outbox WHERE recipient = $1', [email])).rows[0]?.attempts ?? 0;
       while ((await attempts()) < 2) await new Promise((r) => setTimeout(r, 50));
       await flaky.start();
       const link = linkIn(await flaky.waitForMail(email), `${PUBLIC_URL}/reset-password#token=`);
-      assert.equal((await post(outageApp, '/auth/password-reset/confirm', { token: tokenOf(link), new_password: NEW_PASSWORD })).statusCode, 200);
+      assert.equal(
+        (await post(outageApp, '/auth/password-reset/confirm', { token: tokenOf(link), new_password: NEW_PASSWORD })).statusCode,
+        200,
+      );
     } finally {
       await outage.close();
       await flaky.close();

@@ -6,11 +6,22 @@ import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { SignJWT, calculateJwkThumbprint, compactVerify, createRemoteJWKSet, decodeJwt, decodeProtectedHeader, errors, exportJWK, importJWK, jwtVerify } from 'jose';
+import {
+  SignJWT,
+  calculateJwkThumbprint,
+  compactVerify,
+  createRemoteJWKSet,
+  decodeJwt,
+  decodeProtectedHeader,
+  errors,
+  exportJWK,
+  importJWK,
+  jwtVerify,
+} from 'jose';
 import { NO_PUBLIC_KEYS } from '../src/accounts/routes/jwks.js';
 import { INVALID_TOKEN } from '../src/accounts/tokens.js';
 import { manualClock } from '../src/kit/clock.js';
-import type { App } from '../src/kit/http.js';
+import type { App } from '../src/kit/http/app.js';
 import { TEST_SECRET, accountsSuite, assertError, bearer, loginToken, noSecretInAnyResponse, registerUser } from './helpers/accounts.js';
 import { uniqueEmail } from './helpers/emails.js';
 
@@ -168,7 +179,9 @@ test('rotation with several instances: the new key, published ahead, is accepted
   assert.equal(decodeProtectedHeader(tokenNew).kid, kidsAhead[1]);
   assert.equal((await me(ahead, tokenNew)).statusCode, 200);
   assert.equal((await me(switched, tokenOld)).statusCode, 200);
-  const kidsSwitched = ((await switched.inject({ url: '/.well-known/jwks.json' })).json() as { keys: Array<{ kid: string }> }).keys.map((k) => k.kid);
+  const kidsSwitched = ((await switched.inject({ url: '/.well-known/jwks.json' })).json() as { keys: Array<{ kid: string }> }).keys.map(
+    (k) => k.kid,
+  );
   assert.deepEqual(kidsSwitched, [kidsAhead[1], kidsAhead[0]], 'the current key once, first; then the old one');
 });
 
@@ -183,7 +196,8 @@ test('without JWT_PRIVATE_KEY the key is generated once under DATA_DIR (mode 060
     await first.close();
     const second = await suite.app({ JWT_ALGORITHM: 'ES256', DATA_DIR: dir });
     assert.equal((await me(second, token)).statusCode, 200, 'a token from before the restart still verifies');
-    const kids = async (app: App) => ((await app.inject({ url: '/.well-known/jwks.json' })).json() as { keys: Array<{ kid: string }> }).keys.map((k) => k.kid);
+    const kids = async (app: App) =>
+      ((await app.inject({ url: '/.well-known/jwks.json' })).json() as { keys: Array<{ kid: string }> }).keys.map((k) => k.kid);
     assert.deepEqual(await kids(second), [decodeProtectedHeader(token).kid]);
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -5,7 +5,7 @@ import { decodeJwt, decodeProtectedHeader } from 'jose';
 import { accountsPasswordHasher, dummyPasswordHash } from '../src/accounts/passwords.js';
 import type { PublicUser } from '../src/accounts/repository.js';
 import { INVALID_CREDENTIALS } from '../src/accounts/service.js';
-import type { App } from '../src/kit/http.js';
+import type { App } from '../src/kit/http/app.js';
 import { accountsSuite, assertError, bearer, json, noSecretInAnyResponse, registerUser } from './helpers/accounts.js';
 import { uniqueEmail } from './helpers/emails.js';
 
@@ -73,6 +73,11 @@ test('rule 3: an unknown email and a wrong password give the identical 401', asy
 });
 
 test('rule 3: an unknown email costs a cost-12 bcrypt comparison too (the dummy hash)', async () => {
+  // The production hasher: what an unknown email costs is the point.
+  const production = accountsPasswordHasher();
+  const app = await suite.app({}, { deps: { passwordHasher: production } });
+  app.addHook('onClose', () => production.close());
+  const alice = await registerUser(app, { name: 'Alice', email: uniqueEmail('alice-cost'), password: PASSWORD });
   const hash = await dummyPasswordHash(accountsPasswordHasher({ workers: 1 }));
   assert.match(hash, /^\$2b\$12\$/);
   // CPU time, not wall time: a busy machine stretches the wall clock of a
@@ -120,13 +125,26 @@ test('no truncation: a password that shares its first 72 bytes with the real one
   const user = await registerUser(app, { name: 'Bytes', email: uniqueEmail('bytes'), password: exact });
   assert.equal((await json(app, 'POST', '/auth/login', { email: user.email, password: exact })).statusCode, 200);
   // bcrypt alone would accept these: it ignores everything after byte 72.
-  assert.ok(await bcrypt.compare(`${exact}x`, (await suite.pool.query('SELECT password_hash FROM users WHERE id = $1', [user.id])).rows[0].password_hash));
-  assertError(await json(app, 'POST', '/auth/login', { email: user.email, password: `${exact}x` }), 400, 'body/password must be at most 72 bytes in UTF-8');
+  assert.ok(
+    await bcrypt.compare(
+      `${exact}x`,
+      (await suite.pool.query('SELECT password_hash FROM users WHERE id = $1', [user.id])).rows[0].password_hash,
+    ),
+  );
+  assertError(
+    await json(app, 'POST', '/auth/login', { email: user.email, password: `${exact}x` }),
+    400,
+    'body/password must be at most 72 bytes in UTF-8',
+  );
   assertError(await json(app, 'POST', '/auth/login', { email: user.email, password: `${exact}${exact}` }), 400, /body\/password must be/);
 
   const ascii = 'k'.repeat(72);
   const other = await registerUser(app, { name: 'Chars', email: uniqueEmail('chars'), password: ascii });
-  assertError(await json(app, 'POST', '/auth/login', { email: other.email, password: `${ascii}k` }), 400, 'body/password must be between 8 and 72 characters');
+  assertError(
+    await json(app, 'POST', '/auth/login', { email: other.email, password: `${ascii}k` }),
+    400,
+    'body/password must be between 8 and 72 characters',
+  );
 });
 
 noSecretInAnyResponse();

@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { installAccountsMetrics } from '../src/accounts/metrics.js';
-import { LOGIN_FAILURE_LIMITS, loginFailureKeys } from '../src/accounts/login-throttle.js';
+import { LOGIN_FAILURE_LIMITS } from '../src/accounts/login-throttle.js';
 import { PasswordHasher } from '../src/kit/password-hasher.js';
-import { buildHttpApp } from '../src/kit/http.js';
-import { statusEnvelope } from '../src/kit/status-envelope.js';
+import { buildHttpApp } from '../src/kit/http/app.js';
+import { statusEnvelope } from '../src/kit/http/status-envelope.js';
 import { MemoryCounterStore } from '../src/kit/rate-limit.js';
-import { accountsSuite, json, noSecretInAnyResponse, registerUser } from './helpers/accounts.js';
+import { accountsLoginKeys, accountsSuite, json, noSecretInAnyResponse, registerUser } from './helpers/accounts.js';
 import { labelValues, sampleValue, scrape } from './helpers/metrics.js';
 import { uniqueEmail } from './helpers/emails.js';
 
@@ -15,16 +15,22 @@ const PASSWORD = 'the right password';
 
 test('a password change refused by the login limiter counts as a login_throttle refusal', async () => {
   const store = new MemoryCounterStore();
-  const app = await suite.app({ TRUST_PROXY: '127.0.0.1' }, { loginCounterStore: store });
+  const app = await suite.app({ TRUST_PROXY: '127.0.0.1' }, { deps: { loginCounterStore: store } });
   const email = uniqueEmail('metrics-password');
   await registerUser(app, { name: 'Metrics Person', email, password: PASSWORD });
   const ip = '198.51.100.25';
   const login = await json(app, 'POST', '/auth/login', { email, password: PASSWORD }, { 'x-forwarded-for': ip });
-  for (let i = 0; i < LOGIN_FAILURE_LIMITS.perAccount.max; i++) await store.hit(loginFailureKeys(email, ip).account, LOGIN_FAILURE_LIMITS.perAccount.windowMs);
-  const change = await json(app, 'POST', '/auth/password', { current_password: PASSWORD, new_password: 'a new password 2' }, {
-    'x-forwarded-for': ip,
-    authorization: `Bearer ${login.json().data.token}`,
-  });
+  await store.hit(accountsLoginKeys(email, ip).pair, LOGIN_FAILURE_LIMITS.windowMs, LOGIN_FAILURE_LIMITS.perAccountAndAddress);
+  const change = await json(
+    app,
+    'POST',
+    '/auth/password',
+    { current_password: PASSWORD, new_password: 'a new password 2' },
+    {
+      'x-forwarded-for': ip,
+      authorization: `Bearer ${login.json().data.token}`,
+    },
+  );
   assert.equal(change.statusCode, 429, change.body);
   const text = await scrape(app);
   assert.equal(sampleValue(text, 'rate_limited_requests_total', { limiter: 'login_throttle' }), 1);
@@ -33,7 +39,7 @@ test('a password change refused by the login limiter counts as a login_throttle 
 
 test('login failures and throttles are counted; no email, address or user id appears in the exposition', async () => {
   const store = new MemoryCounterStore();
-  const app = await suite.app({ TRUST_PROXY: '127.0.0.1' }, { loginCounterStore: store });
+  const app = await suite.app({ TRUST_PROXY: '127.0.0.1' }, { deps: { loginCounterStore: store } });
   const email = uniqueEmail('metrics-distinctive');
   const user = await registerUser(app, { name: 'Metrics Person', email, password: PASSWORD });
   const ip = '198.51.100.23';
@@ -46,7 +52,7 @@ test('login failures and throttles are counted; no email, address or user id app
   assert.equal((await login(email, PASSWORD)).statusCode, 200);
   // An account at its failure limit: refused before any bcrypt work.
   const locked = uniqueEmail('metrics-locked');
-  for (let i = 0; i < LOGIN_FAILURE_LIMITS.perAccount.max; i++) await store.hit(loginFailureKeys(locked, ip).account, LOGIN_FAILURE_LIMITS.perAccount.windowMs);
+  await store.hit(accountsLoginKeys(locked, ip).account, LOGIN_FAILURE_LIMITS.windowMs, LOGIN_FAILURE_LIMITS.perAccount);
   assert.equal((await login(locked, PASSWORD, '198.51.100.24')).statusCode, 429);
 
   const text = await scrape(app);

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
 import { test } from 'node:test';
 import { createPool } from '../src/kit/db.js';
-import { accountsSuite, assertError, bearer, json, noSecretInAnyResponse } from './helpers/accounts.js';
+import { emailDigester } from '../src/accounts/login-throttle.js';
+import { TEST_SECRET, accountsSuite, assertError, bearer, json, noSecretInAnyResponse } from './helpers/accounts.js';
 import { LogCapture } from './helpers/logs.js';
 import { uniqueEmail } from './helpers/emails.js';
 import { request } from './helpers/http.js';
@@ -60,7 +60,7 @@ test('a debug-level log of register, login, me and a failed login holds no passw
   assert.equal(success?.userId, userId);
   assert.equal(success?.ip, '127.0.0.1');
   const failure = logs.lines().find((l) => l.event === 'login_failed');
-  assert.equal(failure?.emailHash, createHash('sha256').update(email).digest('hex'));
+  assert.equal(failure?.emailHash, emailDigester(TEST_SECRET)(email));
   assert.equal(failure?.userId, userId);
   assert.equal(failure?.ip, '127.0.0.1');
 });
@@ -87,28 +87,53 @@ test('the full flow works over real HTTP', async () => {
 test('the OpenAPI document lists every route with its response schemas', async () => {
   const app = await suite.app();
   const doc = (await app.inject({ method: 'GET', url: '/docs/json' })).json();
-  assert.deepEqual(Object.keys(doc.paths as object).filter((p) => !['/healthz', '/readyz'].includes(p)).sort(), [
-    '/.well-known/jwks.json',
-    '/admin/audit',
-    '/admin/users',
-    '/admin/users/{id}',
-    '/auth/login',
-    '/auth/logout',
-    '/auth/me',
-    '/auth/password',
-    '/auth/password-reset',
-    '/auth/password-reset/confirm',
-    '/auth/refresh',
-    '/auth/register',
-    '/auth/sessions',
-    '/auth/sessions/{id}',
-    '/auth/verify-email',
-    '/auth/verify-email/resend',
-  ]);
+  assert.deepEqual(
+    Object.keys(doc.paths as object)
+      .filter((p) => !['/healthz', '/readyz'].includes(p))
+      .sort(),
+    [
+      '/.well-known/jwks.json',
+      '/admin/audit',
+      '/admin/users',
+      '/admin/users/{id}',
+      '/admin/users/{id}/factors',
+      '/auth/browser/login',
+      '/auth/browser/login/factor',
+      '/auth/browser/logout',
+      '/auth/browser/password',
+      '/auth/browser/refresh',
+      '/auth/email-signin',
+      '/auth/factors',
+      '/auth/factors/recovery-codes',
+      '/auth/factors/totp',
+      '/auth/factors/totp/confirm',
+      '/auth/login',
+      '/auth/login/factor',
+      '/auth/logout',
+      '/auth/me',
+      '/auth/password',
+      '/auth/password-reset',
+      '/auth/password-reset/check',
+      '/auth/password-reset/confirm',
+      '/auth/refresh',
+      '/auth/register',
+      '/auth/sessions',
+      '/auth/sessions/{id}',
+      '/auth/verify-email',
+      '/auth/verify-email/resend',
+    ],
+  );
   for (const path of ['/auth/password-reset', '/auth/verify-email/resend']) {
     assert.deepEqual(Object.keys(doc.paths[path].post.responses).sort(), ['202', '400', '413', '415', '429', '500', '503']);
   }
-  assert.deepEqual(Object.keys(doc.paths['/auth/password-reset/confirm'].post.responses).sort(), ['200', '400', '413', '415', '500', '503']);
+  assert.deepEqual(Object.keys(doc.paths['/auth/password-reset/confirm'].post.responses).sort(), [
+    '200',
+    '400',
+    '413',
+    '415',
+    '500',
+    '503',
+  ]);
   assert.ok(doc.paths['/auth/refresh'].post.responses['401']);
   assert.ok(doc.paths['/auth/login'].post.responses['429']);
   assert.ok(doc.paths['/admin/users'].get.responses['403']);

@@ -5,12 +5,11 @@
 import assert from 'node:assert/strict';
 import { randomInt } from 'node:crypto';
 import { test } from 'node:test';
-import { loginFailureKeys } from '../src/accounts/login-throttle.js';
 import { accountsPasswordHasher } from '../src/accounts/passwords.js';
-import type { App } from '../src/kit/http.js';
+import type { App } from '../src/kit/http/app.js';
 import type { HashJobKind, PasswordHasher } from '../src/kit/password-hasher.js';
 import { MemoryCounterStore } from '../src/kit/rate-limit.js';
-import { type Response, accountsSuite, json, noSecretInAnyResponse, registerUser } from './helpers/accounts.js';
+import { type Response, accountsLoginKeys, accountsSuite, json, noSecretInAnyResponse, registerUser } from './helpers/accounts.js';
 import { uniqueEmail } from './helpers/emails.js';
 import { uniqueIp } from './helpers/client-ips.js';
 
@@ -37,7 +36,10 @@ async function until(ready: () => boolean, what: string): Promise<void> {
 }
 
 async function appWith(hasher: PasswordHasher, env: Record<string, string> = {}, store?: MemoryCounterStore): Promise<App> {
-  const app = await suite.app({ TRUST_PROXY: '127.0.0.1', ...env }, { passwordHasher: hasher, ...(store ? { loginCounterStore: store } : {}) });
+  const app = await suite.app(
+    { TRUST_PROXY: '127.0.0.1', ...env },
+    { deps: { passwordHasher: hasher, ...(store ? { loginCounterStore: store } : {}) } },
+  );
   app.addHook('onClose', async () => {
     store?.close();
     await hasher.close();
@@ -82,7 +84,12 @@ test('the registration and login limits count one client however its address is 
   const a = randomInt(256);
   const b = randomInt(1, 255);
   // Four spellings of one IPv4 client (mapped, zero-padded) behind the trusted proxy.
-  const spellings = [`198.51.${a}.${b}`, `::ffff:198.51.${a}.${b}`, `198.051.${String(a).padStart(3, '0')}.${String(b).padStart(3, '0')}`, `198.51.${a}.${b}`];
+  const spellings = [
+    `198.51.${a}.${b}`,
+    `::ffff:198.51.${a}.${b}`,
+    `198.051.${String(a).padStart(3, '0')}.${String(b).padStart(3, '0')}`,
+    `198.51.${a}.${b}`,
+  ];
   const v4 = await Promise.all(spellings.map((ip, i) => register(app, ip, `spell${i}`)));
   assert.deepEqual(statusCounts(v4), { 201: 3, 429: 1 });
   // Four addresses of one IPv6 /64 are one client; the next /64 is another.
@@ -112,15 +119,17 @@ test('a login refused by a full queue is a 503 and its guess is given back to th
   const email = uniqueEmail('busy');
   await registerUser(app, { name: 'Busy', email, password: PASSWORD });
   const ip = uniqueIp();
-  const responses = await Promise.all(Array.from({ length: 6 }, (_, i) => json(app, 'POST', '/auth/login', { email, password: `wrong guess ${i}` }, from(ip))));
+  const responses = await Promise.all(
+    Array.from({ length: 6 }, (_, i) => json(app, 'POST', '/auth/login', { email, password: `wrong guess ${i}` }, from(ip))),
+  );
   const counts = statusCounts(responses);
   assert.ok((counts[503] ?? 0) >= 1 && (counts[401] ?? 0) >= 2, JSON.stringify(counts));
   assert.deepEqual(Object.keys(counts).sort(), ['401', '503']);
   for (const res of responses.filter((r) => r.statusCode === 503)) assertServiceBusy(res);
   // Only the guesses that were really checked count as failures.
-  const keys = loginFailureKeys(email, ip);
+  const keys = accountsLoginKeys(email, ip);
+  assert.equal((await store.peek(keys.pair))?.count, counts[401]);
   assert.equal((await store.peek(keys.account))?.count, counts[401]);
-  assert.equal((await store.peek(keys.ip))?.count, counts[401]);
 });
 
 test('a login during a registration flood overtakes every queued registration (waits for the running job only)', async () => {

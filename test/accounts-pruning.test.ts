@@ -7,18 +7,16 @@ import { createHash, randomBytes } from 'node:crypto';
 import { before, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { manualClock } from '../src/kit/clock.js';
-import { createPool } from '../src/kit/db.js';
 import { ConfigErrors, loadConfig } from '../src/kit/config.js';
-import type { App } from '../src/kit/http.js';
+import type { App } from '../src/kit/http/app.js';
 import { accountsConfig } from '../src/accounts/config.js';
 import { EmailTokens } from '../src/accounts/email-tokens.js';
-import { ENDED_SESSION_RETENTION_MS, PRUNE_BATCH_SIZE, type PruningOptions, startPruning } from '../src/accounts/pruning.js';
+import { ENDED_SESSION_RETENTION_MS, PRUNE_BATCH_SIZE, type PrunerOptions, createPruner } from '../src/accounts/pruning.js';
 import type { PublicUser } from '../src/accounts/repository.js';
 import { INVALID_REFRESH_TOKEN } from '../src/accounts/sessions.js';
-import { TEST_SECRET, accountsSuite, assertError, buildAccounts, json, registerUser } from './helpers/accounts.js';
+import { TEST_SECRET, accountsSuite, assertError, startAccounts, json, registerUser } from './helpers/accounts.js';
 import { uniqueEmail } from './helpers/emails.js';
 import { LogCapture } from './helpers/logs.js';
-import { closedPort } from './helpers/ports.js';
 
 const suite = accountsSuite();
 const clock = manualClock(Date.UTC(2026, 0, 1, 12, 0, 0));
@@ -33,9 +31,8 @@ before(async () => {
   app = await suite.app({ PRUNE_INTERVAL: '0' }, { clock });
 });
 
-const silent = { info: () => {}, warn: () => {} };
-function pruner(overrides: Partial<PruningOptions> = {}) {
-  return startPruning({ pool: suite.pool, clock, intervalMs: 0, idleMs: IDLE, maxLifetimeMs: LIFETIME, log: silent, ...overrides });
+function pruner(overrides: Partial<PrunerOptions> = {}) {
+  return createPruner({ pool: suite.pool, clock, idleMs: IDLE, maxLifetimeMs: LIFETIME, ...overrides });
 }
 
 async function newUser(label: string): Promise<PublicUser> {
@@ -129,7 +126,9 @@ test('reuse detection still works: a live session is never pruned, a replay ends
   await pruner().runOnce();
   assert.deepEqual(await sessionIds(user.id), new Set([sessionId]), 'the live session is kept');
   assertError(await json(app, 'POST', '/auth/refresh', { refresh_token: first }), 401, INVALID_REFRESH_TOKEN);
-  const reused = await suite.pool.query(`SELECT event, details FROM audit_log WHERE target_id = $1 AND event = 'refresh_token_reused'`, [user.id]);
+  const reused = await suite.pool.query(`SELECT event, details FROM audit_log WHERE target_id = $1 AND event = 'refresh_token_reused'`, [
+    user.id,
+  ]);
   assert.equal(reused.rows.length, 1, 'the replay is recognised as reuse');
   assert.equal(reused.rows[0].details.session_id, sessionId);
 
@@ -208,8 +207,8 @@ test('PRUNE_INTERVAL: 1h by default, 0 turns pruning off, anything else not a du
 
 test('the app prunes every PRUNE_INTERVAL and logs the counts at info; with 0 it never does; close stops it', async () => {
   const logs = new LogCapture();
-  const every = await buildAccounts({ env: { PRUNE_INTERVAL: '1s', LOG_LEVEL: 'info' }, logs, clock });
-  const off = await buildAccounts({ env: { PRUNE_INTERVAL: '0', LOG_LEVEL: 'info' }, clock });
+  const every = await startAccounts({ env: { PRUNE_INTERVAL: '1s', LOG_LEVEL: 'info' }, logs, clock });
+  const off = await startAccounts({ env: { PRUNE_INTERVAL: '0', LOG_LEVEL: 'info' }, clock });
   try {
     for (const service of [every, off]) {
       const user = await registerUser(service.app, { name: 'Timer User', email: uniqueEmail('timer'), password: PASSWORD });
@@ -243,42 +242,4 @@ test('the app prunes every PRUNE_INTERVAL and logs the counts at info; with 0 it
   const lines = logs.lines().length;
   await sleep(1500);
   assert.equal(logs.lines().length, lines, 'no run after close');
-});
-
-test('the first run comes soon after the start, not a whole interval later, so frequent restarts still prune', async () => {
-  const counts: object[] = [];
-  const pruning = startPruning({
-    pool: suite.pool,
-    clock,
-    intervalMs: 3_600_000,
-    firstRunMaxDelayMs: 100,
-    idleMs: IDLE,
-    maxLifetimeMs: LIFETIME,
-    log: { info: (obj) => counts.push(obj), warn: () => {} },
-  });
-  const deadline = Date.now() + 20_000;
-  while (counts.length === 0 && Date.now() < deadline) await sleep(20);
-  await pruning.stop();
-  assert.equal(counts.length, 1, 'one run within the first-run delay of an hourly pruner');
-});
-
-test('a failed run is logged as a warning and tried again at the next interval; it never throws', async () => {
-  const warnings: object[] = [];
-  // A real pool to a port nothing listens on: every statement fails as with the database down.
-  const broken = createPool(`postgres://postgres@127.0.0.1:${await closedPort()}/accounts`, { max: 1 });
-  const pruning = startPruning({
-    pool: broken,
-    clock,
-    intervalMs: 50,
-    idleMs: IDLE,
-    maxLifetimeMs: LIFETIME,
-    log: { info: () => {}, warn: (obj) => warnings.push(obj) },
-  });
-  const deadline = Date.now() + 20_000;
-  while (warnings.length < 2 && Date.now() < deadline) await sleep(20);
-  await pruning.stop();
-  await broken.end();
-  assert.ok(warnings.length >= 2, 'retried after a failure');
-  assert.equal((warnings[0] as { event: string }).event, 'prune_failed');
-  assert.match((warnings[0] as { err: { message: string } }).err.message, /ECONNREFUSED/);
 });

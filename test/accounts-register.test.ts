@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import bcrypt from 'bcrypt';
+import { accountsPasswordHasher } from '../src/accounts/passwords.js';
 import { DUPLICATE_EMAIL } from '../src/accounts/service.js';
 import { accountsSuite, assertError, json, noSecretInAnyResponse, registerUser } from './helpers/accounts.js';
 import { uniqueEmail } from './helpers/emails.js';
@@ -11,9 +12,16 @@ const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const PUBLIC_KEYS = ['createdAt', 'email', 'emailVerified', 'id', 'name', 'role', 'updatedAt'];
 
 test('register answers 201 with the envelope and the public user, name trimmed, email trimmed and lowercased', async () => {
-  const app = await suite.app();
+  // The production hasher, so the stored hash shows the production cost.
+  const hasher = accountsPasswordHasher();
+  const app = await suite.app({}, { deps: { passwordHasher: hasher } });
+  app.addHook('onClose', () => hasher.close());
   const email = uniqueEmail('Alice');
-  const res = await json(app, 'POST', '/auth/register', { name: '  Alice Liddell ', email: `  ${email.toUpperCase()}  `, password: 'correct horse' });
+  const res = await json(app, 'POST', '/auth/register', {
+    name: '  Alice Liddell ',
+    email: `  ${email.toUpperCase()}  `,
+    password: 'correct horse',
+  });
   assert.equal(res.statusCode, 201, res.body);
   const body = res.json();
   assert.deepEqual(Object.keys(body).sort(), ['data', 'message', 'response', 'status']);
@@ -70,28 +78,101 @@ test('names are counted in characters (code points) after trimming, not UTF-16 u
 });
 
 const validationCases: Array<[string, unknown, string | RegExp]> = [
-  ['missing name', { email: 'a@example.com', password: 'password1' }, "body must have required property 'name'"],
-  ['missing email', { name: 'Al', password: 'password1' }, "body must have required property 'email'"],
+  ['missing name', { email: 'a@example.com', password: 'fine-passphrase' }, "body must have required property 'name'"],
+  ['missing email', { name: 'Al', password: 'fine-passphrase' }, "body must have required property 'email'"],
   ['missing password', { name: 'Al', email: 'a@example.com' }, "body must have required property 'password'"],
-  ['name not a string', { name: 42, email: 'a@example.com', password: 'password1' }, 'body/name must be string'],
+  ['name not a string', { name: 42, email: 'a@example.com', password: 'fine-passphrase' }, 'body/name must be string'],
   ['password not a string', { name: 'Al', email: 'a@example.com', password: 12345678 }, 'body/password must be string'],
-  ['name of one character', { name: 'A', email: 'a@example.com', password: 'password1' }, 'body/name must be between 2 and 60 characters'],
-  ['name of one character once trimmed', { name: '   A   ', email: 'a@example.com', password: 'password1' }, 'body/name must be between 2 and 60 characters'],
-  ['name of one emoji (two UTF-16 units)', { name: '😀', email: 'a@example.com', password: 'password1' }, 'body/name must be between 2 and 60 characters'],
-  ['name of 61 characters', { name: 'x'.repeat(61), email: 'a@example.com', password: 'password1' }, 'body/name must be between 2 and 60 characters'],
-  ['name of 61 emoji', { name: '😀'.repeat(61), email: 'a@example.com', password: 'password1' }, 'body/name must be between 2 and 60 characters'],
-  ['email without @', { name: 'Al', email: 'not-an-email', password: 'password1' }, 'body/email must be a valid email address'],
-  ['email without domain dot', { name: 'Al', email: 'a@b', password: 'password1' }, 'body/email must be a valid email address'],
-  ['email with a space inside', { name: 'Al', email: 'a b@example.com', password: 'password1' }, 'body/email must be a valid email address'],
-  ['empty email', { name: 'Al', email: '   ', password: 'password1' }, 'body/email must be a valid email address'],
-  ['email too long', { name: 'Al', email: `${'a'.repeat(60)}@${'b'.repeat(60)}.${'c'.repeat(60)}.${'d'.repeat(60)}.${'e'.repeat(60)}.com`, password: 'password1' }, 'body/email must be a valid email address'],
-  ['password of 7 characters', { name: 'Al', email: 'a@example.com', password: 'short12' }, 'body/password must be between 8 and 72 characters'],
-  ['password of 7 emoji (14 UTF-16 units)', { name: 'Al', email: 'a@example.com', password: '😀'.repeat(7) }, 'body/password must be between 8 and 72 characters'],
-  ['password of 73 characters', { name: 'Al', email: 'a@example.com', password: 'p'.repeat(73) }, 'body/password must be between 8 and 72 characters'],
-  ['password of 40 characters but 80 bytes', { name: 'Al', email: 'a@example.com', password: 'é'.repeat(40) }, 'body/password must be at most 72 bytes in UTF-8'],
-  ['password of 72 characters but 73 bytes', { name: 'Al', email: 'a@example.com', password: `${'p'.repeat(71)}é` }, 'body/password must be at most 72 bytes in UTF-8'],
-  ['password with a lone surrogate', { name: 'Al', email: 'a@example.com', password: 'abcdefgh\ud800' }, 'body/password must be valid Unicode text'],
+  [
+    'name of one character',
+    { name: 'A', email: 'a@example.com', password: 'fine-passphrase' },
+    'body/name must be between 2 and 60 characters',
+  ],
+  [
+    'name of one character once trimmed',
+    { name: '   A   ', email: 'a@example.com', password: 'fine-passphrase' },
+    'body/name must be between 2 and 60 characters',
+  ],
+  [
+    'name of one emoji (two UTF-16 units)',
+    { name: '😀', email: 'a@example.com', password: 'fine-passphrase' },
+    'body/name must be between 2 and 60 characters',
+  ],
+  [
+    'name of 61 characters',
+    { name: 'x'.repeat(61), email: 'a@example.com', password: 'fine-passphrase' },
+    'body/name must be between 2 and 60 characters',
+  ],
+  [
+    'name of 61 emoji',
+    { name: '😀'.repeat(61), email: 'a@example.com', password: 'fine-passphrase' },
+    'body/name must be between 2 and 60 characters',
+  ],
+  ['email without @', { name: 'Al', email: 'not-an-email', password: 'fine-passphrase' }, 'body/email must be a valid email address'],
+  ['email without domain dot', { name: 'Al', email: 'a@b', password: 'fine-passphrase' }, 'body/email must be a valid email address'],
+  [
+    'email with a space inside',
+    { name: 'Al', email: 'a b@example.com', password: 'fine-passphrase' },
+    'body/email must be a valid email address',
+  ],
+  ['empty email', { name: 'Al', email: '   ', password: 'fine-passphrase' }, 'body/email must be a valid email address'],
+  [
+    'email too long',
+    {
+      name: 'Al',
+      email: `${'a'.repeat(60)}@${'b'.repeat(60)}.${'c'.repeat(60)}.${'d'.repeat(60)}.${'e'.repeat(60)}.com`,
+      password: 'fine-passphrase',
+    },
+    'body/email must be a valid email address',
+  ],
+  [
+    'password of 7 characters',
+    { name: 'Al', email: 'a@example.com', password: 'short12' },
+    'body/password must be between 8 and 72 characters',
+  ],
+  [
+    'password of 7 emoji (14 UTF-16 units)',
+    { name: 'Al', email: 'a@example.com', password: '😀'.repeat(7) },
+    'body/password must be between 8 and 72 characters',
+  ],
+  [
+    'password of 73 characters',
+    { name: 'Al', email: 'a@example.com', password: 'p'.repeat(73) },
+    'body/password must be between 8 and 72 characters',
+  ],
+  [
+    'password of 40 characters but 80 bytes',
+    { name: 'Al', email: 'a@example.com', password: 'é'.repeat(40) },
+    'body/password must be at most 72 bytes in UTF-8',
+  ],
+  [
+    'password of 72 characters but 73 bytes',
+    { name: 'Al', email: 'a@example.com', password: `${'p'.repeat(71)}é` },
+    'body/password must be at most 72 bytes in UTF-8',
+  ],
+  [
+    'password with a lone surrogate',
+    { name: 'Al', email: 'a@example.com', password: 'abcdefgh\ud800' },
+    'body/password must be valid Unicode text',
+  ],
   ['body that is an array', [], 'body must be object'],
+  // NIST SP 800-63B: a password on the list of the most common ones is refused, in any case.
+  [
+    'a common password',
+    { name: 'Al', email: 'a@example.com', password: 'password' },
+    'body/password is one of the most commonly used passwords: choose one that is harder to guess',
+  ],
+  [
+    'a common password in other capitals',
+    { name: 'Al', email: 'a@example.com', password: 'Password1' },
+    'body/password is one of the most commonly used passwords: choose one that is harder to guess',
+  ],
+  // Every field's problem in the one answer, in field order, so a form can show them all at once.
+  [
+    'every field wrong',
+    { name: 'A', email: 'nope', password: 'qwertyuiop' },
+    'body/name must be between 2 and 60 characters; body/email must be a valid email address; body/password is one of the most commonly used passwords: choose one that is harder to guess',
+  ],
 ];
 
 test('validation failures are 400 in the envelope with a message naming the field', async (t) => {
@@ -123,7 +204,11 @@ test('rule 2: a duplicate email in any case or padding is 400 with the duplicate
     DUPLICATE_EMAIL,
   );
   // Validation comes first: an invalid duplicate gets the validation message.
-  assertError(await json(app, 'POST', '/auth/register', { name: 'Second', email, password: 'short' }), 400, 'body/password must be between 8 and 72 characters');
+  assertError(
+    await json(app, 'POST', '/auth/register', { name: 'Second', email, password: 'short' }),
+    400,
+    'body/password must be between 8 and 72 characters',
+  );
   const { rows } = await suite.pool.query('SELECT name FROM users WHERE lower(email) = $1', [email]);
   assert.deepEqual(rows, [{ name: 'First' }]);
 });
@@ -134,7 +219,7 @@ test('20 concurrent registrations of one address in mixed case: one 201, ninetee
   const variants = Array.from({ length: 20 }, (_, i) =>
     `${local}@example.com`
       .split('')
-      .map((c, j) => ((i >> j % 5) & 1 ? c.toUpperCase() : c))
+      .map((c, j) => ((i >> (j % 5)) & 1 ? c.toUpperCase() : c))
       .join(''),
   );
   const responses = await Promise.all(
@@ -160,7 +245,12 @@ test('the unique index on lower(email) refuses a second spelling even when writt
 
 test('malformed JSON is 400, a non-JSON content type is 415, an empty JSON body is 400, all in the envelope', async () => {
   const app = await suite.app();
-  const malformed = await app.inject({ method: 'POST', url: '/auth/register', headers: { 'content-type': 'application/json' }, payload: '{"name": "Al",' });
+  const malformed = await app.inject({
+    method: 'POST',
+    url: '/auth/register',
+    headers: { 'content-type': 'application/json' },
+    payload: '{"name": "Al",',
+  });
   assertError(malformed, 400, /JSON/);
   const text = await app.inject({ method: 'POST', url: '/auth/register', headers: { 'content-type': 'text/plain' }, payload: 'name=Al' });
   assertError(text, 415, /content-type|Content-Type|media type/i);

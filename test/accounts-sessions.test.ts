@@ -2,12 +2,14 @@
 // token once (tabs refreshing at once share one pair), a replay after the reuse
 // interval ends the session, logout ends one or all, and the per-user cut-off
 // refuses access tokens issued before a global logout. Time is the injected clock.
+import { deviceName } from '../src/accounts/devices.js';
+import type { TokenPair as Pair } from '../src/accounts/sessions.js';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { before, test } from 'node:test';
 import { decodeJwt } from 'jose';
 import { manualClock } from '../src/kit/clock.js';
-import type { App } from '../src/kit/http.js';
+import type { App } from '../src/kit/http/app.js';
 import type { PublicUser } from '../src/accounts/repository.js';
 import { accountsSuite, assertError, bearer, json, noSecretInAnyResponse, registerUser } from './helpers/accounts.js';
 import { uniqueEmail } from './helpers/emails.js';
@@ -19,13 +21,6 @@ const PASSWORD = 'session password 1';
 const DAY = 86_400_000;
 let app: App;
 const logs = new LogCapture();
-
-interface Pair {
-  token: string;
-  refresh_token: string;
-  expires_in: number;
-  user: PublicUser;
-}
 
 before(async () => {
   app = await suite.app({ LOG_LEVEL: 'debug' }, { clock, logs });
@@ -79,7 +74,9 @@ test('refresh rotates: a new pair in the envelope, the new refresh token works, 
   assert.deepEqual(Object.keys(second).sort(), ['expires_in', 'refresh_token', 'token', 'user']);
   assert.notEqual(second.refresh_token, first.refresh_token);
   assert.deepEqual(second.user, user);
-  assert.deepEqual(Object.keys(decodeJwt(second.token)).sort(), ['exp', 'iat', 'id', 'role']);
+  // A refreshed token adds auth_time: when the session signed in, which a refresh does not renew.
+  assert.deepEqual(Object.keys(decodeJwt(second.token)).sort(), ['auth_time', 'exp', 'iat', 'id', 'role']);
+  assert.equal(decodeJwt(second.token).auth_time, decodeJwt(first.token).iat);
   assert.equal((await me(second.token)).statusCode, 200);
   clock.advance(1000);
   const third = await refresh(second.refresh_token);
@@ -153,7 +150,8 @@ test('the reuse interval and both session lifetimes follow their configuration',
   const configured = await suite.app({ REFRESH_REUSE_INTERVAL: '2s', SESSION_IDLE_TIMEOUT: '1h', SESSION_MAX_LIFETIME: '3h' }, { clock });
   const user = await newUser('configured');
   const post = (body: unknown) => json(configured, 'POST', '/auth/refresh', body);
-  const loginHere = async () => (await json(configured, 'POST', '/auth/login', { email: user.email, password: PASSWORD })).json().data as Pair;
+  const loginHere = async () =>
+    (await json(configured, 'POST', '/auth/login', { email: user.email, password: PASSWORD })).json().data as Pair;
   // Reuse: 2 s, not 10.
   const first = await loginHere();
   const rotated = (await post({ refresh_token: first.refresh_token })).json().data as Pair;
@@ -181,7 +179,10 @@ test('a refresh racing a global logout: whichever goes first, nothing issued bef
   for (let round = 0; round < 5; round += 1) {
     const user = await newUser(`race-${round}`);
     const pair = await login(user);
-    const [refreshed, logout] = await Promise.all([refresh(pair.refresh_token), json(app, 'POST', '/auth/logout', { scope: 'global' }, bearer(pair.token))]);
+    const [refreshed, logout] = await Promise.all([
+      refresh(pair.refresh_token),
+      json(app, 'POST', '/auth/logout', { scope: 'global' }, bearer(pair.token)),
+    ]);
     assert.equal(logout.statusCode, 200, logout.body);
     assertError(await me(pair.token), 401, 'Invalid or expired token.');
     if (refreshed.statusCode === 200) {
@@ -215,7 +216,11 @@ test('logout needs a token, and exactly one of refresh_token or scope "global"',
   const user = await newUser('logout-bad');
   const pair = await login(user);
   assertError(await json(app, 'POST', '/auth/logout', { scope: 'global' }), 401, 'Access denied. No token provided.');
-  assertError(await json(app, 'POST', '/auth/logout', {}, bearer(pair.token)), 400, 'body must have either refresh_token or scope "global"');
+  assertError(
+    await json(app, 'POST', '/auth/logout', {}, bearer(pair.token)),
+    400,
+    'body must have either refresh_token or scope "global"',
+  );
   assertError(
     await json(app, 'POST', '/auth/logout', { scope: 'global', refresh_token: pair.refresh_token }, bearer(pair.token)),
     400,
@@ -265,12 +270,21 @@ test('GET /auth/sessions lists the caller’s live sessions, newest first; DELET
     list.map((s) => s.user_agent),
     ['New/2', 'Old/1'],
   );
-  for (const s of list) assert.deepEqual(Object.keys(s).sort(), ['created_at', 'id', 'ip', 'last_used_at', 'user_agent']);
+  for (const s of list) assert.deepEqual(Object.keys(s).sort(), ['created_at', 'device', 'id', 'ip', 'last_used_at', 'user_agent']);
+  // Agents that name no browser have no device name; the page then shows the agent itself.
+  assert.deepEqual(
+    list.map((s) => s.device),
+    [null, null],
+  );
   assert.equal(list[0]!.ip, '127.0.0.1');
 
   const stranger = await login(await newUser('list-stranger'));
   const oldId = String(list[1]!.id);
-  assertError(await app.inject({ method: 'DELETE', url: `/auth/sessions/${oldId}`, headers: bearer(stranger.token) }), 404, 'Session not found');
+  assertError(
+    await app.inject({ method: 'DELETE', url: `/auth/sessions/${oldId}`, headers: bearer(stranger.token) }),
+    404,
+    'Session not found',
+  );
   assertError(
     await app.inject({ method: 'DELETE', url: '/auth/sessions/00000000-0000-4000-8000-000000000000', headers: bearer(newer.token) }),
     404,
@@ -280,8 +294,14 @@ test('GET /auth/sessions lists the caller’s live sessions, newest first; DELET
   assert.equal((await refresh(older.refresh_token)).statusCode, 200, 'a refused DELETE ended the session');
   const del = await app.inject({ method: 'DELETE', url: `/auth/sessions/${oldId}`, headers: bearer(newer.token) });
   assert.equal(del.statusCode, 200, del.body);
-  assertError(await app.inject({ method: 'DELETE', url: `/auth/sessions/${oldId}`, headers: bearer(newer.token) }), 404, 'Session not found');
-  const after = (await app.inject({ method: 'GET', url: '/auth/sessions', headers: bearer(newer.token) })).json().data as Array<{ id: string }>;
+  assertError(
+    await app.inject({ method: 'DELETE', url: `/auth/sessions/${oldId}`, headers: bearer(newer.token) }),
+    404,
+    'Session not found',
+  );
+  const after = (await app.inject({ method: 'GET', url: '/auth/sessions', headers: bearer(newer.token) })).json().data as Array<{
+    id: string;
+  }>;
   assert.equal(after.length, 1);
   assert.ok((await auditEvents(user.id)).includes('session_ended'));
   assertError(await app.inject({ method: 'GET', url: '/auth/sessions' }), 401, 'Access denied. No token provided.');
@@ -292,20 +312,28 @@ test('an expired session is no longer listed, and ending it is 404 like an unkno
   await login(user, 'Idle/1');
   clock.advance(7 * DAY);
   const fresh = await login(user, 'Fresh/1');
-  const list = (await app.inject({ method: 'GET', url: '/auth/sessions', headers: bearer(fresh.token) })).json().data as Array<{ user_agent: string }>;
+  const list = (await app.inject({ method: 'GET', url: '/auth/sessions', headers: bearer(fresh.token) })).json().data as Array<{
+    user_agent: string;
+  }>;
   assert.deepEqual(
     list.map((s) => s.user_agent),
     ['Fresh/1'],
   );
   const { rows } = await suite.pool.query("SELECT id FROM sessions WHERE user_id = $1 AND user_agent = 'Idle/1'", [user.id]);
-  assertError(await app.inject({ method: 'DELETE', url: `/auth/sessions/${rows[0].id}`, headers: bearer(fresh.token) }), 404, 'Session not found');
+  assertError(
+    await app.inject({ method: 'DELETE', url: `/auth/sessions/${rows[0].id}`, headers: bearer(fresh.token) }),
+    404,
+    'Session not found',
+  );
 });
 
 test('no refresh token, access token, password or email reaches the sessions or audit tables, or the log', async () => {
   const user = await newUser('secrets');
   const pair = await login(user);
   const rotated = (await refresh(pair.refresh_token)).json().data as Pair;
-  const { rows } = await suite.pool.query('SELECT row_to_json(s)::text AS t FROM sessions s UNION ALL SELECT row_to_json(a)::text FROM audit_log a');
+  const { rows } = await suite.pool.query(
+    'SELECT row_to_json(s)::text AS t FROM sessions s UNION ALL SELECT row_to_json(a)::text FROM audit_log a',
+  );
   await json(app, 'POST', '/auth/logout', { refresh_token: rotated.refresh_token }, bearer(rotated.token));
   const dump = `${rows.map((r) => r.t).join('\n')}\n${logs.text()}`;
   assert.ok(logs.text().includes('login_succeeded'), 'the log was not captured');
@@ -315,3 +343,17 @@ test('no refresh token, access token, password or email reaches the sessions or 
 });
 
 noSecretInAnyResponse();
+
+test('a session’s device is its browser and system in words, read from the User-Agent', () => {
+  const cases: Array<[string | null, string | null]> = [
+    ['Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36', 'Chrome on Linux'],
+    [
+      'Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1',
+      'Mobile Safari on iOS',
+    ],
+    ['Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:127.0) Gecko/20100101 Firefox/127.0', 'Firefox on Windows'],
+    ['curl/8.4.0', null],
+    [null, null],
+  ];
+  for (const [agent, device] of cases) assert.equal(deviceName(agent), device, String(agent));
+});

@@ -7,7 +7,7 @@ import type { PublicUser } from '../src/accounts/repository.js';
 import { USER_NOT_FOUND } from '../src/accounts/service.js';
 import { INVALID_TOKEN } from '../src/accounts/tokens.js';
 import { manualClock } from '../src/kit/clock.js';
-import type { App } from '../src/kit/http.js';
+import type { App } from '../src/kit/http/app.js';
 import { TEST_SECRET, accountsSuite, assertError, bearer, loginToken, noSecretInAnyResponse, registerUser } from './helpers/accounts.js';
 import { uniqueEmail } from './helpers/emails.js';
 
@@ -93,9 +93,16 @@ test('forged, tampered, confused-algorithm and header-trick tokens are all 401 "
     ],
     [
       'HS256 with an attacker oct key embedded as jwk',
-      handMade({ alg: 'HS256', jwk: { kty: 'oct', k: Buffer.from(attackerSecret).toString('base64url') } }, fresh, Buffer.from(attackerSecret)),
+      handMade(
+        { alg: 'HS256', jwk: { kty: 'oct', k: Buffer.from(attackerSecret).toString('base64url') } },
+        fresh,
+        Buffer.from(attackerSecret),
+      ),
     ],
-    ['HS256 with jku pointing at an attacker key set', handMade({ alg: 'HS256', jku: 'https://attacker.example/jwks.json', kid: 'a' }, fresh, Buffer.from(attackerSecret))],
+    [
+      'HS256 with jku pointing at an attacker key set',
+      handMade({ alg: 'HS256', jku: 'https://attacker.example/jwks.json', kid: 'a' }, fresh, Buffer.from(attackerSecret)),
+    ],
     ['HS256 with a path-traversal kid and an empty key', handMade({ alg: 'HS256', kid: '../../../../dev/null' }, fresh, '')],
     ['HS256 with a SQL kid and an empty key', handMade({ alg: 'HS256', kid: "x' UNION SELECT '" }, fresh, '')],
     ['HS256 with another secret', new SignJWT(fresh).setProtectedHeader({ alg: 'HS256' }).sign(attackerSecret)],

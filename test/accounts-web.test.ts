@@ -8,7 +8,8 @@ import { accountsSuite } from './helpers/accounts.js';
 // The accounts web pages as HTTP resources (what a browser is sent), without a
 // browser: test/browser/accounts-web.test.ts drives them in Chromium.
 
-const PAGE_CSP = "default-src 'self';script-src 'self';style-src 'self';img-src 'self' data:;connect-src 'self';frame-ancestors 'none';base-uri 'none';form-action 'self'";
+const PAGE_CSP =
+  "default-src 'self';script-src 'self';style-src 'self';img-src 'self' data:;connect-src 'self';frame-ancestors 'none';base-uri 'none';form-action 'self'";
 const suite = accountsSuite();
 
 describe('accounts web pages', () => {
@@ -36,7 +37,16 @@ describe('accounts web pages', () => {
       '/assets/api.js': /^text\/javascript/,
       '/assets/icon.svg': /^image\/svg\+xml/,
     };
-    for (const file of ['session.js', 'fragment.js', 'signin.js', 'register.js', 'account.js', 'admin.js', 'reset-password.js', 'verify-email.js']) {
+    for (const file of [
+      'session.js',
+      'fragment.js',
+      'signin.js',
+      'register.js',
+      'account.js',
+      'admin.js',
+      'reset-password.js',
+      'verify-email.js',
+    ]) {
       types[`/assets/accounts/${file}`] = /^text\/javascript/;
     }
     for (const [url, type] of Object.entries(types)) {
@@ -48,7 +58,16 @@ describe('accounts web pages', () => {
       assert.equal(again.statusCode, 304, url);
       assert.equal(again.body, '', url);
     }
-    for (const url of ['/assets/accounts/index.html', '/assets/accounts/../app.ts', '/assets/../package.json', '/assets/accounts/%2e%2e/app.ts', '/assets/serve.ts', '/account/x', '/admin/', '/reset-password/x']) {
+    for (const url of [
+      '/assets/accounts/index.html',
+      '/assets/accounts/../app.ts',
+      '/assets/../package.json',
+      '/assets/accounts/%2e%2e/app.ts',
+      '/assets/serve.ts',
+      '/account/x',
+      '/admin/',
+      '/reset-password/x',
+    ]) {
       const res = await app.inject({ method: 'GET', url });
       assert.equal(res.statusCode, 404, url);
       assert.match(String(res.headers['content-type']), /^application\/json/, url);
@@ -73,7 +92,8 @@ describe('accounts web pages', () => {
     assert.equal(api.statusCode, 401);
     assert.match(String(api.headers['content-security-policy']), /^default-src 'none'/);
     const openapi = (await app.inject({ method: 'GET', url: '/docs/json' })).json() as { paths: Record<string, unknown> };
-    for (const path of [...Object.keys(ACCOUNTS_PAGES), '/assets/style.css', '/assets/accounts/session.js']) assert.equal(openapi.paths[path], undefined, path);
+    for (const path of [...Object.keys(ACCOUNTS_PAGES), '/assets/style.css', '/assets/accounts/session.js'])
+      assert.equal(openapi.paths[path], undefined, path);
   });
 
   it("the admin page's event filter offers exactly the audit log's events", () => {

@@ -28,10 +28,21 @@ export async function seedAdmin(
   passwords?: PasswordHasher,
 ): Promise<SeedOutcome> {
   if (!config.ADMIN_EMAIL || !config.ADMIN_PASSWORD) {
-    // A restart without the variables is normal once the admin exists; only a service with no admin at all is worth a warning.
-    const admins = await users.countAdmins();
+    // A restart without the variables is normal once the admin exists; only a service with no admin at all is worth a
+    // warning. Not being able to tell (the database away) does not stop a start that needs nothing from it.
+    const admins = await users.countAdmins().catch(() => undefined);
+    if (admins === undefined) {
+      log.warn(
+        { event: 'admin_seed_skipped' },
+        'ADMIN_EMAIL and ADMIN_PASSWORD are not both set, and the admin accounts could not be counted',
+      );
+      return 'skipped';
+    }
     if (admins > 0) {
-      log.info({ event: 'admin_seed_skipped', admins }, `ADMIN_EMAIL and ADMIN_PASSWORD are not both set: no admin created; ${admins} admin account(s) exist`);
+      log.info(
+        { event: 'admin_seed_skipped', admins },
+        `ADMIN_EMAIL and ADMIN_PASSWORD are not both set: no admin created; ${admins} admin account(s) exist`,
+      );
     } else {
       log.warn({ event: 'admin_seed_skipped', admins }, 'ADMIN_EMAIL and ADMIN_PASSWORD are not both set, and there is no admin account');
     }

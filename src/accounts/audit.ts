@@ -1,4 +1,4 @@
-import type { FastifyRequest } from 'fastify';
+import type { FastifyBaseLogger, FastifyRequest } from 'fastify';
 import type { Pool, PoolClient } from '../kit/db.js';
 
 /** A pool, or the client of a transaction the audit row must be part of. */
@@ -28,6 +28,15 @@ export const AUDIT_EVENTS = [
   'email_verification_requested',
   'email_verified',
   'login_refused_unverified',
+  'second_factor_required',
+  'second_factor_failed',
+  'second_factor_throttled',
+  'factor_added',
+  'factor_removed',
+  'recovery_code_used',
+  'recovery_codes_regenerated',
+  'factors_reset',
+  'email_signin_requested',
 ] as const;
 
 export type AuditEventName = (typeof AUDIT_EVENTS)[number];
@@ -40,6 +49,11 @@ export interface Origin {
 
 /** The longest user agent kept; anything beyond is a client padding the log. */
 const USER_AGENT_MAX = 512;
+
+/** Who is asking, for the log lines and the audit log. */
+export interface AuditContext extends Origin {
+  log: FastifyBaseLogger;
+}
 
 export function originOf(request: FastifyRequest): Origin {
   const agent = request.headers['user-agent'];
@@ -91,18 +105,15 @@ export class AuditLog {
    * row commits or rolls back with the action), else alone.
    */
   async record(entry: AuditEntry, db: Queryable = this.pool): Promise<void> {
-    await db.query(
-      `INSERT INTO audit_log (at, event, actor_id, target_id, ip, user_agent, details) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-      [
-        new Date(this.clock()),
-        entry.event,
-        entry.actorId ?? null,
-        entry.targetId ?? null,
-        entry.origin.ip,
-        entry.origin.userAgent ?? null,
-        JSON.stringify(entry.details ?? {}),
-      ],
-    );
+    await db.query(`INSERT INTO audit_log (at, event, actor_id, target_id, ip, user_agent, details) VALUES ($1, $2, $3, $4, $5, $6, $7)`, [
+      new Date(this.clock()),
+      entry.event,
+      entry.actorId ?? null,
+      entry.targetId ?? null,
+      entry.origin.ip,
+      entry.origin.userAgent ?? null,
+      JSON.stringify(entry.details ?? {}),
+    ]);
   }
 
   /** Newest first, with the total, read in one statement (one snapshot), like the user listing. */

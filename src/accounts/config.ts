@@ -1,44 +1,21 @@
-import { type ConfigOf, ConfigError, type VarSpec, bool, commonVars, connectionUrl, httpUrl, int, oneOf, str } from '../kit/config.js';
+import {
+  type ConfigOf,
+  ConfigError,
+  type VarSpec,
+  bool,
+  commonVars,
+  connectionUrl,
+  duration,
+  httpUrl,
+  int,
+  oneOf,
+  str,
+} from '../kit/config.js';
 import { mailVars } from '../kit/mail/transport.js';
 import { es256PrivateKey } from '../kit/es256-keys.js';
 import { passwordHasherVars } from '../kit/password-hasher.js';
 import { es256PublicKeys } from './signing-keys.js';
 import { emailProblem, normalizeEmail, passwordProblem } from './validation.js';
-
-const DURATION = /^(\d+)([smhd]?)$/;
-const SECONDS_PER_UNIT: Record<string, number> = { '': 1, s: 1, m: 60, h: 3600, d: 86_400 };
-
-/**
- * `30s`, `15m`, `1h`, `2d` or plain seconds (`3600`), as whole seconds.
- * Zero, negatives, fractions, spaces and other units are refused rather than
- * guessed at: a token lifetime is worth getting exactly right.
- */
-export function parseDuration(raw: string): number | undefined {
-  const match = DURATION.exec(raw);
-  if (!match) return undefined;
-  const seconds = Number(match[1]) * (SECONDS_PER_UNIT[match[2] ?? ''] ?? Number.NaN);
-  return Number.isSafeInteger(seconds) && seconds > 0 ? seconds : undefined;
-}
-
-/** A duration variable, loaded as whole seconds. */
-function duration(defaultSeconds: number): VarSpec<number, true> {
-  return {
-    default: defaultSeconds,
-    parse: (raw, name) => {
-      const seconds = parseDuration(raw);
-      if (seconds === undefined) {
-        throw new ConfigError(name, `must be a duration such as 30s, 15m, 1h, 2d or plain seconds, got "${raw}"`);
-      }
-      return seconds;
-    },
-  } as VarSpec<number, true>;
-}
-
-/** A duration variable where 0 means off, loaded as whole seconds. */
-function durationOrOff(defaultSeconds: number): VarSpec<number, true> {
-  const spec = duration(defaultSeconds);
-  return { ...spec, parse: (raw, name) => (raw === '0' ? 0 : spec.parse(raw, name)) } as VarSpec<number, true>;
-}
 
 /** An optional variable checked with one of the account rules, so a bad admin never gets as far as the database. */
 function checked(rule: (value: string) => string | undefined, normalize: (raw: string) => string = (raw) => raw): VarSpec<string, false> {
@@ -66,35 +43,61 @@ export const accountsConfig = {
   /** ES256 only: public keys still accepted and published, so tokens signed before a rotation live out their lifetime. */
   JWT_PREVIOUS_PUBLIC_KEYS: es256PublicKeys(),
   /** Lifetime of an access token, in seconds once loaded. */
-  JWT_EXPIRES_IN: duration(3600),
+  JWT_EXPIRES_IN: duration({ unit: 's', default: 3600 }),
   /** The admin account created at start when both are set; never a default password. */
   ADMIN_EMAIL: checked(emailProblem, normalizeEmail),
   ADMIN_PASSWORD: checked(passwordProblem),
   /** When set, login-failure and registration counters live in Redis and are shared by every instance. */
   REDIS_URL: connectionUrl(['redis:', 'rediss:']),
   /** Registrations allowed per client IP per REGISTER_WINDOW (each costs a cost-12 bcrypt hash). */
-  REGISTER_MAX_PER_IP: int({ default: 10, min: 1 }),
-  REGISTER_WINDOW: duration(3600),
+  REGISTER_MAX_PER_IP: int({ default: 1000, min: 1 }),
+  REGISTER_WINDOW: duration({ unit: 's', default: 3600 }),
   /** A session (its refresh token) ends when unused this long... */
-  SESSION_IDLE_TIMEOUT: duration(7 * 86_400),
+  SESSION_IDLE_TIMEOUT: duration({ unit: 's', default: 7 * 86_400 }),
   /** ...and this long after login, however much it is used. */
-  SESSION_MAX_LIFETIME: duration(30 * 86_400),
+  SESSION_MAX_LIFETIME: duration({ unit: 's', default: 30 * 86_400 }),
   /** How long a just-replaced refresh token still answers with the session's current pair (tabs refreshing at once). */
-  REFRESH_REUSE_INTERVAL: duration(10),
+  REFRESH_REUSE_INTERVAL: duration({ unit: 's', default: 10 }),
   /** How often expired sessions and used or expired email tokens are deleted; 0: never. */
-  PRUNE_INTERVAL: durationOrOff(3600),
+  PRUNE_INTERVAL: duration({ unit: 's', default: 3600, off: true }),
   /** SMTP_URL (unset: the mail endpoints answer 503) and MAIL_FROM. */
   ...mailVars('Accounts <no-reply@localhost>'),
   /**
    * Where users reach the account pages: mails link to <ACCOUNTS_PUBLIC_URL>/reset-password and
-   * /verify-email. Default http://localhost:<PORT>.
+   * /verify-email. Default http://127.0.0.1:<PORT>, except with NODE_ENV=production, where it must
+   * be set: a mail linking to the server's own loopback reaches nobody.
    */
-  ACCOUNTS_PUBLIC_URL: httpUrl({ default: (env: Record<string, string | undefined>) => `http://localhost:${env.PORT || 3000}` }),
+  ACCOUNTS_PUBLIC_URL: httpUrl({
+    default: (env: Record<string, string | undefined>) => {
+      if (env.NODE_ENV === 'production') {
+        throw new ConfigError(
+          'ACCOUNTS_PUBLIC_URL',
+          'is required when NODE_ENV=production (the address mails link to, e.g. https://accounts.example.com)',
+        );
+      }
+      return `http://127.0.0.1:${env.PORT || 3000}`;
+    },
+  }),
   /** On: registration mails a verification link and login answers 403 until it is followed (needs SMTP_URL). */
   REQUIRE_EMAIL_VERIFICATION: bool({ default: false }),
+  /**
+   * On: POST /auth/email-signin mails a sign-in link and code (needs SMTP_URL), and the sign-in page
+   * offers it. Off: those routes and the /email-signin page answer 404 like unknown paths.
+   */
+  EMAIL_SIGNIN: bool({ default: false }),
   /** Password-reset and verification requests per client IP per MAIL_REQUESTS_WINDOW. */
   MAIL_REQUESTS_MAX_PER_IP: int({ default: 20, min: 1 }),
-  MAIL_REQUESTS_WINDOW: duration(3600),
+  MAIL_REQUESTS_WINDOW: duration({ unit: 's', default: 3600 }),
+  /**
+   * Sensitive operations (password change, second-factor changes) need a sign-in no older than this;
+   * older, they answer 401 reauthentication_required.
+   */
+  REAUTH_MAX_AGE: duration({ unit: 's', default: 600 }),
+  /**
+   * On: admin routes need an admin with a second factor, signed in with it; admins' tokens carry aal.
+   * Off by default: the contract's admin (ADMIN_EMAIL, no factor) must reach GET /admin/users with a password login.
+   */
+  REQUIRE_ADMIN_MFA: bool({ default: false }),
   // 32 cost-12 jobs are about 5 s of work for 2 cores.
   ...passwordHasherVars(32),
 };

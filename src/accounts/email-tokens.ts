@@ -20,7 +20,7 @@ export class EmailTokens {
    * (for a verification: an account not yet verified), all in one statement: the
    * database does the same work whether or not the account exists, and the answer
    * is the only difference (the user's id, or undefined). The mail row has the
-   * shape of the kit's outbox (src/kit/mail/outbox.sql); it is written here, in the
+   * shape of the kit's outbox (src/kit/mail/migrations/001_outbox.sql); it is written here, in the
    * same statement, rather than by enqueueMail, so that no second statement runs
    * only for known addresses.
    */
@@ -79,7 +79,11 @@ export class EmailTokens {
 
   /** Retires the user's other unused tokens of this purpose (a completed reset voids older links). */
   async retireAll(db: PoolClient, userId: string, purpose: EmailTokenPurpose, now: number): Promise<void> {
-    await db.query('UPDATE email_tokens SET used_at = $3 WHERE user_id = $1 AND purpose = $2 AND used_at IS NULL', [userId, purpose, new Date(now)]);
+    await db.query('UPDATE email_tokens SET used_at = $3 WHERE user_id = $1 AND purpose = $2 AND used_at IS NULL', [
+      userId,
+      purpose,
+      new Date(now),
+    ]);
   }
 
   /** Records that the owner of the address proved it (kept at the first time). */

@@ -1,24 +1,21 @@
-import { createHash } from 'node:crypto';
-import type { Clock } from '../kit/clock.js';
-import { HttpError } from '../kit/errors.js';
-import type { CounterStore, WindowLimit } from '../kit/rate-limit.js';
+import { createHmac } from 'node:crypto';
+import { HttpError } from '../kit/http/errors.js';
+import { DEFAULT_LOGIN_FAILURE_LIMITS, type LoginRefusal } from '../kit/login-throttle.js';
+import type { CounterStore } from '../kit/rate-limit.js';
 
-/** Failed logins allowed per window; successes are never counted. */
-export const LOGIN_FAILURE_LIMITS = {
-  perAccount: { max: 10, windowMs: 15 * 60_000 },
-  perIp: { max: 100, windowMs: 15 * 60_000 },
-} as const;
+/** Failed logins allowed per window (docs/accounts.md, "Brute-force protection"); successes are never counted. */
+export const LOGIN_FAILURE_LIMITS = DEFAULT_LOGIN_FAILURE_LIMITS;
 
-/** How an email appears in logs and counter keys: never in clear. */
-export function emailDigest(email: string): string {
-  return createHash('sha256').update(email).digest('hex');
+/**
+ * How an email appears in the audit log, the logs and the counter keys: never in clear, and not
+ * as a plain SHA-256 either (a dictionary of addresses would read it back), but as an HMAC-SHA256
+ * under a key derived from JWT_SECRET. The same address always gives the same digest while
+ * JWT_SECRET stays the same.
+ */
+export function emailDigester(jwtSecret: string): (email: string) => string {
+  const key = createHmac('sha256', jwtSecret).update('accounts email digest').digest();
+  return (email) => createHmac('sha256', key).update(email).digest('hex');
 }
-
-/** The counter keys of a login attempt (exported so tests can pre-fill a store). */
-export const loginFailureKeys = (email: string, ip: string) => ({
-  account: `account:${emailDigest(email)}`,
-  ip: `ip:${ip}`,
-});
 
 export function tooManyFailures(seconds: number): HttpError {
   return new HttpError(429, `Too many failed login attempts, try again in ${seconds} seconds.`, {
@@ -27,55 +24,17 @@ export function tooManyFailures(seconds: number): HttpError {
 }
 
 /**
- * A login attempt that holds one count on its account's and its IP's
- * counters while its password is checked. Left as it is, the count is the
- * failure; it is given back when the password matched or when no answer
- * came out of the check.
+ * Tells the first refusal of a throttle window from the others, across instances: only that one
+ * is written to the audit log and the log, so a flood of refused logins adds one row per
+ * refusing key and window instead of one per refusal (each refusal is still counted in
+ * rate_limited_requests_total).
  */
-export class LoginAttempt {
-  constructor(
-    private readonly store: CounterStore,
-    private readonly limits: [WindowLimit, WindowLimit],
-    private readonly windowIds: string[],
-  ) {}
+export class RefusalRecorder {
+  constructor(private readonly store: CounterStore) {}
 
-  /** A success clears the account's failures; the IP's stay, so one good account cannot launder a spray. */
-  async succeeded(): Promise<void> {
-    const [account, ip] = this.limits;
-    await Promise.all([this.store.reset(account.key), this.store.release(ip.key, this.windowIds[1]!, ip.windowMs)]);
-  }
-
-  /** The check never answered (hashing queue full, database down): the guess was not spent. */
-  async abandoned(): Promise<void> {
-    await Promise.all(this.limits.map((limit, i) => this.store.release(limit.key, this.windowIds[i]!, limit.windowMs)));
-  }
-}
-
-/**
- * Brute-force guard: failures are counted per account (guessing one password)
- * and per client IP (spraying many accounts). Every attempt takes its count
- * BEFORE its password is verified, atomically on both counters (one Lua
- * script with Redis), so however many guesses arrive at once, at most the
- * limit's worth reach bcrypt per window; the rest are refused without any
- * bcrypt work.
- */
-export class LoginThrottle {
-  constructor(
-    private readonly store: CounterStore,
-    private readonly clock: Clock,
-  ) {}
-
-  /** The attempt, holding its counts, or the seconds until one is allowed. */
-  async reserve(email: string, ip: string): Promise<LoginAttempt | { retryAfterSeconds: number }> {
-    const keys = loginFailureKeys(email, ip);
-    const limits: [WindowLimit, WindowLimit] = [
-      { key: keys.account, ...LOGIN_FAILURE_LIMITS.perAccount },
-      { key: keys.ip, ...LOGIN_FAILURE_LIMITS.perIp },
-    ];
-    const reservation = await this.store.reserve(limits);
-    if (reservation.admitted) return new LoginAttempt(this.store, limits, reservation.windowIds);
-    const now = this.clock();
-    const blocking = reservation.windows.filter((w, i) => w.count >= limits[i]!.max);
-    return { retryAfterSeconds: Math.max(1, ...blocking.map((w) => Math.ceil((w.resetAt - now) / 1000))) };
+  async isFirstOfWindow(refusal: LoginRefusal): Promise<boolean> {
+    // The marker lives as long as the refusing window has left.
+    const state = await this.store.hit(`refused:${refusal.key}`, refusal.retryAfterSeconds * 1000);
+    return state.count === 1;
   }
 }

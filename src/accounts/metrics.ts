@@ -1,6 +1,6 @@
 import { Counter, Gauge, Histogram } from 'prom-client';
-import type { App } from '../kit/http.js';
-import { metricsRegistry } from '../kit/metrics.js';
+import type { App } from '../kit/http/app.js';
+import { metricsRegistry } from '../kit/http/metrics.js';
 
 // The accounts service's own figures. Login outcomes are read from the answer
 // of the login route (401: a failure, 429: refused by the throttle), so the
@@ -66,6 +66,7 @@ export function installAccountsMetrics(app: App, hasher: HasherState): void {
   app.addHook('onResponse', async (request, reply) => {
     const route = request.routeOptions.url;
     if (route === LOGIN_ROUTE && reply.statusCode === 401) loginFailures.inc();
-    else if ((route === LOGIN_ROUTE || route === PASSWORD_ROUTE) && reply.statusCode === 429) rateLimited.inc({ limiter: 'login_throttle' });
+    else if ((route === LOGIN_ROUTE || route === PASSWORD_ROUTE) && reply.statusCode === 429)
+      rateLimited.inc({ limiter: 'login_throttle' });
   });
 }

@@ -8,17 +8,21 @@ export function accountsPasswordHasher(opts: Omit<PasswordHasherOptions, 'cost'>
   return new PasswordHasher({ cost: BCRYPT_COST, ...opts });
 }
 
-let dummyHash: Promise<string> | undefined;
+const dummyHashes = new Map<number, Promise<string>>();
 
 /**
- * A cost-12 hash of a random password nobody knows. Login compares against it
- * when the email is unknown, so an unknown email and a wrong password cost the
- * same bcrypt work and cannot be told apart by timing. Made once per process.
+ * A hash, at the hasher's cost, of a random password nobody knows. Login compares against it
+ * when the email is unknown, so an unknown email and a wrong password cost the same bcrypt work
+ * and cannot be told apart by timing. Made once per process and cost.
  */
 export function dummyPasswordHash(hasher: PasswordHasher): Promise<string> {
-  dummyHash ??= hasher.hash(randomBytes(32).toString('base64url')).catch((err: unknown) => {
-    dummyHash = undefined;
-    throw err;
-  });
-  return dummyHash;
+  let hash = dummyHashes.get(hasher.cost);
+  if (!hash) {
+    hash = hasher.hash(randomBytes(32).toString('base64url')).catch((err: unknown) => {
+      dummyHashes.delete(hasher.cost);
+      throw err;
+    });
+    dummyHashes.set(hasher.cost, hash);
+  }
+  return hash;
 }

@@ -16,45 +16,42 @@ export const PRUNE_MAX_BATCHES = 100;
 export interface PruneCounts {
   sessions: number;
   emailTokens: number;
+  /** Second-factor login challenges used or expired. */
+  loginChallenges: number;
 }
 
-export interface PruningOptions {
+export interface PrunerOptions {
   pool: Pool;
   clock: Clock;
-  /** Between the end of one run and the start of the next; 0: never runs (PRUNE_INTERVAL). */
-  intervalMs: number;
   /** A session unused this long, or this old, can never be used again (SESSION_IDLE_TIMEOUT, SESSION_MAX_LIFETIME). */
   idleMs: number;
   maxLifetimeMs: number;
-  log: { info(obj: object, msg: string): void; warn(obj: object, msg: string): void };
   batchSize?: number;
   maxBatches?: number;
-  /** The longest wait before the first run after a start (default a minute), so an instance restarted more often than intervalMs (each deploy) still prunes. */
-  firstRunMaxDelayMs?: number;
 }
 
-export interface Pruning {
-  /** One run now (the timer's runs and this one never overlap); resolves with what it deleted. */
+export interface Pruner {
+  /** One run (runs never overlap); resolves with what it deleted. */
   runOnce(): Promise<PruneCounts>;
-  /** No new run starts; resolves once a run in progress has finished its current statement. */
-  stop(): Promise<void>;
+  /** No statement starts after this; a run in progress ends after its current statement. */
+  stop(): void;
 }
 
 /**
  * Deletes what can never be used again: sessions ended, idle-expired or past
  * their lifetime for longer than ENDED_SESSION_RETENTION_MS, and email tokens
- * used or expired (a deleted one answers exactly as a used one did). The audit
+ * and second-factor login challenges used or expired (a deleted one answers exactly as a used one did). The audit
  * log is never pruned: it is append-only by design (migration 002).
  *
  * Each statement deletes at most batchSize rows and skips rows another
  * transaction holds (a refresh, or another instance's prune), so several
- * instances may run at once: each row is deleted once, nobody waits.
+ * instances may run at once: each row is deleted once, nobody waits. The app
+ * runs it every PRUNE_INTERVAL as a periodic job (app.ts).
  */
-export function startPruning(options: PruningOptions): Pruning {
+export function createPruner(options: PrunerOptions): Pruner {
   const batchSize = options.batchSize ?? PRUNE_BATCH_SIZE;
   const maxBatches = options.maxBatches ?? PRUNE_MAX_BATCHES;
   let stopped = false;
-  let timer: NodeJS.Timeout | undefined;
   let running: Promise<PruneCounts> | undefined;
 
   async function deleteInBatches(sql: string, params: unknown[]): Promise<number> {
@@ -86,42 +83,26 @@ export function startPruning(options: PruningOptions): Pruning {
          LIMIT $2 FOR UPDATE SKIP LOCKED)`,
       [new Date(now)],
     );
-    return { sessions, emailTokens };
-  }
-
-  function runOnce(): Promise<PruneCounts> {
-    const run = (running ?? Promise.resolve()).then(
-      () => prune(),
-      () => prune(),
+    const loginChallenges = await deleteInBatches(
+      `DELETE FROM login_challenges WHERE ctid IN (
+         SELECT ctid FROM login_challenges WHERE used_at IS NOT NULL OR expires_at <= $1
+         LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+      [new Date(now)],
     );
-    running = run.catch(() => ({ sessions: 0, emailTokens: 0 }));
-    return run;
+    return { sessions, emailTokens, loginChallenges };
   }
 
-  async function tick(): Promise<void> {
-    try {
-      const counts = await runOnce();
-      options.log.info({ event: 'pruned', ...counts }, 'deleted expired sessions and email tokens');
-    } catch (err) {
-      // A failed run (the database away, say) is tried again at the next interval; no request depends on it.
-      options.log.warn({ event: 'prune_failed', err: { message: (err as Error).message } }, 'pruning expired rows failed');
-    }
-    schedule();
-  }
-
-  function schedule(delayMs = options.intervalMs): void {
-    if (stopped || options.intervalMs <= 0) return;
-    timer = setTimeout(() => void tick(), delayMs);
-    timer.unref();
-  }
-
-  schedule(Math.min(options.intervalMs, options.firstRunMaxDelayMs ?? 60_000));
   return {
-    runOnce,
-    async stop() {
+    runOnce() {
+      const run = (running ?? Promise.resolve()).then(
+        () => prune(),
+        () => prune(),
+      );
+      running = run.catch(() => ({ sessions: 0, emailTokens: 0, loginChallenges: 0 }));
+      return run;
+    },
+    stop() {
       stopped = true;
-      clearTimeout(timer);
-      await running;
     },
   };
 }

@@ -122,9 +122,7 @@ export class UsersRepository {
   }
 
   async findUserByEmail(email: string): Promise<PublicUser | undefined> {
-    const { rows } = await this.pool.query<UserRow>(`SELECT ${PUBLIC_COLUMNS} FROM users WHERE lower(email) = lower($1)`, [
-      email,
-    ]);
+    const { rows } = await this.pool.query<UserRow>(`SELECT ${PUBLIC_COLUMNS} FROM users WHERE lower(email) = lower($1)`, [email]);
     return rows[0] ? toPublicUser(rows[0]) : undefined;
   }
 

@@ -1,10 +1,11 @@
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import type { Clock } from '../kit/clock.js';
 import { type Pool, type PoolClient, withTransaction } from '../kit/db.js';
-import { HttpError, forbidden, notFound, unauthorized } from '../kit/errors.js';
-import { type AuditLog, type Origin } from './audit.js';
+import { HttpError, forbidden, notFound, unauthorized } from '../kit/http/errors.js';
+import type { AuditLog, Origin } from './audit.js';
 import type { Account, PublicUser, UsersRepository } from './repository.js';
-import type { AccessTokens } from './tokens.js';
+import { deviceName } from './devices.js';
+import { type AccessTokens, type Authentication, PASSWORD_ONLY } from './tokens.js';
 
 export const INVALID_REFRESH_TOKEN = 'Invalid or expired refresh token.';
 export const ACCOUNT_BANNED = 'This account has been banned.';
@@ -25,6 +26,8 @@ export interface SessionView {
   last_used_at: string;
   ip: string;
   user_agent: string | null;
+  /** The browser and system in words ("Chrome on Linux"), when the agent names a browser. */
+  device: string | null;
 }
 
 export interface SessionLimits {
@@ -81,6 +84,13 @@ interface SessionRow {
   created_at: Date;
   last_used_at: Date;
   ended_at: Date | null;
+  authenticated_at: Date | null;
+  amr: string[] | null;
+}
+
+/** How a session was authenticated; sessions older than the column count from their creation, by password. */
+function authenticationOf(session: SessionRow): Authentication {
+  return { authTime: Math.floor((session.authenticated_at ?? session.created_at).getTime() / 1000), amr: session.amr ?? PASSWORD_ONLY };
 }
 
 /**
@@ -98,15 +108,22 @@ export class Sessions {
     private readonly clock: Clock,
   ) {}
 
-  /** A new session for an account whose row the caller's transaction has locked. */
-  async start(db: PoolClient, account: Account, origin: Origin): Promise<TokenPair> {
-    const now = new Date(this.clock());
+  /**
+   * A new session for an account whose row the caller's transaction has locked,
+   * authenticated now with the methods `amr` (a password alone unless told).
+   */
+  async start(db: PoolClient, account: Account, origin: Origin, amr: string[] = PASSWORD_ONLY): Promise<TokenPair> {
+    const now = this.clock();
     const refreshToken = this.refreshTokens.first();
     await db.query(
-      `INSERT INTO sessions (user_id, refresh_token_hash, created_at, last_used_at, ip, user_agent) VALUES ($1, $2, $3, $3, $4, $5)`,
-      [account.user.id, sha256(refreshToken), now, origin.ip, origin.userAgent ?? null],
+      `INSERT INTO sessions (user_id, refresh_token_hash, created_at, last_used_at, ip, user_agent, authenticated_at, amr)
+       VALUES ($1, $2, $3, $3, $4, $5, $3, $6)`,
+      [account.user.id, sha256(refreshToken), new Date(now), origin.ip, origin.userAgent ?? null, amr],
     );
-    return this.pair(account, refreshToken);
+    // A login within the second of a cut-off gets iat = the cut-off (up to 1 s ahead); its auth_time
+    // is that too, so a password login's token still has only the contract's claims.
+    const authTime = Math.max(Math.floor(now / 1000), account.accessTokensFrom);
+    return this.pair(account, refreshToken, now, { authTime, amr });
   }
 
   /**
@@ -120,7 +137,8 @@ export class Sessions {
     const hash = sha256(refreshToken);
     const outcome = await withTransaction(this.pool, async (db): Promise<TokenPair | HttpError> => {
       const { rows } = await db.query<SessionRow>(
-        `SELECT id, user_id, refresh_token_hash = $1 AS is_current, refresh_token_hash, rotated_at, created_at, last_used_at, ended_at
+        `SELECT id, user_id, refresh_token_hash = $1 AS is_current, refresh_token_hash, rotated_at, created_at, last_used_at, ended_at,
+                authenticated_at, amr
          FROM sessions WHERE refresh_token_hash = $1 OR previous_token_hash = $1 FOR UPDATE`,
         [hash],
       );
@@ -138,22 +156,25 @@ export class Sessions {
           [session.id, sha256(next), new Date(now)],
         );
         // As of the rotation time, which tabs presenting the replaced token get too.
-        return this.pair(account, next, now);
+        return this.pair(account, next, now, authenticationOf(session));
       }
       const rotatedAt = session.rotated_at!.getTime();
       const current = this.refreshTokens.next(refreshToken);
       if (now - rotatedAt <= this.limits.reuseIntervalMs && sha256(current).equals(session.refresh_token_hash)) {
         await db.query('UPDATE sessions SET last_used_at = $2 WHERE id = $1', [session.id, new Date(now)]);
         // Issued as of the rotation, so every tab gets the very same access token too.
-        return this.pair(account, current, rotatedAt);
+        return this.pair(account, current, rotatedAt, authenticationOf(session));
       }
       await this.endSessions(db, { sessionId: session.id }, 'refresh_token_reused', now);
-      await this.audit.record({
-        event: 'refresh_token_reused',
-        targetId: session.user_id,
-        origin,
-        details: { session_id: session.id },
-      }, db);
+      await this.audit.record(
+        {
+          event: 'refresh_token_reused',
+          targetId: session.user_id,
+          origin,
+          details: { session_id: session.id },
+        },
+        db,
+      );
       return unauthorized(INVALID_REFRESH_TOKEN);
     });
     if (outcome instanceof HttpError) throw outcome;
@@ -169,7 +190,11 @@ export class Sessions {
          WHERE (refresh_token_hash = $2 OR previous_token_hash = $2) AND user_id = $1 AND ended_at IS NULL RETURNING id`,
         [callerId, sha256(refreshToken), new Date(this.clock())],
       );
-      if (rows[0]) await this.audit.record({ event: 'logged_out', actorId: callerId, targetId: callerId, origin, details: { session_id: rows[0].id } }, db);
+      if (rows[0])
+        await this.audit.record(
+          { event: 'logged_out', actorId: callerId, targetId: callerId, origin, details: { session_id: rows[0].id } },
+          db,
+        );
     });
   }
 
@@ -211,7 +236,19 @@ export class Sessions {
       last_used_at: row.last_used_at.toISOString(),
       ip: row.ip,
       user_agent: row.user_agent,
+      device: deviceName(row.user_agent),
     }));
+  }
+
+  /** The session a refresh token belongs to (its current or just-replaced token): the pages mark it as "this device". */
+  async idOf(refreshToken: string): Promise<string | undefined> {
+    if (!RefreshTokens.wellFormed(refreshToken)) return undefined;
+    const hash = sha256(refreshToken);
+    const { rows } = await this.pool.query<{ id: string }>(
+      'SELECT id FROM sessions WHERE refresh_token_hash = $1 OR previous_token_hash = $1',
+      [hash],
+    );
+    return rows[0]?.id;
   }
 
   /** Ends one of the caller's live sessions (those the list shows); another user's, an expired or an unknown one is 404. */
@@ -224,7 +261,10 @@ export class Sessions {
         [callerId, sessionId, new Date(now), new Date(now - this.limits.idleMs), new Date(now - this.limits.maxLifetimeMs)],
       );
       if (!rows[0]) throw notFound(SESSION_NOT_FOUND);
-      await this.audit.record({ event: 'session_ended', actorId: callerId, targetId: callerId, origin, details: { session_id: sessionId } }, db);
+      await this.audit.record(
+        { event: 'session_ended', actorId: callerId, targetId: callerId, origin, details: { session_id: sessionId } },
+        db,
+      );
     });
   }
 
@@ -234,11 +274,18 @@ export class Sessions {
 
   private async endSessions(db: PoolClient, which: { sessionId: string } | { userId: string }, reason: string, now: number): Promise<void> {
     const [column, value] = 'sessionId' in which ? ['id', which.sessionId] : ['user_id', which.userId];
-    await db.query(`UPDATE sessions SET ended_at = $2, end_reason = $3 WHERE ${column} = $1 AND ended_at IS NULL`, [value, new Date(now), reason]);
+    await db.query(`UPDATE sessions SET ended_at = $2, end_reason = $3 WHERE ${column} = $1 AND ended_at IS NULL`, [
+      value,
+      new Date(now),
+      reason,
+    ]);
   }
 
-  private async pair(account: Account, refreshToken: string, at?: number): Promise<TokenPair> {
-    const token = await this.tokens.issueAccessToken({ id: account.user.id, role: account.user.role }, { notBefore: account.accessTokensFrom, at });
+  private async pair(account: Account, refreshToken: string, at: number, authentication: Authentication): Promise<TokenPair> {
+    const token = await this.tokens.issueAccessToken(
+      { id: account.user.id, role: account.user.role },
+      { notBefore: account.accessTokensFrom, at, authentication },
+    );
     return { token, refresh_token: refreshToken, expires_in: this.tokens.lifetime, user: account.user };
   }
 }

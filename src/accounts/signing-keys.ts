@@ -2,7 +2,7 @@ import { createPublicKey, type JsonWebKey, type KeyObject } from 'node:crypto';
 import type { JWK } from 'jose';
 import { ConfigError, type VarSpec } from '../kit/config.js';
 import { es256PublicJwk, generateEs256PrivateKeyPem, parseEs256PrivateKey, parseEs256PublicKey } from '../kit/es256-keys.js';
-import { loadOrCreateSecret } from '../kit/secrets.js';
+import { loadOrCreateSecret } from '../dev/secrets.js';
 
 // With JWT_ALGORITHM=ES256 access tokens are signed with one P-256 private key and name it by kid;
 // GET /.well-known/jwks.json publishes its public half, and the public keys of

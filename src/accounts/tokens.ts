@@ -1,7 +1,7 @@
 import { createHmac, createSecretKey, type KeyObject, timingSafeEqual } from 'node:crypto';
 import { SignJWT, decodeProtectedHeader, jwtVerify } from 'jose';
 import type { Clock } from '../kit/clock.js';
-import { unauthorized } from '../kit/errors.js';
+import { unauthorized } from '../kit/http/errors.js';
 import { CLOCK_SKEW_SECONDS, decodeJsonSegment, hasLowSSignature, isCanonicalCompactJws, withLowSSignature } from '../kit/jws.js';
 import type { Role } from './repository.js';
 import type { Es256Keys } from './signing-keys.js';
@@ -12,9 +12,28 @@ export interface AccessClaims {
   role: Role;
 }
 
+/**
+ * How the token's session was authenticated: when (seconds since the epoch) and with
+ * which methods (RFC 8176 names: pwd, otp). A token issued at a password-only login
+ * leaves both out (rule 4): its iat is its auth_time and its method is pwd.
+ */
+export interface Authentication {
+  authTime: number;
+  amr: string[];
+}
+
+export const PASSWORD_ONLY = ['pwd'];
+
+/** Whether an authentication used a second factor (NIST SP 800-63B level 2): amr names mfa. */
+export function usedSecondFactor(authentication: Authentication): boolean {
+  return authentication.amr.includes('mfa');
+}
+
 /** What a verified token says, with its issue time (whole seconds), which the per-user cut-off is compared with. */
 export interface VerifiedClaims extends AccessClaims {
   iat: number;
+  /** The token's auth_time and amr claims, or for a token without them its iat and pwd. */
+  authentication: Authentication;
 }
 
 export const INVALID_TOKEN = 'Invalid or expired token.';
@@ -37,6 +56,8 @@ export class AccessTokens {
     signing: TokenSigning,
     private readonly lifetimeSeconds: number,
     private readonly clock: Clock,
+    /** REQUIRE_ADMIN_MFA: admins' tokens say their assurance level (aal1, aal2) for whoever reads them. */
+    private readonly adminAssurance = false,
   ) {
     if (signing.algorithm === 'HS256') {
       this.hmacKey = crypto.subtle.importKey('raw', new TextEncoder().encode(signing.secret), { name: 'HMAC', hash: 'SHA-256' }, false, [
@@ -53,9 +74,22 @@ export class AccessTokens {
    * Issued now (or at `at`, in ms), or at `notBefore` (seconds) when that is later:
    * a cut-off set within the current second must not catch a token issued after it.
    */
-  async issueAccessToken(claims: AccessClaims, { notBefore = 0, at = this.clock() }: { notBefore?: number; at?: number } = {}): Promise<string> {
+  async issueAccessToken(
+    claims: AccessClaims,
+    { notBefore = 0, at = this.clock(), authentication }: { notBefore?: number; at?: number; authentication?: Authentication } = {},
+  ): Promise<string> {
     const issuedAt = Math.max(Math.floor(at / 1000), notBefore);
-    const jwt = new SignJWT({ id: claims.id, role: claims.role }).setIssuedAt(issuedAt).setExpirationTime(issuedAt + this.lifetimeSeconds);
+    const payload: Record<string, unknown> = { id: claims.id, role: claims.role };
+    // The contract's token (id and role only) whenever iat and pwd say it all.
+    // Each claim only when it says more than the contract's token: auth_time when it is not
+    // the iat (a refreshed token), amr when more than a password was used.
+    const passwordOnly = !authentication || authentication.amr.join(' ') === PASSWORD_ONLY.join(' ');
+    if (authentication && (authentication.authTime !== issuedAt || !passwordOnly)) payload.auth_time = authentication.authTime;
+    if (authentication && !passwordOnly) payload.amr = authentication.amr;
+    if (this.adminAssurance && claims.role === 'admin') {
+      payload.aal = authentication && usedSecondFactor(authentication) ? 'aal2' : 'aal1';
+    }
+    const jwt = new SignJWT(payload).setIssuedAt(issuedAt).setExpirationTime(issuedAt + this.lifetimeSeconds);
     if (!this.es256) return jwt.setProtectedHeader({ alg: 'HS256', typ: 'JWT' }).sign(await this.hmacKey!);
     const token = await jwt.setProtectedHeader({ alg: 'ES256', kid: this.es256.kid, typ: 'JWT' }).sign(this.es256.privateKey);
     // ECDSA signers pick s or n − s at random; verification accepts only low s (see verifyAccessToken).
@@ -93,7 +127,18 @@ export class AccessTokens {
     }
     // jose checks nbf but not a future iat; a token this service issued never has one beyond the skew.
     if (typeof iat !== 'number' || iat > Math.floor(this.clock() / 1000) + CLOCK_SKEW_SECONDS) throw unauthorized(INVALID_TOKEN);
-    return { id, role, iat };
+    const { auth_time: authTime = iat, amr = PASSWORD_ONLY } = payload;
+    if (
+      typeof authTime !== 'number' ||
+      !Number.isInteger(authTime) ||
+      authTime > iat ||
+      !Array.isArray(amr) ||
+      amr.length === 0 ||
+      !amr.every((m) => typeof m === 'string')
+    ) {
+      throw unauthorized(INVALID_TOKEN);
+    }
+    return { id, role, iat, authentication: { authTime, amr: amr as string[] } };
   }
 
   /**
@@ -106,7 +151,7 @@ export class AccessTokens {
   private verifyHs256(token: string, key: KeyObject): Record<string, unknown> | undefined {
     const [encodedHeader, encodedPayload, encodedSignature] = token.split('.') as [string, string, string];
     const header = decodeJsonSegment(encodedHeader);
-    if (!header || header.alg !== 'HS256' || Object.hasOwn(header, 'crit')) return undefined;
+    if (header?.alg !== 'HS256' || Object.hasOwn(header, 'crit')) return undefined;
     const expected = createHmac('sha256', key).update(`${encodedHeader}.${encodedPayload}`).digest();
     const given = Buffer.from(encodedSignature, 'base64url');
     if (given.length !== expected.length || !timingSafeEqual(given, expected)) return undefined;

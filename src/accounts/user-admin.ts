@@ -1,6 +1,6 @@
 import type { Clock } from '../kit/clock.js';
 import { type Pool, type PoolClient, withTransaction } from '../kit/db.js';
-import { HttpError, notFound } from '../kit/errors.js';
+import { HttpError, notFound } from '../kit/http/errors.js';
 import type { AuditLog, Origin } from './audit.js';
 import type { Account, Role, UsersRepository } from './repository.js';
 import { USER_NOT_FOUND } from './service.js';
@@ -41,7 +41,8 @@ export class UserAdministration {
         after.accessTokensFrom = await this.sessions.revokeEverything(db, targetId, roleChanges ? 'role_changed' : 'banned');
       }
       const entry = { actorId, targetId, origin };
-      if (roleChanges) await this.audit.record({ ...entry, event: 'role_changed', details: { from: before.user.role, to: after.user.role } }, db);
+      if (roleChanges)
+        await this.audit.record({ ...entry, event: 'role_changed', details: { from: before.user.role, to: after.user.role } }, db);
       if (banChanges) await this.audit.record({ ...entry, event: change.banned ? 'user_banned' : 'user_unbanned' }, db);
       return after;
     });

@@ -1,4 +1,5 @@
-import { badRequest, type HttpError } from '../kit/errors.js';
+import { isCommonPassword } from '../kit/common-passwords.js';
+import { badRequest, type HttpError } from '../kit/http/errors.js';
 import { hasLoneSurrogate } from '../kit/text.js';
 
 // Rules a JSON schema cannot express (lengths after trimming, counted in code
@@ -12,8 +13,7 @@ export const PASSWORD_MAX_BYTES = 72;
 export const EMAIL_MAX_LENGTH = 254;
 
 // The WHATWG "valid e-mail address" grammar (what browsers accept), ASCII only.
-const EMAIL_PATTERN =
-  /^[a-z0-9.!#$%&'*+/=?^_`{|}~-]+@[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)+$/;
+const EMAIL_PATTERN = /^[a-z0-9.!#$%&'*+/=?^_`{|}~-]+@[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)+$/;
 
 // Control characters (U+0000 to U+001F, U+007F to U+009F) have no place in a
 // display name, and PostgreSQL text cannot hold U+0000 at all: such a name made
@@ -69,6 +69,21 @@ export function passwordProblem(password: string): string | undefined {
   return undefined;
 }
 
+/**
+ * A password being chosen (registration, change, reset) also must not be one of
+ * the most commonly used ones (NIST SP 800-63B, 5.1.1.2). Login and the
+ * current password are checked with passwordProblem alone: an account whose
+ * password predates the list can still sign in and change it.
+ */
+export function newPasswordProblem(password: string): string | undefined {
+  const problem = passwordProblem(password);
+  if (problem) return problem;
+  if (isCommonPassword(password)) return COMMON_PASSWORD_PROBLEM;
+  return undefined;
+}
+
+export const COMMON_PASSWORD_PROBLEM = 'is one of the most commonly used passwords: choose one that is harder to guess';
+
 /** The same 400 and message style as a schema failure (`body/password must …`). */
 export function invalidField(field: string, problem: string): HttpError {
   return badRequest(`body/${field} ${problem}`);
@@ -85,16 +100,21 @@ export interface Credentials {
   password: string;
 }
 
-/** Normalizes and checks a registration; the first problem, in field order, is the 400. */
+/**
+ * Normalizes and checks a registration. Every problem is in the one 400, in
+ * field order and separated by "; " (`body/name must …; body/password is …`),
+ * so a form can mark every field at once.
+ */
 export function checkRegistration(body: Registration): Registration {
   const name = normalizeName(body.name);
   const email = normalizeEmail(body.email);
   const problems: Array<[string, string | undefined]> = [
     ['name', nameProblem(name)],
     ['email', emailProblem(email)],
-    ['password', passwordProblem(body.password)],
+    ['password', newPasswordProblem(body.password)],
   ];
-  for (const [field, problem] of problems) if (problem) throw invalidField(field, problem);
+  const found = problems.filter(([, problem]) => problem !== undefined);
+  if (found.length > 0) throw badRequest(found.map(([field, problem]) => `body/${field} ${problem}`).join('; '));
   return { name, email, password: body.password };
 }
 

@@ -1,15 +1,21 @@
 import { Type } from '@sinclair/typebox';
-import type { App } from '../../kit/http.js';
+import type { App } from '../../kit/http/app.js';
 import { AUDIT_EVENTS, type AuditLog } from '../audit.js';
 import { type AccessCheck, requireAccessToken } from '../auth.js';
 import { BEARER_SECURITY, BearerHeader, Errors } from './schemas.js';
-import { ListQuery, linkHeader } from './admin-users.js';
+import { paginationLinks } from '../../kit/http/pagination.js';
+import { ListQuery } from './admin-users.js';
 
 const AuditQuery = Type.Object(
   {
     ...ListQuery.properties,
     user_id: Type.Optional(Type.String({ format: 'uuid', description: 'Entries where this user acted or was acted upon' })),
-    event: Type.Optional(Type.Union(AUDIT_EVENTS.map((e) => Type.Literal(e)), { description: 'Entries of this event only' })),
+    event: Type.Optional(
+      Type.Union(
+        AUDIT_EVENTS.map((e) => Type.Literal(e)),
+        { description: 'Entries of this event only' },
+      ),
+    ),
   },
   { additionalProperties: false },
 );
@@ -52,9 +58,9 @@ export async function adminAuditRoute(app: App, { audit, access }: { audit: Audi
     async (request, reply) => {
       const { page, per_page: perPage, user_id: userId, event } = request.query;
       const { total, entries } = await audit.page({ limit: perPage, offset: (page - 1) * perPage, userId, event });
-      const filters = [userId && `&user_id=${encodeURIComponent(userId)}`, event && `&event=${event}`].filter(Boolean).join('');
       const lastPage = Math.max(1, Math.ceil(total / perPage));
-      void reply.header('x-total-count', String(total)).header('link', linkHeader('/admin/audit', { page, perPage, lastPage }, filters));
+      const links = paginationLinks('/admin/audit', { page, perPage, lastPage }, { user_id: userId, event });
+      void reply.header('x-total-count', String(total)).header('link', links);
       return entries;
     },
   );

@@ -1,11 +1,11 @@
 import { Type } from '@sinclair/typebox';
-import type { App } from '../../kit/http.js';
-import { described } from '../../kit/openapi.js';
+import type { App } from '../../kit/http/app.js';
+import { described } from '../../kit/http/openapi.js';
 import { originOf } from '../audit.js';
 import { type AccessCheck, callers, requireAccessToken } from '../auth.js';
 import type { UserAdministration } from '../user-admin.js';
 import { BEARER_SECURITY, BearerHeader, Done, Errors, PublicUser } from './schemas.js';
-import { dataEnvelope, envelope, ErrorEnvelope, statusEnvelope } from '../../kit/status-envelope.js';
+import { dataEnvelope, envelope, ErrorEnvelope, statusEnvelope } from '../../kit/http/status-envelope.js';
 
 const UserParams = Type.Object({ id: Type.String({ format: 'uuid', description: 'The user’s id' }) });
 
@@ -18,10 +18,17 @@ const ChangeBody = Type.Object(
 );
 
 const userNotFound = described(ErrorEnvelope, 'No user has this id', statusEnvelope(404, 'User not found'));
-const lastAdmin = described(ErrorEnvelope, 'It would leave no usable admin', statusEnvelope(409, 'The last admin cannot be demoted, banned or deleted.'));
+const lastAdmin = described(
+  ErrorEnvelope,
+  'It would leave no usable admin',
+  statusEnvelope(409, 'The last admin cannot be demoted, banned or deleted.'),
+);
 
 /** Changing and deleting accounts. */
-export async function adminUserChangesRoutes(app: App, { admin, access }: { admin: UserAdministration; access: AccessCheck }): Promise<void> {
+export async function adminUserChangesRoutes(
+  app: App,
+  { admin, access }: { admin: UserAdministration; access: AccessCheck },
+): Promise<void> {
   // A valid token, then role admin (docs/accounts.md, rule 6).
   requireAccessToken(app, { ...access, role: 'admin' });
   app.patch(
@@ -43,8 +50,6 @@ export async function adminUserChangesRoutes(app: App, { admin, access }: { admi
           403: Errors.forbidden,
           404: userNotFound,
           409: lastAdmin,
-          413: Errors.tooLarge,
-          415: Errors.mediaType,
           503: Errors.unavailable('The database is unavailable (Retry-After)'),
         },
       },

@@ -1,8 +1,9 @@
+import { paginationLinks } from '../../kit/http/pagination.js';
 import { Type } from '@sinclair/typebox';
-import type { App } from '../../kit/http.js';
+import type { App } from '../../kit/http/app.js';
 import { type AccessCheck, requireAccessToken } from '../auth.js';
-import type { AccountsService, UserPage } from '../service.js';
-import { badRequest } from '../../kit/errors.js';
+import type { AccountsService } from '../service.js';
+import { badRequest } from '../../kit/http/errors.js';
 import { BEARER_SECURITY, BearerHeader, Errors, PublicUser } from './schemas.js';
 
 export const PER_PAGE = { default: 50, max: 1000 } as const;
@@ -44,16 +45,6 @@ export function searchText(q: string | undefined): string | undefined {
   return text;
 }
 
-/** RFC 8288 links to the other pages, relative to `path`; `filters` (already URL-encoded, `&a=b…`) are kept in each. */
-export function linkHeader(path: string, { page, perPage, lastPage }: Pick<UserPage, 'page' | 'perPage' | 'lastPage'>, filters = ''): string {
-  const link = (n: number, rel: string) => `<${path}?page=${n}&per_page=${perPage}${filters}>; rel="${rel}"`;
-  const links = [link(1, 'first')];
-  if (page > 1) links.push(link(Math.min(page - 1, lastPage), 'prev'));
-  if (page < lastPage) links.push(link(page + 1, 'next'));
-  links.push(link(lastPage, 'last'));
-  return links.join(', ');
-}
-
 export async function adminUsersRoute(app: App, { accounts, access }: { accounts: AccountsService; access: AccessCheck }): Promise<void> {
   // A valid token, then role admin (docs/accounts.md, rule 6).
   requireAccessToken(app, { ...access, role: 'admin' });
@@ -78,8 +69,7 @@ export async function adminUsersRoute(app: App, { accounts, access }: { accounts
     async (request, reply) => {
       const q = searchText(request.query.q);
       const result = await accounts.listUsers(request.query.page, request.query.per_page, q);
-      const filters = q === undefined ? '' : `&q=${encodeURIComponent(q)}`;
-      void reply.header('x-total-count', String(result.total)).header('link', linkHeader('/admin/users', result, filters));
+      void reply.header('x-total-count', String(result.total)).header('link', paginationLinks('/admin/users', result, { q }));
       return result.users;
     },
   );

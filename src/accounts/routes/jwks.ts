@@ -1,7 +1,7 @@
 import { type Static, Type } from '@sinclair/typebox';
-import type { App } from '../../kit/http.js';
-import { described } from '../../kit/openapi.js';
-import { ErrorEnvelope, statusEnvelope } from '../../kit/status-envelope.js';
+import type { App } from '../../kit/http/app.js';
+import { described } from '../../kit/http/openapi.js';
+import { ErrorEnvelope, statusEnvelope } from '../../kit/http/status-envelope.js';
 import type { Es256Keys } from '../signing-keys.js';
 
 export const NO_PUBLIC_KEYS = 'No public keys: access tokens are signed with HS256 (JWT_ALGORITHM).';

@@ -1,12 +1,20 @@
 import { Type } from '@sinclair/typebox';
-import type { App } from '../../kit/http.js';
-import { described } from '../../kit/openapi.js';
-import { ErrorEnvelope, statusEnvelope } from '../../kit/status-envelope.js';
+import type { App } from '../../kit/http/app.js';
+import { described } from '../../kit/http/openapi.js';
+import { dataEnvelope, envelope, ErrorEnvelope, statusEnvelope } from '../../kit/http/status-envelope.js';
 import { originOf } from '../audit.js';
 import { INVALID_EMAIL_TOKEN, MAIL_NOT_CONFIGURED, RESET_REQUESTED, type EmailFlows } from '../email-flows.js';
 import { Done, Errors } from './schemas.js';
 
-const EmailBody = Type.Object({ email: Type.String({ description: 'The account’s address (trimmed, any case)' }) }, { additionalProperties: false });
+const EmailBody = Type.Object(
+  { email: Type.String({ description: 'The account’s address (trimmed, any case)' }) },
+  { additionalProperties: false },
+);
+
+const TokenBody = Type.Object(
+  { token: Type.String({ maxLength: 256, description: 'The token from the reset link’s fragment (#token=…)' }) },
+  { additionalProperties: false },
+);
 
 const ConfirmBody = Type.Object(
   {
@@ -18,10 +26,16 @@ const ConfirmBody = Type.Object(
 
 /** The answers shared by the routes that send a mail (also POST /auth/verify-email/resend). */
 export const mailRequestErrors = {
-  413: Errors.tooLarge,
-  415: Errors.mediaType,
-  429: described(ErrorEnvelope, 'Too many reset or verification requests from this client (Retry-After)', statusEnvelope(429, 'Too many requests from this address, try again in 3600 seconds.')),
-  503: described(ErrorEnvelope, 'SMTP_URL is not set on this server, or the database is unavailable', statusEnvelope(503, MAIL_NOT_CONFIGURED)),
+  429: described(
+    ErrorEnvelope,
+    'Too many reset or verification requests from this client (Retry-After)',
+    statusEnvelope(429, 'Too many requests from this address, try again in 3600 seconds.'),
+  ),
+  503: described(
+    ErrorEnvelope,
+    'SMTP_URL is not set on this server, or the database is unavailable',
+    statusEnvelope(503, MAIL_NOT_CONFIGURED),
+  ),
 };
 
 export async function passwordResetRoutes(app: App, { emails }: { emails: EmailFlows }): Promise<void> {
@@ -52,6 +66,26 @@ export async function passwordResetRoutes(app: App, { emails }: { emails: EmailF
   );
 
   app.post(
+    '/auth/password-reset/check',
+    {
+      schema: {
+        tags: ['auth'],
+        summary: 'Whether the token of a reset link still works, without using it up',
+        description:
+          'The reset page asks this as it opens, so a used or expired link is told before a new password is typed. ' +
+          'Answers the account’s address (the holder of the link can reset its password anyway).',
+        body: TokenBody,
+        response: {
+          200: described(envelope(Type.Object({ email: Type.String({ format: 'email' }) })), 'The link works; its account’s address'),
+          400: described(ErrorEnvelope, 'The token is used, expired or unknown', statusEnvelope(400, INVALID_EMAIL_TOKEN)),
+          503: Errors.unavailable('The database is unavailable (Retry-After)'),
+        },
+      },
+    },
+    async (request) => dataEnvelope(200, 'Reset link is valid', await emails.checkPasswordReset(request.body)),
+  );
+
+  app.post(
     '/auth/password-reset/confirm',
     {
       schema: {
@@ -63,9 +97,11 @@ export async function passwordResetRoutes(app: App, { emails }: { emails: EmailF
         body: ConfirmBody,
         response: {
           200: described(Done, 'The password is changed; sign in with it', statusEnvelope(200, 'Password has been reset')),
-          400: described(ErrorEnvelope, 'The token is used, expired or unknown, or the new password breaks a rule', statusEnvelope(400, INVALID_EMAIL_TOKEN)),
-          413: Errors.tooLarge,
-          415: Errors.mediaType,
+          400: described(
+            ErrorEnvelope,
+            'The token is used, expired or unknown, or the new password breaks a rule',
+            statusEnvelope(400, INVALID_EMAIL_TOKEN),
+          ),
           503: Errors.unavailable('The password-hashing queue is full or the database is unavailable (Retry-After)'),
         },
       },

@@ -1,11 +1,11 @@
 import { Type } from '@sinclair/typebox';
-import type { App } from '../../kit/http.js';
-import { described } from '../../kit/openapi.js';
+import type { App } from '../../kit/http/app.js';
+import { described } from '../../kit/http/openapi.js';
 import { originOf } from '../audit.js';
-import { type AccessCheck, callers, requireAccessToken } from '../auth.js';
+import { type AccessCheck, type StepUp, callers, requireAccessToken, requireRecentAuthentication } from '../auth.js';
 import type { AccountsService } from '../service.js';
-import { BEARER_SECURITY, BearerHeader, Errors, TokenPair } from './schemas.js';
-import { dataEnvelope, envelope, ErrorEnvelope, statusEnvelope } from '../../kit/status-envelope.js';
+import { BEARER_SECURITY, BearerHeader, Errors, ReauthenticationRequired, TokenPair } from './schemas.js';
+import { dataEnvelope, envelope, ErrorEnvelope, statusEnvelope } from '../../kit/http/status-envelope.js';
 
 const PasswordBody = Type.Object(
   {
@@ -15,9 +15,13 @@ const PasswordBody = Type.Object(
   { additionalProperties: false },
 );
 
-export async function passwordRoute(app: App, { accounts, access }: { accounts: AccountsService; access: AccessCheck }): Promise<void> {
-  // A valid token (docs/accounts.md, rule 5).
+export async function passwordRoute(
+  app: App,
+  { accounts, access, stepUp }: { accounts: AccountsService; access: AccessCheck; stepUp: StepUp },
+): Promise<void> {
+  // A valid token (docs/accounts.md, rule 5), from a recent sign-in: a stolen token alone cannot lock the owner out.
   requireAccessToken(app, access);
+  requireRecentAuthentication(app, stepUp);
   app.post(
     '/auth/password',
     {
@@ -28,15 +32,21 @@ export async function passwordRoute(app: App, { accounts, access }: { accounts: 
         description:
           `${BearerHeader.description} A wrong current password counts as a failed login for the account ` +
           '(10 per 15 minutes, then 429 with Retry-After). Success ends every session, refuses every access token issued before, ' +
-          'and answers with a new session’s pair.',
+          'and answers with a new session’s pair. Needs a sign-in no older than REAUTH_MAX_AGE (10 minutes), else 401 reauthentication_required.',
         body: PasswordBody,
         response: {
           200: envelope(TokenPair),
-          400: described(ErrorEnvelope, 'The current password is wrong, or the new one breaks a password rule', statusEnvelope(400, 'Current password is incorrect')),
-          401: Errors.noToken,
-          413: Errors.tooLarge,
-          415: Errors.mediaType,
-          429: described(ErrorEnvelope, 'Too many failed logins for this account or from this client (Retry-After)', statusEnvelope(429, 'Too many failed login attempts, try again in 900 seconds.')),
+          400: described(
+            ErrorEnvelope,
+            'The current password is wrong, or the new one breaks a password rule',
+            statusEnvelope(400, 'Current password is incorrect'),
+          ),
+          401: ReauthenticationRequired,
+          429: described(
+            ErrorEnvelope,
+            'Too many failed logins for this account or from this client (Retry-After)',
+            statusEnvelope(429, 'Too many failed login attempts, try again in 900 seconds.'),
+          ),
           503: Errors.unavailable('The password-checking queue is full or the database is unavailable (Retry-After)'),
         },
       },

@@ -1,10 +1,10 @@
 import { Type } from '@sinclair/typebox';
-import type { App } from '../../kit/http.js';
-import { described } from '../../kit/openapi.js';
+import type { App } from '../../kit/http/app.js';
+import { described } from '../../kit/http/openapi.js';
 import { originOf } from '../audit.js';
 import type { Sessions } from '../sessions.js';
 import { Errors, TokenPair } from './schemas.js';
-import { dataEnvelope, envelope, ErrorEnvelope, statusEnvelope } from '../../kit/status-envelope.js';
+import { dataEnvelope, envelope, ErrorEnvelope, statusEnvelope } from '../../kit/http/status-envelope.js';
 
 const RefreshBody = Type.Object(
   { refresh_token: Type.String({ maxLength: 512, description: 'The refresh token from login or the last refresh' }) },
@@ -25,10 +25,12 @@ export async function refreshRoute(app: App, { sessions }: { sessions: Sessions 
         response: {
           200: envelope(TokenPair),
           400: Errors.invalid("body must have required property 'refresh_token'"),
-          401: described(ErrorEnvelope, 'Unknown, used, ended or expired refresh token', statusEnvelope(401, 'Invalid or expired refresh token.')),
+          401: described(
+            ErrorEnvelope,
+            'Unknown, used, ended or expired refresh token',
+            statusEnvelope(401, 'Invalid or expired refresh token.'),
+          ),
           403: Errors.banned,
-          413: Errors.tooLarge,
-          415: Errors.mediaType,
           503: Errors.unavailable('The database is unavailable (Retry-After)'),
         },
       },

@@ -1,9 +1,9 @@
 import { Type } from '@sinclair/typebox';
-import type { App } from '../../kit/http.js';
+import type { App } from '../../kit/http/app.js';
 import type { AccountsService } from '../service.js';
 import { Errors, PublicUser } from './schemas.js';
-import { dataEnvelope, envelope, ErrorEnvelope } from '../../kit/status-envelope.js';
-import { described } from '../../kit/openapi.js';
+import { dataEnvelope, envelope, ErrorEnvelope } from '../../kit/http/status-envelope.js';
+import { described } from '../../kit/http/openapi.js';
 import { originOf } from '../audit.js';
 
 // Unknown properties (`role` included) are dropped by the schema (docs/accounts.md, rule 1).
@@ -26,14 +26,12 @@ export async function registerRoute(app: App, { accounts }: { accounts: Accounts
         tags: ['auth'],
         summary: 'Create an account with role user',
         description:
-          'Limited per client IP (REGISTER_MAX_PER_IP per REGISTER_WINDOW, 10 per hour by default; 429 with Retry-After). ' +
+          'Limited per client IP (REGISTER_MAX_PER_IP per REGISTER_WINDOW, 1000 per hour by default; 429 with Retry-After). ' +
           '503 with Retry-After when the password-hashing queue is full.',
         body: RegisterBody,
         response: {
           201: envelope(PublicUser),
           400: Errors.invalid('An account with this email already exists'),
-          413: Errors.tooLarge,
-          415: Errors.mediaType,
           429: described(ErrorEnvelope, 'Too many registrations from this client (Retry-After)', {
             status: 429,
             response: 'Too Many Requests',

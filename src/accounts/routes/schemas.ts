@@ -1,15 +1,25 @@
 import { Type } from '@sinclair/typebox';
-import { type ApiDocument, described } from '../../kit/openapi.js';
-import { ErrorEnvelope, statusEnvelope } from '../../kit/status-envelope.js';
+import { type ApiDocument, described } from '../../kit/http/openapi.js';
+import { ErrorEnvelope, statusEnvelope } from '../../kit/http/status-envelope.js';
 
 /** The tags and security scheme of the accounts OpenAPI document. */
 export const ACCOUNTS_DOCUMENT: ApiDocument = {
   tags: [
     { name: 'auth', description: 'Registration, login and the caller’s own account' },
     { name: 'admin', description: 'Every account: needs a token of a user with role admin' },
+    {
+      name: 'browser session',
+      description:
+        'What the web pages use instead of login and refresh: the refresh token in an HttpOnly cookie, CSRF-protected by a header',
+    },
   ],
   securitySchemes: {
-    bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'The token from POST /auth/login (HS256, or ES256 with JWT_ALGORITHM; 1 hour)' },
+    bearerAuth: {
+      type: 'http',
+      scheme: 'bearer',
+      bearerFormat: 'JWT',
+      description: 'The token from POST /auth/login (HS256, or ES256 with JWT_ALGORITHM; 1 hour)',
+    },
   },
 };
 
@@ -32,12 +42,23 @@ export const PublicUser = Type.Object(
 
 /** The error answers with the meaning they have on every accounts route. */
 export const Errors = {
-  invalid: (message: string) => described(ErrorEnvelope, 'A field breaks its rule, or the body is not valid JSON', statusEnvelope(400, message)),
-  noToken: described(ErrorEnvelope, 'No token, or one that is not valid (signature, expiry, algorithm)', statusEnvelope(401, 'Access denied. No token provided.')),
-  forbidden: described(ErrorEnvelope, 'The token is valid but its user is not an admin', statusEnvelope(403, 'You do not have permission to access this resource.')),
-  tooLarge: described(ErrorEnvelope, 'Request body larger than the limit', statusEnvelope(413, 'Request body is too large')),
-  mediaType: described(ErrorEnvelope, 'The body must be application/json', statusEnvelope(415, 'Unsupported Media Type')),
-  invalidToken: described(ErrorEnvelope, 'No token, or one that is not valid (signature, expiry, algorithm), or issued before a logout everywhere, password change, role change or ban', statusEnvelope(401, 'Invalid or expired token.')),
+  invalid: (message: string) =>
+    described(ErrorEnvelope, 'A field breaks its rule, or the body is not valid JSON', statusEnvelope(400, message)),
+  noToken: described(
+    ErrorEnvelope,
+    'No token, or one that is not valid (signature, expiry, algorithm)',
+    statusEnvelope(401, 'Access denied. No token provided.'),
+  ),
+  forbidden: described(
+    ErrorEnvelope,
+    'The token is valid but its user is not an admin',
+    statusEnvelope(403, 'You do not have permission to access this resource.'),
+  ),
+  invalidToken: described(
+    ErrorEnvelope,
+    'No token, or one that is not valid (signature, expiry, algorithm), or issued before a logout everywhere, password change, role change or ban',
+    statusEnvelope(401, 'Invalid or expired token.'),
+  ),
   banned: described(ErrorEnvelope, 'The account is banned', statusEnvelope(403, 'This account has been banned.')),
   unavailable: (why: string) => described(ErrorEnvelope, why, statusEnvelope(503, 'Service temporarily unavailable, try again shortly')),
 };
@@ -56,3 +77,24 @@ export const TokenPair = Type.Object({
 
 /** A success that carries no data. */
 export const Done = Type.Object({ status: Type.Integer(), response: Type.String(), message: Type.String() });
+
+/** What POST /auth/login answers under `data` instead of a token pair when the account has a second factor. */
+export const FactorChallenge = Type.Object(
+  {
+    mfa_required: Type.Literal(true),
+    challenge: Type.String({ description: 'Single use; only POST /auth/login/factor accepts it' }),
+    expires_in: Type.Integer({ description: 'Seconds the challenge lives (300)' }),
+    methods: Type.Array(Type.String(), { description: 'What the second step accepts: totp, recovery_code' }),
+  },
+  { additionalProperties: false },
+);
+
+export const ReauthenticationRequired = described(
+  ErrorEnvelope,
+  'The token’s sign-in is older than REAUTH_MAX_AGE (10 minutes): sign in again and retry with the new token. ' +
+    'The WWW-Authenticate header says error="insufficient_user_authentication" and max_age (RFC 9470).',
+  statusEnvelope(
+    401,
+    'reauthentication_required: this operation needs a recent sign-in; sign in again (POST /auth/login) and retry with the new token.',
+  ),
+);

@@ -1,12 +1,12 @@
 import { Type } from '@sinclair/typebox';
-import { badRequest } from '../../kit/errors.js';
-import type { App } from '../../kit/http.js';
-import { described } from '../../kit/openapi.js';
+import { badRequest } from '../../kit/http/errors.js';
+import type { App } from '../../kit/http/app.js';
+import { described } from '../../kit/http/openapi.js';
 import { originOf } from '../audit.js';
 import { type AccessCheck, callers, requireAccessToken } from '../auth.js';
 import type { Sessions } from '../sessions.js';
 import { BEARER_SECURITY, BearerHeader, Done, Errors } from './schemas.js';
-import { dataEnvelope, envelope, ErrorEnvelope, statusEnvelope } from '../../kit/status-envelope.js';
+import { dataEnvelope, envelope, ErrorEnvelope, statusEnvelope } from '../../kit/http/status-envelope.js';
 
 const LogoutBody = Type.Object(
   {
@@ -23,6 +23,9 @@ const Session = Type.Object(
     last_used_at: Type.String({ format: 'date-time' }),
     ip: Type.String(),
     user_agent: Type.Union([Type.String(), Type.Null()]),
+    device: Type.Union([Type.String(), Type.Null()], {
+      description: 'The browser and system in words, read from user_agent ("Chrome on Linux"); null when it names no known browser',
+    }),
   },
   { additionalProperties: false },
 );
@@ -50,8 +53,6 @@ export async function sessionsRoutes(app: App, { sessions, access }: { sessions:
           200: described(Done, 'Logged out', statusEnvelope(200, 'Logged out')),
           400: Errors.invalid(LOGOUT_NEEDS_ONE),
           401: Errors.noToken,
-          413: Errors.tooLarge,
-          415: Errors.mediaType,
           503: Errors.unavailable('The database is unavailable (Retry-After)'),
         },
       },

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
-import type { App } from '../../kit/http.js';
-import { described } from '../../kit/openapi.js';
-import { dataEnvelope, envelope, ErrorEnvelope, statusEnvelope } from '../../kit/status-envelope.js';
+import type { App } from '../../kit/http/app.js';
+import { described } from '../../kit/http/openapi.js';
+import { dataEnvelope, envelope, ErrorEnvelope, statusEnvelope } from '../../kit/http/status-envelope.js';
 import { originOf } from '../audit.js';
 import { INVALID_EMAIL_TOKEN, VERIFICATION_REQUESTED, type EmailFlows } from '../email-flows.js';
 import { mailRequestErrors } from './password-reset.js';
@@ -12,7 +12,10 @@ const TokenBody = Type.Object(
   { additionalProperties: false },
 );
 
-const EmailBody = Type.Object({ email: Type.String({ description: 'The account’s address (trimmed, any case)' }) }, { additionalProperties: false });
+const EmailBody = Type.Object(
+  { email: Type.String({ description: 'The account’s address (trimmed, any case)' }) },
+  { additionalProperties: false },
+);
 
 export async function verifyEmailRoutes(app: App, { emails }: { emails: EmailFlows }): Promise<void> {
   app.post(
@@ -26,8 +29,6 @@ export async function verifyEmailRoutes(app: App, { emails }: { emails: EmailFlo
         response: {
           200: envelope(PublicUser),
           400: described(ErrorEnvelope, 'The token is used, expired or unknown', statusEnvelope(400, INVALID_EMAIL_TOKEN)),
-          413: Errors.tooLarge,
-          415: Errors.mediaType,
           503: Errors.unavailable('The database is unavailable'),
         },
       },
@@ -52,7 +53,11 @@ export async function verifyEmailRoutes(app: App, { emails }: { emails: EmailFlo
           'one mail per address per minute, MAIL_REQUESTS_MAX_PER_IP requests per client IP per MAIL_REQUESTS_WINDOW.',
         body: EmailBody,
         response: {
-          202: described(Done, 'Accepted; a mail is sent if the address has an unverified account', statusEnvelope(202, VERIFICATION_REQUESTED)),
+          202: described(
+            Done,
+            'Accepted; a mail is sent if the address has an unverified account',
+            statusEnvelope(202, VERIFICATION_REQUESTED),
+          ),
           400: Errors.invalid('body/email must be a valid email address'),
           ...mailRequestErrors,
         },

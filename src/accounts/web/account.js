@@ -1,5 +1,15 @@
 import { ApiError, el, formatInstant, say } from '/assets/api.js';
-import { authApi, endSession, readable, refreshToken, requireSignIn, startSession } from '/assets/accounts/session.js';
+import {
+  authApi,
+  changePassword,
+  currentSessionId,
+  endSession,
+  explain,
+  fieldProblems,
+  needsRecentSignIn,
+  requireSignIn,
+  signOut,
+} from '/assets/accounts/session.js';
 
 const statusBox = document.getElementById('account-status');
 const errorBox = document.getElementById('account-error');
@@ -27,22 +37,45 @@ async function loadProfile() {
 async function loadSessions() {
   say(sessionsError, '');
   const { data } = await authApi('/auth/sessions');
-  sessionsBody.replaceChildren(...data.map(sessionRow));
+  // This browser's session first, then the others as listed (newest first).
+  const here = currentSessionId();
+  const ordered = [...data.filter((s) => s.id === here), ...data.filter((s) => s.id !== here)];
+  sessionsBody.replaceChildren(...ordered.map(sessionRow));
 }
 
+/** An address that may wrap only between its groups (after a dot or colon), never inside a number. */
+const address = (ip) => (ip ?? 'unknown').split(/(?<=[.:])/).flatMap((part) => [part, el('wbr')]);
+
 function sessionRow(session) {
-  const browser = session.user_agent ?? 'unknown';
+  const browser = session.device ?? session.user_agent ?? 'Unknown browser';
+  const here = session.id === currentSessionId();
   return el(
     'tr',
-    { 'data-session': session.id },
+    { 'data-session': session.id, class: here ? 'current' : undefined },
+    el(
+      'td',
+      { 'data-label': 'Browser' },
+      el('span', { class: 'wrap' }, browser),
+      here ? [' ', el('span', { class: 'badge active' }, 'this browser')] : [],
+    ),
     el('td', { 'data-label': 'Signed in' }, formatInstant(session.created_at)),
     el('td', { 'data-label': 'Last used' }, formatInstant(session.last_used_at)),
-    el('td', { class: 'break', 'data-label': 'Address' }, session.ip ?? 'unknown'),
-    el('td', { class: 'break', 'data-label': 'Browser' }, browser),
+    el('td', { class: 'address', 'data-label': 'Address' }, address(session.ip)),
     el(
       'td',
       { 'data-label': 'Actions' },
-      el('button', { type: 'button', class: 'small secondary', 'data-action': 'revoke', 'aria-label': `End session: signed in ${formatInstant(session.created_at)} from ${session.ip ?? 'an unknown address'}, ${browser}` }, 'End session'),
+      el(
+        'button',
+        {
+          type: 'button',
+          class: 'small secondary',
+          'data-action': 'revoke',
+          'aria-label': here
+            ? 'End the session of this browser (signs you out here)'
+            : `End session: ${browser}, signed in ${formatInstant(session.created_at)} from ${session.ip ?? 'an unknown address'}`,
+        },
+        here ? 'End (sign out)' : 'End session',
+      ),
     ),
   );
 }
@@ -54,12 +87,17 @@ sessionsBody.addEventListener('click', async (event) => {
   button.disabled = true;
   try {
     await authApi(`/auth/sessions/${encodeURIComponent(id)}`, { method: 'DELETE' });
-    say(statusBox, 'Session ended.');
-    await loadSessions();
   } catch (err) {
     button.disabled = false;
-    say(sessionsError, err.message);
+    return say(sessionsError, explain(err));
   }
+  if (id === currentSessionId()) {
+    // This browser's own session: signed out at once, not when the access token runs out.
+    endSession();
+    return location.assign('/?ended_here=1');
+  }
+  say(statusBox, 'Session ended: that browser is signed out.');
+  await loadSessions().catch((err) => say(sessionsError, explain(err)));
 });
 
 passwordForm.addEventListener('submit', async (event) => {
@@ -72,53 +110,280 @@ passwordForm.addEventListener('submit', async (event) => {
   if (!current || !next) return say(errorOut, 'Enter your current password and the new one.');
   if (next !== passwordForm.confirm_password.value) {
     passwordForm.confirm_password.focus();
-    return say(errorOut, 'The two new passwords differ.');
+    return say(errorOut, 'The two new passwords differ. Type the same one twice.');
   }
   const button = document.getElementById('password-button');
   button.disabled = true;
   try {
-    // A new session comes back: this tab stays signed in, every other session has ended.
-    const { data } = await authApi('/auth/password', { method: 'POST', body: { current_password: current, new_password: next } });
-    startSession(data);
+    // A new session comes back: this browser stays signed in, every other session has ended.
+    await changePassword(current, next);
     passwordForm.reset();
     say(document.getElementById('password-status'), 'Password changed. Every other session has been signed out.');
     await loadSessions();
   } catch (err) {
-    say(errorOut, readable(err.message));
+    const problems = fieldProblems(err);
+    say(errorOut, problems.new_password ?? explain(err));
+    if (problems.new_password) passwordForm.new_password.focus();
   } finally {
     button.disabled = false;
   }
 });
 
-async function signOut(body, query) {
+async function leave(everywhere) {
   try {
-    await authApi('/auth/logout', { method: 'POST', body });
+    await signOut(everywhere);
   } catch (err) {
-    // Already signed out on the server (401): the tab forgets its tokens all the same.
-    if (!(err instanceof ApiError) || err.status !== 401) return say(errorBox, err.message);
+    return say(errorBox, explain(err));
   }
-  endSession();
-  location.assign(`/?${query}`);
+  location.assign(`/?signed_out=${everywhere ? 'everywhere' : '1'}`);
 }
 
-document.getElementById('sign-out').addEventListener('click', () => signOut({ refresh_token: refreshToken() }, 'signed_out=1'));
-document.getElementById('sign-out-everywhere').addEventListener('click', () => signOut({ scope: 'global' }, 'signed_out=everywhere'));
+document.getElementById('sign-out').addEventListener('click', () => leave(false));
+document.getElementById('sign-out-everywhere').addEventListener('click', () => leave(true));
+
+// ---- two-step sign-in (TOTP and recovery codes) --------------------------------------------------
+
+const totp = {
+  state: document.getElementById('totp-state'),
+  reauth: document.getElementById('totp-reauth'),
+  error: document.getElementById('totp-error'),
+  status: document.getElementById('totp-status'),
+  off: document.getElementById('totp-off'),
+  on: document.getElementById('totp-on'),
+  enrol: document.getElementById('totp-enrol'),
+  enrolError: document.getElementById('totp-enrol-error'),
+  codes: document.getElementById('totp-codes'),
+  codeList: document.getElementById('totp-code-list'),
+};
+/** The recovery codes being shown (once): kept only until the person says they are saved. */
+let shownCodes = [];
+/** The key of the enrolment under way, without spaces, for the copy button. */
+let enrolSecret = '';
+
+/** Shows the part of the section for a status of GET /auth/factors, and hides the others. */
+function showTotpStatus(status) {
+  const enabled = status.totp.enabled;
+  const left = status.recovery_codes_remaining;
+  totp.state.textContent = enabled
+    ? `Two-step sign-in is on since ${formatInstant(status.totp.confirmed_at)}: signing in asks for your password and a code from your authenticator app. ${left} of 10 recovery codes left.`
+    : 'Two-step sign-in is off: your password alone signs you in. Turn it on to ask for a code from an authenticator app as well.';
+  totp.state.classList.toggle('muted', !enabled);
+  totp.off.hidden = enabled;
+  // While recovery codes are shown, their own buttons come first.
+  totp.on.hidden = !enabled || !totp.codes.hidden;
+  totp.enrol.hidden = true;
+}
+
+async function loadTotp() {
+  const { data } = await authApi('/auth/factors');
+  showTotpStatus(data);
+}
+
+/** A refusal of a factor change in words; a sign-in too old for it offers a new sign-in instead (step-up). */
+function totpFailed(err, box = totp.error) {
+  if (needsRecentSignIn(err)) {
+    totp.reauth.hidden = false;
+    document.getElementById('totp-reauth-button').focus();
+    return;
+  }
+  say(box, explain(err));
+}
+
+function clearTotpMessages() {
+  say(totp.error, '');
+  say(totp.status, '');
+  say(totp.enrolError, '');
+  totp.reauth.hidden = true;
+}
+
+/** "ABCDEFGH…" as "ABCD EFGH …": easier to read and to type. */
+const inFours = (text) => text.replace(/(.{4})(?=.)/g, '$1 ');
+
+document.getElementById('totp-start').addEventListener('click', async (event) => {
+  const button = event.currentTarget;
+  clearTotpMessages();
+  button.disabled = true;
+  try {
+    const { data } = await authApi('/auth/factors/totp', { method: 'POST' });
+    enrolSecret = data.secret;
+    document.getElementById('totp-qr').src = data.otpauth_qr;
+    document.getElementById('totp-secret').textContent = inFours(data.secret);
+    totp.enrol.code.value = '';
+    totp.off.hidden = true;
+    totp.enrol.hidden = false;
+    totp.enrol.code.focus();
+  } catch (err) {
+    totpFailed(err);
+  } finally {
+    button.disabled = false;
+  }
+});
+
+totp.enrol.addEventListener('submit', async (event) => {
+  event.preventDefault();
+  say(totp.enrolError, '');
+  const code = totp.enrol.code.value.replace(/\s/g, '');
+  if (!/^\d{6}$/.test(code)) {
+    totp.enrol.code.focus();
+    return say(totp.enrolError, 'Enter the 6 digits your authenticator app shows now.');
+  }
+  const button = document.getElementById('totp-confirm');
+  button.disabled = true;
+  try {
+    const { data } = await authApi('/auth/factors/totp/confirm', { method: 'POST', body: { code } });
+    enrolSecret = '';
+    totp.enrol.hidden = true;
+    document.getElementById('totp-secret').textContent = '';
+    document.getElementById('totp-qr').removeAttribute('src');
+    say(totp.status, 'Two-step sign-in is on. From now on, signing in asks for a code from your app.');
+    showCodes(data.recovery_codes);
+    await loadTotp();
+  } catch (err) {
+    // A wrong code (400) keeps the step: the same QR code and key, another try.
+    if (err instanceof ApiError && err.status === 400 && /pending/.test(err.message))
+      say(totp.enrolError, 'This setup has expired (it lasts 10 minutes). Cancel, and turn it on again for a new QR code.');
+    else if (err instanceof ApiError && err.status === 400)
+      say(totp.enrolError, 'That code is not right. Check that the app shows the code for this account, and type the one shown now.');
+    else totpFailed(err, totp.enrolError);
+    totp.enrol.code.select();
+  } finally {
+    button.disabled = false;
+  }
+});
+
+document.getElementById('totp-cancel').addEventListener('click', () => {
+  // The pending setup is left as it is: it is no factor, and a new "Turn on" replaces its key.
+  enrolSecret = '';
+  clearTotpMessages();
+  totp.enrol.hidden = true;
+  totp.off.hidden = false;
+  document.getElementById('totp-start').focus();
+});
+
+document.getElementById('totp-copy-secret').addEventListener('click', () => copy(enrolSecret, 'Key copied.', totp.enrolError));
+
+/** The ten recovery codes, this once, until the person says they are saved. */
+function showCodes(codes) {
+  shownCodes = codes;
+  totp.codeList.replaceChildren(...codes.map((c) => el('li', {}, c)));
+  totp.codes.hidden = false;
+  totp.on.hidden = true;
+  document.getElementById('totp-codes-title').focus();
+}
+
+const codesAsText = () =>
+  `Recovery codes for ${document.getElementById('profile-email').textContent} (${location.host})\nEach one signs you in once.\n\n${shownCodes.join('\n')}\n`;
+
+document.getElementById('totp-copy-codes').addEventListener('click', () => copy(codesAsText(), 'Recovery codes copied.', totp.error));
+
+document.getElementById('totp-download-codes').addEventListener('click', () => {
+  const url = URL.createObjectURL(new Blob([codesAsText()], { type: 'text/plain;charset=utf-8' }));
+  const link = el('a', { href: url, download: 'recovery-codes.txt', hidden: true });
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 1000);
+});
+
+document.getElementById('totp-codes-done').addEventListener('click', () => {
+  shownCodes = [];
+  totp.codeList.replaceChildren();
+  totp.codes.hidden = true;
+  totp.on.hidden = false;
+  say(totp.status, '');
+  document.getElementById('totp-new-codes').focus();
+});
+
+async function copy(text, done, errorBox) {
+  try {
+    await navigator.clipboard.writeText(text);
+    say(totp.status, done);
+  } catch {
+    say(errorBox, 'This browser did not allow copying. Select the text and copy it yourself.');
+  }
+}
+
+/** Asks in the confirm dialog; resolves true when confirmed. */
+function confirmed({ title, text, button }) {
+  const dialog = document.getElementById('confirm-dialog');
+  document.getElementById('confirm-title').textContent = title;
+  document.getElementById('confirm-text').textContent = text;
+  document.getElementById('confirm-button').textContent = button;
+  dialog.returnValue = '';
+  dialog.showModal();
+  return new Promise((resolve) => dialog.addEventListener('close', () => resolve(dialog.returnValue === 'confirm'), { once: true }));
+}
+document.getElementById('confirm-cancel').addEventListener('click', () => document.getElementById('confirm-dialog').close());
+
+document.getElementById('totp-new-codes').addEventListener('click', async (event) => {
+  const button = event.currentTarget;
+  clearTotpMessages();
+  const yes = await confirmed({
+    title: 'Make new recovery codes?',
+    text: 'Ten new codes replace your current ones: the old codes stop working at once.',
+    button: 'Make new codes',
+  });
+  if (!yes) return button.focus();
+  button.disabled = true;
+  try {
+    const { data } = await authApi('/auth/factors/recovery-codes', { method: 'POST' });
+    say(totp.status, 'New recovery codes made. The old ones no longer work.');
+    showCodes(data.recovery_codes);
+    await loadTotp();
+  } catch (err) {
+    totpFailed(err);
+  } finally {
+    button.disabled = false;
+  }
+});
+
+document.getElementById('totp-turn-off').addEventListener('click', async (event) => {
+  const button = event.currentTarget;
+  clearTotpMessages();
+  const yes = await confirmed({
+    title: 'Turn off two-step sign-in?',
+    text: 'Your password alone will sign you in again, and your recovery codes stop working.',
+    button: 'Turn off',
+  });
+  if (!yes) return button.focus();
+  button.disabled = true;
+  try {
+    await authApi('/auth/factors/totp', { method: 'DELETE' });
+    await loadTotp();
+    say(totp.status, 'Two-step sign-in is off.');
+    document.getElementById('totp-start').focus();
+  } catch (err) {
+    totpFailed(err);
+  } finally {
+    button.disabled = false;
+  }
+});
+
+// Step-up: this browser signs out, and the sign-in page brings the person back here.
+document.getElementById('totp-reauth-button').addEventListener('click', async () => {
+  try {
+    await signOut(false);
+  } catch (err) {
+    return say(totp.error, explain(err));
+  }
+  location.assign('/?again=1&next=%2Faccount');
+});
 
 async function start() {
   let user;
   try {
     user = await requireSignIn();
   } catch (err) {
-    return say(errorBox, err.message);
+    return say(errorBox, explain(err));
   }
   if (!user) return;
   if (new URLSearchParams(location.search).has('welcome')) say(statusBox, `Welcome, ${user.name}. Your account is ready.`);
   showProfile(user);
   document.getElementById('account').hidden = false;
   try {
-    await Promise.all([loadProfile(), loadSessions()]);
+    await Promise.all([loadProfile(), loadSessions(), loadTotp()]);
   } catch (err) {
-    say(errorBox, err.message);
+    say(errorBox, explain(err));
   }
 }
 

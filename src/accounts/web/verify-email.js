@@ -1,15 +1,17 @@
 import { ApiError, api, say } from '/assets/api.js';
 import { takeTokenFromFragment } from '/assets/accounts/fragment.js';
-import { readable } from '/assets/accounts/session.js';
+import { explain, resumeSession, waitOutLimit } from '/assets/accounts/session.js';
 
 const statusBox = document.getElementById('verify-status');
 const errorBox = document.getElementById('verify-error');
 const resendForm = document.getElementById('resend-form');
+const button = document.getElementById('resend-button');
 
 /** A refusal of the resend form in words: its 503 means this service sends no mail at all. */
 function refusal(err) {
-  if (err instanceof ApiError && err.status === 503) return 'Email verification is not available on this service. Ask its administrator.';
-  return readable(err.message);
+  if (err instanceof ApiError && err.status === 503 && /SMTP|mail/i.test(err.message))
+    return 'Email verification is not available on this service. Ask its administrator.';
+  return explain(err);
 }
 
 async function verify(token) {
@@ -21,7 +23,12 @@ async function verify(token) {
     resendForm.hidden = true;
   } catch (err) {
     say(statusBox, '');
-    say(errorBox, err instanceof ApiError && err.status === 400 ? 'This verification link is invalid, already used or expired. Ask for a new one below.' : readable(err.message));
+    say(
+      errorBox,
+      err instanceof ApiError && err.status === 400
+        ? 'This verification link is invalid, already used or expired. Ask for a new one below.'
+        : explain(err),
+    );
   }
 }
 
@@ -31,16 +38,16 @@ resendForm.addEventListener('submit', async (event) => {
   say(statusBox, '');
   const email = resendForm.email.value.trim();
   if (!email) return say(errorBox, 'Enter your email address.');
-  const button = document.getElementById('resend-button');
   button.disabled = true;
   try {
     // 202 whatever the address: the page says the same either way.
     await api('/auth/verify-email/resend', { method: 'POST', body: { email } });
     say(statusBox, `If ${email} has an account waiting for verification, a new link is on its way.`);
-  } catch (err) {
-    say(errorBox, refusal(err));
-  } finally {
     button.disabled = false;
+  } catch (err) {
+    if (waitOutLimit(err, button, errorBox, 'Too many requests from your address. You can ask again in')) return;
+    button.disabled = false;
+    say(errorBox, refusal(err));
   }
 });
 
@@ -52,3 +59,9 @@ function readLink() {
 
 window.addEventListener('hashchange', readLink);
 readLink();
+// Signed in: the address to verify is the account's own, filled in (and left editable).
+resumeSession()
+  .then((user) => {
+    if (user && !resendForm.email.value) resendForm.email.value = user.email;
+  })
+  .catch(() => {});
