@@ -67,7 +67,10 @@ describe('admin listUsers', () => {
     const raw = await http(paging, '/auth/v1/admin/users?per_page=3&page=2', { apikey: paging.secretKey });
     assert.equal(raw.status, 200);
     assert.equal(raw.headers.get('x-total-count'), '7');
-    assert.equal(raw.headers.get('link'), '</auth/v1/admin/users?page=3&per_page=3>; rel="next", </auth/v1/admin/users?page=3&per_page=3>; rel="last"');
+    assert.equal(
+      raw.headers.get('link'),
+      '</auth/v1/admin/users?page=3&per_page=3>; rel="next", </auth/v1/admin/users?page=3&per_page=3>; rel="last"',
+    );
     const last = await http(paging, '/auth/v1/admin/users?page=3&per_page=3', { apikey: paging.secretKey });
     assert.equal(last.headers.get('link'), '</auth/v1/admin/users?page=3&per_page=3>; rel="last"');
     // Defaults: page 1 of 50.
@@ -86,7 +89,10 @@ describe('admin listUsers', () => {
       ['page=0', 'Bad Pagination Parameters: page must be greater than 0'],
     ];
     for (const [query, message] of cases) {
-      const res = await http(idp, `/auth/v1/admin/users?${query}`, { apikey: idp.secretKey, headers: { 'x-supabase-api-version': '2024-01-01' } });
+      const res = await http(idp, `/auth/v1/admin/users?${query}`, {
+        apikey: idp.secretKey,
+        headers: { 'x-supabase-api-version': '2024-01-01' },
+      });
       assert.equal(res.status, 400, query);
       assert.deepEqual(res.json, { code: 'validation_failed', message }, query);
     }
@@ -112,7 +118,13 @@ describe('admin refusals', () => {
       ['GET', `/auth/v1/admin/users/${target.id}`, undefined],
       ['PUT', `/auth/v1/admin/users/${target.id}`, { ban_duration: '24h' }],
     ] as const) {
-      const res = await http(idp, path, { method, apikey: idp.secretKey, token: target.token, body, headers: { 'x-supabase-api-version': '2024-01-01' } });
+      const res = await http(idp, path, {
+        method,
+        apikey: idp.secretKey,
+        token: target.token,
+        body,
+        headers: { 'x-supabase-api-version': '2024-01-01' },
+      });
       assert.equal(res.status, 403, `${method} ${path}`);
       assert.deepEqual(res.json, { code: 'not_admin', message: 'User not allowed' });
     }
@@ -129,10 +141,17 @@ describe('admin getUserById', () => {
     assert.equal(error, null);
     assert.equal(data.user!.id, user.id);
     assert.equal(data.user!.email, user.email);
-    assertAuthError((await admin.getUserById('00000000-0000-4000-8000-000000000000')).error, { status: 404, code: 'user_not_found', message: 'User not found' });
+    assertAuthError((await admin.getUserById('00000000-0000-4000-8000-000000000000')).error, {
+      status: 404,
+      code: 'user_not_found',
+      message: 'User not found',
+    });
     await admin.deleteUser(user.id, true);
     assertAuthError((await admin.getUserById(user.id)).error, { status: 404, code: 'user_not_found', message: 'User not found' });
-    const notUuid = await http(idp, '/auth/v1/admin/users/nope', { apikey: idp.secretKey, headers: { 'x-supabase-api-version': '2024-01-01' } });
+    const notUuid = await http(idp, '/auth/v1/admin/users/nope', {
+      apikey: idp.secretKey,
+      headers: { 'x-supabase-api-version': '2024-01-01' },
+    });
     assert.equal(notUuid.status, 404);
     assert.deepEqual(notUuid.json, { code: 'validation_failed', message: 'user_id must be an UUID' });
   });
@@ -141,7 +160,12 @@ describe('admin getUserById', () => {
 describe('admin updateUserById', () => {
   test('metadata merges key by key (null removes), email and password change, email_confirm confirms', async () => {
     const admin = supabase(idp, idp.secretKey).auth.admin;
-    const created = await admin.createUser({ email: uniqueEmail('upd'), password: 'pw123456', user_metadata: { a: 1, b: 2 }, app_metadata: { plan: 'free' } });
+    const created = await admin.createUser({
+      email: uniqueEmail('upd'),
+      password: 'pw123456',
+      user_metadata: { a: 1, b: 2 },
+      app_metadata: { plan: 'free' },
+    });
     const id = created.data.user!.id;
     assert.equal(created.data.user!.email_confirmed_at, undefined);
     const newEmail = uniqueEmail('updated');
@@ -167,7 +191,7 @@ describe('admin updateUserById', () => {
     });
   });
 
-  test('a new password ends all of the user\'s sessions', async () => {
+  test("a new password ends all of the user's sessions", async () => {
     const user = await createUser(idp, uniqueEmail('pwsessions'));
     const { error } = await supabase(idp, idp.secretKey).auth.admin.updateUserById(user.id, { password: 'another-pass-2' });
     assert.equal(error, null);
@@ -229,7 +253,9 @@ describe('admin updateUserById', () => {
     const admin = supabase(idp, idp.secretKey).auth.admin;
     const user = await createUser(idp, uniqueEmail('race'));
     const half = 'y'.repeat(2100);
-    const results = await Promise.all(Array.from({ length: 6 }, (_, i) => admin.updateUserById(user.id, { user_metadata: { [`k${i}`]: half } })));
+    const results = await Promise.all(
+      Array.from({ length: 6 }, (_, i) => admin.updateUserById(user.id, { user_metadata: { [`k${i}`]: half } })),
+    );
     assert.equal(results.filter((r) => r.error === null).length, 1);
     for (const r of results.filter((r) => r.error !== null)) assert.equal(r.error!.status, 400);
     const stored = (await admin.getUserById(user.id)).data.user!.user_metadata;
@@ -239,7 +265,11 @@ describe('admin updateUserById', () => {
   test('a phone is 400 validation_failed; a field of the wrong type is bad_json naming AdminUserParams', async () => {
     const user = await createUser(idp, uniqueEmail('phone'));
     const phone = await supabase(idp, idp.secretKey).auth.admin.updateUserById(user.id, { phone: '+15555550100' });
-    assertAuthError(phone.error, { status: 400, code: 'validation_failed', message: 'Phone users are not supported by this identity provider' });
+    assertAuthError(phone.error, {
+      status: 400,
+      code: 'validation_failed',
+      message: 'Phone users are not supported by this identity provider',
+    });
     const res = await http(idp, `/auth/v1/admin/users/${user.id}`, {
       method: 'PUT',
       apikey: idp.secretKey,
@@ -249,7 +279,8 @@ describe('admin updateUserById', () => {
     assert.equal(res.status, 400);
     assert.deepEqual(res.json, {
       code: 'bad_json',
-      message: 'Could not parse request body as JSON: json: cannot unmarshal number into Go struct field AdminUserParams.ban_duration of type string',
+      message:
+        'Could not parse request body as JSON: json: cannot unmarshal number into Go struct field AdminUserParams.ban_duration of type string',
     });
   });
 
@@ -349,7 +380,11 @@ describe('PUT /user (updateUser)', () => {
     assert.equal(unchanged.email, user.email);
     assert.equal((await supabase(idp).auth.signInWithPassword({ email: user.email, password: user.password })).error, null);
 
-    const anonymous = await http(idp, '/auth/v1/user', { method: 'PUT', body: { data: { x: 1 } }, headers: { authorization: 'Basic x', 'x-supabase-api-version': '2024-01-01' } });
+    const anonymous = await http(idp, '/auth/v1/user', {
+      method: 'PUT',
+      body: { data: { x: 1 } },
+      headers: { authorization: 'Basic x', 'x-supabase-api-version': '2024-01-01' },
+    });
     assert.equal(anonymous.status, 401);
     assert.equal((anonymous.json as { code: string }).code, 'no_authorization');
   });
@@ -362,18 +397,29 @@ describe('PUT /user (updateUser)', () => {
       code: 'validation_failed',
       message: 'Phone users are not supported by this identity provider',
     });
-    const res = await http(idp, '/auth/v1/user', { method: 'PUT', token: user.token, body: { data: 'x' }, headers: { 'x-supabase-api-version': '2024-01-01' } });
+    const res = await http(idp, '/auth/v1/user', {
+      method: 'PUT',
+      token: user.token,
+      body: { data: 'x' },
+      headers: { 'x-supabase-api-version': '2024-01-01' },
+    });
     assert.equal(res.status, 400);
     assert.deepEqual(res.json, {
       code: 'bad_json',
-      message: 'Could not parse request body as JSON: json: cannot unmarshal string into Go struct field UserUpdateParams.data of type map[string]interface {}',
+      message:
+        'Could not parse request body as JSON: json: cannot unmarshal string into Go struct field UserUpdateParams.data of type map[string]interface {}',
     });
   });
 
   test('a banned user cannot update themselves: 403 user_banned', async () => {
     const user = await createUser(idp, uniqueEmail('selfban'));
     await supabase(idp, idp.secretKey).auth.admin.updateUserById(user.id, { ban_duration: '1h' });
-    const res = await http(idp, '/auth/v1/user', { method: 'PUT', token: user.token, body: { data: { x: 1 } }, headers: { 'x-supabase-api-version': '2024-01-01' } });
+    const res = await http(idp, '/auth/v1/user', {
+      method: 'PUT',
+      token: user.token,
+      body: { data: { x: 1 } },
+      headers: { 'x-supabase-api-version': '2024-01-01' },
+    });
     assert.equal(res.status, 403);
     assert.deepEqual(res.json, { code: 'user_banned', message: 'User is banned' });
   });

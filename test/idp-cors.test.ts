@@ -6,7 +6,8 @@ import { loadConfig } from '../src/kit/config.js';
 import { idpConfig } from '../src/idp/config.js';
 import { createUser, type RunningIdp, startIdp } from './helpers/idp.js';
 
-const SUPABASE_JS_HEADERS = 'apikey, authorization, x-client-info, content-type, prefer, accept-profile, content-profile, x-supabase-api-version, range';
+const SUPABASE_JS_HEADERS =
+  'apikey, authorization, x-client-info, content-type, prefer, accept-profile, content-profile, x-supabase-api-version, range';
 
 async function preflight(idp: RunningIdp, path: string, origin: string, headers = SUPABASE_JS_HEADERS, method = 'POST') {
   return fetch(`${idp.url}${path}`, {
@@ -47,7 +48,12 @@ describe('default: any origin, as the Supabase CLI gateway', () => {
   test('actual answers name the origin and expose Content-Range and the others, errors included', async () => {
     const user = await createUser(idp, 'cors@example.com');
     const ok = await fetch(`${idp.url}/rest/v1/notes?select=id`, {
-      headers: { origin: 'http://localhost:5173', apikey: idp.publishableKey, authorization: `Bearer ${user.token}`, prefer: 'count=exact' },
+      headers: {
+        origin: 'http://localhost:5173',
+        apikey: idp.publishableKey,
+        authorization: `Bearer ${user.token}`,
+        prefer: 'count=exact',
+      },
     });
     assert.equal(ok.status, 200);
     assert.equal(ok.headers.get('access-control-allow-origin'), '*');
@@ -111,8 +117,19 @@ test('IDP_CORS_ORIGINS: * or exact origins; anything else stops the start with a
   const load = (value: string | undefined) => loadConfig(idpConfig, { ...base, IDP_CORS_ORIGINS: value }).IDP_CORS_ORIGINS;
   assert.equal(load(undefined), '*');
   assert.equal(load(' * '), '*');
-  assert.deepEqual(load('http://localhost:3000,https://a.example.com:8443'), new Set(['http://localhost:3000', 'https://a.example.com:8443']));
-  for (const bad of ['localhost:3000', 'http://localhost:3000/', 'https://a.example.com/path', 'ftp://a.example.com', 'https://*.example.com', ',', 'http://a.test, *']) {
+  assert.deepEqual(
+    load('http://localhost:3000,https://a.example.com:8443'),
+    new Set(['http://localhost:3000', 'https://a.example.com:8443']),
+  );
+  for (const bad of [
+    'localhost:3000',
+    'http://localhost:3000/',
+    'https://a.example.com/path',
+    'ftp://a.example.com',
+    'https://*.example.com',
+    ',',
+    'http://a.test, *',
+  ]) {
     assert.throws(() => load(bad), /IDP_CORS_ORIGINS/, bad);
   }
 });

@@ -17,9 +17,13 @@ let idp: RunningIdp;
 
 before(async () => {
   idp = await startIdp({
+    env: {
+      IDP_APP_URL: APP,
+      IDP_REDIRECT_URLS: 'https://app.example.com/**,https://*.example.org/welcome',
+      IDP_MAILER_OTP_EXP: '3600',
+      IDP_AUTOCONFIRM: 'false',
+    },
     clock,
-    autoconfirm: false,
-    env: { IDP_APP_URL: APP, IDP_REDIRECT_URLS: 'https://app.example.com/**,https://*.example.org/welcome', IDP_MAILER_OTP_EXP: '3600' },
   });
 });
 after(async () => {
@@ -29,7 +33,9 @@ after(async () => {
 type LinkType = 'signup' | 'invite' | 'recovery' | 'magiclink';
 
 async function generate(type: LinkType, email: string, options: { redirectTo?: string } = {}) {
-  const params = { type, email, password: 'correct-horse-1', options } as Parameters<ReturnType<typeof serviceClient>['auth']['admin']['generateLink']>[0];
+  const params = { type, email, password: 'correct-horse-1', options } as Parameters<
+    ReturnType<typeof serviceClient>['auth']['admin']['generateLink']
+  >[0];
   const { data, error } = await serviceClient(idp).auth.admin.generateLink(params);
   assert.equal(error, null);
   return data.properties!;
@@ -62,7 +68,11 @@ describe('admin generate_link', () => {
     assert.equal(link.redirect_to, 'https://app.example.com/reset');
     const action = new URL(link.action_link);
     assert.equal(`${action.origin}${action.pathname}`, `${idp.url}/auth/v1/verify`);
-    assert.deepEqual(Object.fromEntries(action.searchParams), { token: link.hashed_token, type: 'recovery', redirect_to: 'https://app.example.com/reset' });
+    assert.deepEqual(Object.fromEntries(action.searchParams), {
+      token: link.hashed_token,
+      type: 'recovery',
+      redirect_to: 'https://app.example.com/reset',
+    });
   });
 
   test('signup creates an unconfirmed user; invite creates one without a password; both confirm through the link', async () => {
@@ -89,7 +99,11 @@ describe('admin generate_link', () => {
       assertAuthError(error, { status: 404, code: 'user_not_found', message: 'User not found' });
     }
     const taken = await admin.generateLink({ type: 'signup', email: user.email, password: 'correct-horse-1' });
-    assertAuthError(taken.error, { status: 422, code: 'email_exists', message: 'A user with this email address has already been registered' });
+    assertAuthError(taken.error, {
+      status: 422,
+      code: 'email_exists',
+      message: 'A user with this email address has already been registered',
+    });
     const unknown = await admin.generateLink({ type: 'sms' as never, email: user.email } as never);
     assertAuthError(unknown.error, { status: 400, code: 'validation_failed', message: 'Invalid email action link type requested' });
     const anon = await supabase(idp).auth.admin.generateLink({ type: 'recovery', email: user.email });
@@ -120,7 +134,11 @@ describe('POST /verify (verifyOtp)', () => {
     const codeRefused = { status: 403, code: 'otp_expired', message: 'Token has expired or is invalid' };
     const wrongAddress = await supabase(idp).auth.verifyOtp({ email: other.email, token: link.email_otp, type: 'magiclink' });
     assertAuthError(wrongAddress.error, codeRefused);
-    const wrongCode = await supabase(idp).auth.verifyOtp({ email: user.email, token: link.email_otp === '000000' ? '000001' : '000000', type: 'magiclink' });
+    const wrongCode = await supabase(idp).auth.verifyOtp({
+      email: user.email,
+      token: link.email_otp === '000000' ? '000001' : '000000',
+      type: 'magiclink',
+    });
     assertAuthError(wrongCode.error, codeRefused);
     const ok = await supabase(idp).auth.verifyOtp({ email: user.email.toUpperCase(), token: link.email_otp, type: 'magiclink' });
     assert.equal(ok.error, null);
@@ -192,7 +210,11 @@ describe('POST /verify (verifyOtp)', () => {
     const cases: Array<[Record<string, unknown>, number, string]> = [
       [{ token_hash: link.hashed_token }, 400, 'Verify requires a verification type'],
       [{ type: 'recovery' }, 400, 'Verify requires either a token or a token hash'],
-      [{ type: 'recovery', token_hash: link.hashed_token, token: '123456', email: user.email }, 400, 'Verify requires either a token or a token hash'],
+      [
+        { type: 'recovery', token_hash: link.hashed_token, token: '123456', email: user.email },
+        400,
+        'Verify requires either a token or a token hash',
+      ],
       [{ type: 'recovery', token_hash: link.hashed_token, email: user.email }, 400, 'Only the token_hash and type should be provided'],
       [{ type: 'recovery', token: '123456' }, 400, 'Only an email address or phone number should be provided on verify'],
       [{ type: 'recovery', token: '123456', email: 'not an address' }, 422, 'Invalid email format'],
@@ -237,7 +259,11 @@ describe('GET /verify (the link)', () => {
     const user = await createUser(idp, uniqueEmail('link-errors'));
     const link = await generate('recovery', user.email, { redirectTo: 'https://app.example.com/reset-password?from=mail' });
     assert.equal((await open(link.action_link)).status, 303);
-    const targets = [link.action_link, link.action_link.replace(/token=[0-9a-f]+/, 'token=0000'), link.action_link.replace('type=recovery', 'type=signup')];
+    const targets = [
+      link.action_link,
+      link.action_link.replace(/token=[0-9a-f]+/, 'token=0000'),
+      link.action_link.replace('type=recovery', 'type=signup'),
+    ];
     for (const target of targets) {
       const opened = await open(target);
       assert.equal(opened.status, 303);
@@ -259,7 +285,9 @@ describe('GET /verify (the link)', () => {
       ['https://app.example.com/deep/page', 'https://app.example.com/deep/page'],
       ['https://eu.example.org/welcome', 'https://eu.example.org/welcome'],
       ['https://a.b.example.org/welcome', `${APP}/`],
-      ['http://127.0.0.1:9999/reset-password', 'http://127.0.0.1:9999/reset-password'],
+      ['http://127.0.0.1:4000/reset-password', 'http://127.0.0.1:4000/reset-password'],
+      // The app URL's host on another port or scheme is another origin.
+      ['http://127.0.0.1:9999/reset-password', `${APP}/`],
     ];
     for (const [requested, expected] of cases) {
       const link = await generate('magiclink', user.email, { redirectTo: requested });
@@ -269,7 +297,7 @@ describe('GET /verify (the link)', () => {
     }
   });
 
-  test('without redirect_to the Referer is used under the same rule (GoTrue\'s GetReferrer)', async () => {
+  test("without redirect_to the Referer is used under the same rule (GoTrue's GetReferrer)", async () => {
     const user = await createUser(idp, uniqueEmail('link-referer'));
     for (const [referer, expected] of [
       ['https://app.example.com/from-here', 'https://app.example.com/from-here'],
@@ -286,7 +314,10 @@ describe('GET /verify (the link)', () => {
   });
 
   test('a link without token or type is a 400 JSON answer, no redirect', async () => {
-    const res = await fetch(`${idp.url}/auth/v1/verify?type=recovery`, { redirect: 'manual', headers: { 'x-supabase-api-version': '2024-01-01' } });
+    const res = await fetch(`${idp.url}/auth/v1/verify?type=recovery`, {
+      redirect: 'manual',
+      headers: { 'x-supabase-api-version': '2024-01-01' },
+    });
     assert.equal(res.status, 400);
     assert.deepEqual(await res.json(), { code: 'validation_failed', message: 'Verify requires a token or a token hash' });
   });

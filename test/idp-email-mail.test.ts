@@ -32,8 +32,8 @@ before(async () => {
   const env = { SMTP_URL: smtp.url, MAIL_FROM: 'Auth <auth@example.com>', IDP_APP_URL: APP };
   // The confirming idp allows a mail per address per second, so resending needs only a short step of its clock.
   [idp, confirming] = await Promise.all([
-    startIdp({ env }),
-    startIdp({ autoconfirm: false, env: { ...env, IDP_SMTP_MAX_FREQUENCY: '1' }, clock: confirmingClock }),
+    startIdp({ env: { ...env } }),
+    startIdp({ env: { ...env, IDP_SMTP_MAX_FREQUENCY: '1', IDP_AUTOCONFIRM: 'false' }, clock: confirmingClock }),
   ]);
 });
 after(async () => {
@@ -50,6 +50,74 @@ async function follow(link: string): Promise<URL> {
 
 const fragmentOf = (url: URL) => Object.fromEntries(new URLSearchParams(url.hash.slice(1)));
 
+describe("an app's own links (IDP_MAILER_LINK_*), site name, no code", () => {
+  let branded: RunningIdp;
+  before(async () => {
+    branded = await startIdp({
+      env: {
+        SMTP_URL: smtp.url,
+        MAIL_FROM: 'Notes <notes@example.com>',
+        IDP_APP_URL: APP,
+        IDP_AUTOCONFIRM: 'false',
+        IDP_MAILER_SITE_NAME: 'Notes',
+        IDP_MAILER_OFFER_CODE: 'false',
+        IDP_MAILER_LINK_RECOVERY: '{{ .SiteURL }}/reset-password?token_hash={{ .TokenHash }}&type=recovery',
+        IDP_MAILER_LINK_SIGNUP: '{{ .SiteURL }}/confirm?token_hash={{ .TokenHash }}&type=signup&next={{ .RedirectTo }}&email={{ .Email }}',
+      },
+    });
+  });
+  after(() => branded?.close());
+
+  test("recovery: the app's page with token_hash and type, opened in a new tab; the hash verifies once by POST /verify", async () => {
+    const user = await createUser(branded, uniqueEmail('branded+recover'));
+    assert.equal((await supabase(branded).auth.resetPasswordForEmail(user.email, { redirectTo: `${APP}/reset-password` })).error, null);
+    const mail = await smtp.waitForMail(user.email);
+    assert.equal(mail.subject, 'Reset your Notes password');
+    assert.equal(mail.parsed.from?.value[0]?.name, 'Notes');
+    assert.equal(mail.from, 'notes@example.com');
+    const link = linkIn(mail, `${APP}/reset-password?`);
+    assert.match(link, /^http:\/\/127\.0\.0\.1:4100\/reset-password\?token_hash=[0-9a-f]{56}&type=recovery$/);
+    assert.ok((mail.html ?? '').includes(`<a href="${link.replaceAll('&', '&#38;')}" target="_blank" rel="noopener">`), mail.html);
+    // No six-digit code the app has nowhere to enter, in either part.
+    assert.doesNotMatch(mail.text, /\b\d{6}\b|code/i);
+    assert.doesNotMatch(mail.html ?? '', /\b\d{6}\b|code/i);
+    assert.match(mail.text, /ignore this mail/);
+
+    const tokenHash = new URL(link).searchParams.get('token_hash')!;
+    const verified = await supabase(branded).auth.verifyOtp({ token_hash: tokenHash, type: 'recovery' });
+    assert.equal(verified.error, null);
+    assert.equal(verified.data.user?.id, user.id);
+    const again = await supabase(branded).auth.verifyOtp({ token_hash: tokenHash, type: 'recovery' });
+    assert.equal(again.error?.code, 'otp_expired');
+  });
+
+  test('signup: every placeholder filled (the address encoded); a kind without a template keeps the GET /verify link', async () => {
+    const address = uniqueEmail('branded+signup');
+    const signUp = await supabase(branded).auth.signUp({
+      email: address,
+      password: 'a long passphrase',
+      options: { emailRedirectTo: `${APP}/welcome` },
+    });
+    assert.equal(signUp.error, null);
+    const mail = await smtp.waitForMail(address);
+    assert.equal(mail.subject, 'Confirm your Notes account');
+    const link = new URL(linkIn(mail, `${APP}/confirm?`));
+    assert.equal(link.searchParams.get('type'), 'signup');
+    assert.equal(link.searchParams.get('next'), `${APP}/welcome`);
+    assert.equal(link.searchParams.get('email'), address);
+    assert.ok(link.search.includes(`email=${encodeURIComponent(address)}`), link.search);
+    const verified = await supabase(branded).auth.verifyOtp({ token_hash: link.searchParams.get('token_hash')!, type: 'signup' });
+    assert.equal(verified.error, null);
+    assert.ok(verified.data.user?.email_confirmed_at);
+
+    const invited = uniqueEmail('branded+invite');
+    assert.equal((await serviceClient(branded).auth.admin.inviteUserByEmail(invited)).error, null);
+    const invitation = await smtp.waitForMail(invited);
+    assert.equal(invitation.subject, 'You have been invited to Notes');
+    linkIn(invitation, `${branded.url}/auth/v1/verify?token=`);
+  });
+});
+
 describe('password recovery mail', () => {
   test('resetPasswordForEmail: the mail carries the link and code; the link signs in for a new password', async () => {
     const user = await createUser(idp, uniqueEmail('recover-mail'));
@@ -60,14 +128,17 @@ describe('password recovery mail', () => {
     assert.equal(mail.from, 'auth@example.com');
     assert.match(mail.text, /enter the code: \d{6}/);
     const link = linkIn(mail, `${idp.url}/auth/v1/verify?token=`);
-    assert.match(mail.html ?? '', /href="http:\/\/127\.0\.0\.1:\d+\/auth\/v1\/verify\?token=/);
+    assert.match(mail.html ?? '', /href="http:\/\/127\.0\.0\.1:\d+\/auth\/v1\/verify\?token=[^"]+" target="_blank" rel="noopener"/);
 
     const landing = await follow(link);
     assert.equal(`${landing.origin}${landing.pathname}`, `${APP}/reset-password`);
     const session = fragmentOf(landing);
     assert.equal(session.type, 'recovery');
     const client = supabase(idp);
-    assert.equal((await client.auth.setSession({ access_token: session.access_token!, refresh_token: session.refresh_token! })).error, null);
+    assert.equal(
+      (await client.auth.setSession({ access_token: session.access_token!, refresh_token: session.refresh_token! })).error,
+      null,
+    );
     assert.equal((await client.auth.updateUser({ password: 'the-new-passphrase' })).error, null);
     await signIn(idp, user.email, 'the-new-passphrase');
     await assert.rejects(signIn(idp, user.email, user.password));
@@ -155,7 +226,9 @@ describe('password recovery mail', () => {
 
   test('concurrent requests for one address: exactly one is accepted and one mail goes out', async () => {
     const user = await createUser(idp, uniqueEmail('recover-burst'));
-    const replies = await Promise.all(Array.from({ length: 10 }, () => idpRequest(idp, 'POST', '/auth/v1/recover', { body: { email: user.email } })));
+    const replies = await Promise.all(
+      Array.from({ length: 10 }, () => idpRequest(idp, 'POST', '/auth/v1/recover', { body: { email: user.email } })),
+    );
     assert.deepEqual(replies.map((r) => r.status).sort(), [200, ...Array(9).fill(429)]);
     await smtp.waitForMail(user.email);
     await assert.rejects(smtp.waitForMail(user.email, { timeout: 500 }));
@@ -176,7 +249,11 @@ describe('password recovery mail', () => {
 describe('sign-up confirmation mail (IDP_AUTOCONFIRM=false)', () => {
   test('signUp mails a link; before it the user cannot sign in, after it they can', async () => {
     const email = uniqueEmail('confirm-mail');
-    const { data, error } = await supabase(confirming).auth.signUp({ email, password: 'correct-horse-1', options: { emailRedirectTo: `${APP}/welcome` } });
+    const { data, error } = await supabase(confirming).auth.signUp({
+      email,
+      password: 'correct-horse-1',
+      options: { emailRedirectTo: `${APP}/welcome` },
+    });
     assert.equal(error, null);
     assert.equal(data.session, null);
     await assert.rejects(signIn(confirming, email, 'correct-horse-1'), /email_not_confirmed/);
@@ -239,15 +316,19 @@ describe('email change by the user (PUT /user)', () => {
     return client;
   }
 
-  test('IDP_AUTOCONFIRM on: the new address is taken at once (GoTrue with MAILER_AUTOCONFIRM), no mail', async () => {
+  test('IDP_AUTOCONFIRM on: a stolen token still cannot change the address; both addresses get a link, the old one is told', async () => {
     const user = await createUser(idp, uniqueEmail('change-auto'));
     const client = await signedIn(idp, user.email, user.password);
     const next = uniqueEmail('change-auto-new');
     const { data, error } = await client.auth.updateUser({ email: next });
     assert.equal(error, null);
-    assert.equal(data.user?.email, next);
-    await signIn(idp, next, user.password);
-    await assert.rejects(smtp.waitForMail(next, { timeout: 300 }));
+    assert.equal(data.user?.email, user.email, 'not changed yet');
+    assert.equal(data.user?.new_email, next);
+    const toCurrent = await smtp.waitForMail(user.email);
+    assert.equal(toCurrent.subject, 'Confirm Email Change', 'the owner is told at the old address');
+    await smtp.waitForMail(next);
+    await assert.rejects(signIn(idp, next, user.password));
+    await signIn(idp, user.email, user.password);
   });
 
   test('IDP_AUTOCONFIRM off: a link to each address; the change happens when both are followed', async () => {
@@ -265,7 +346,10 @@ describe('email change by the user (PUT /user)', () => {
     assert.equal(toNew.subject, 'Confirm Email Change');
     const first = await follow(linkIn(toCurrent, `${confirming.url}/auth/v1/verify?token=`));
     assert.equal(`${first.origin}${first.pathname}`, `${APP}/email-changed`);
-    assert.deepEqual(fragmentOf(first), { message: 'Confirmation link accepted. Please proceed to confirm link sent to the other email', sb: '' });
+    assert.deepEqual(fragmentOf(first), {
+      message: 'Confirmation link accepted. Please proceed to confirm link sent to the other email',
+      sb: '',
+    });
     await signIn(confirming, user.email, user.password); // not changed yet
 
     const second = await follow(linkIn(toNew, `${confirming.url}/auth/v1/verify?token=`));
@@ -283,7 +367,10 @@ describe('email change by the user (PUT /user)', () => {
     const codeOf = async (to: string) => /enter the code: (\d{6})/.exec((await smtp.waitForMail(to)).text)![1]!;
     const [currentCode, newCode] = [await codeOf(user.email), await codeOf(next)];
     const first = await idpRequest(confirming, 'POST', '/auth/v1/verify', { body: { type: 'email_change', email: next, token: newCode } });
-    assert.deepEqual([first.status, first.body], [200, { msg: 'Confirmation link accepted. Please proceed to confirm link sent to the other email', code: '200' }]);
+    assert.deepEqual(
+      [first.status, first.body],
+      [200, { msg: 'Confirmation link accepted. Please proceed to confirm link sent to the other email', code: '200' }],
+    );
     const { data, error } = await supabase(confirming).auth.verifyOtp({ type: 'email_change', email: user.email, token: currentCode });
     assert.equal(error, null);
     assert.equal(data.user?.email, next);
@@ -327,7 +414,10 @@ describe('logs', () => {
 describe('invitation (inviteUserByEmail)', () => {
   test('creates the user and mails the link; following it confirms and signs in; a confirmed address is 422', async () => {
     const email = uniqueEmail('invite');
-    const { data, error } = await serviceClient(idp).auth.admin.inviteUserByEmail(email, { data: { team: 'blue' }, redirectTo: `${APP}/welcome` });
+    const { data, error } = await serviceClient(idp).auth.admin.inviteUserByEmail(email, {
+      data: { team: 'blue' },
+      redirectTo: `${APP}/welcome`,
+    });
     assert.equal(error, null);
     assert.equal(data.user?.email, email);
     assert.ok(data.user?.invited_at);

@@ -39,7 +39,11 @@ async function abortMidBody(path: string): Promise<void> {
 }
 
 const emfile = () =>
-  Object.assign(new Error('connect EMFILE 127.0.0.1:5432 - Local (undefined:undefined)'), { code: 'EMFILE', errno: -24, syscall: 'connect' });
+  Object.assign(new Error('connect EMFILE 127.0.0.1:5432 - Local (undefined:undefined)'), {
+    code: 'EMFILE',
+    errno: -24,
+    syscall: 'connect',
+  });
 const poolTimeout = () => new Error('timeout exceeded when trying to connect');
 const quietRequest = { log: { info() {}, warn() {}, error() {} } } as unknown as FastifyRequest;
 
@@ -49,7 +53,11 @@ describe('idp: failures classified like every service', () => {
     await abortMidBody('/auth/v1/signup');
     await abortMidBody('/rest/v1/notes');
     const started = Date.now();
-    const gone = () => idp.logs.lines().slice(before).filter((l) => l.msg === 'client closed the connection before the request was complete').length;
+    const gone = () =>
+      idp.logs
+        .lines()
+        .slice(before)
+        .filter((l) => l.msg === 'client closed the connection before the request was complete').length;
     while (gone() < 2 && Date.now() - started < 10_000) await new Promise((r) => setTimeout(r, 20));
     const lines = idp.logs.lines().slice(before);
     assert.equal(gone(), 2, JSON.stringify(lines));

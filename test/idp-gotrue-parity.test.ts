@@ -1,7 +1,7 @@
 // Where the idp's Auth follows supabase/auth's source on details a client can see: how the minimum
 // password length is counted (bytes, Go's len), that addresses are not trimmed, and the identity
-// data written at sign-up (email_verified false, whatever the confirmation). Through supabase-js
-// against the real idp.
+// data written at sign-up (email_verified false, whatever the confirmation, plus the sign-up
+// data). Through supabase-js against the real idp.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
@@ -62,22 +62,40 @@ describe('addresses are not trimmed', () => {
     const spaced = await supabase(idp).auth.signInWithPassword({ email: ` ${address}`, password: 'a long passphrase' });
     assertAuthError(spaced.error, { status: 400, code: 'invalid_credentials', message: 'Invalid login credentials' });
     // Case still does not matter, as in GoTrue (addresses are compared lower-cased).
-    assert.equal((await supabase(idp).auth.signInWithPassword({ email: address.toUpperCase(), password: 'a long passphrase' })).error, null);
+    assert.equal(
+      (await supabase(idp).auth.signInWithPassword({ email: address.toUpperCase(), password: 'a long passphrase' })).error,
+      null,
+    );
   });
 
   test('admin createUser refuses a spaced address the same way', async () => {
-    const { error } = await serviceClient(idp).auth.admin.createUser({ email: ` ${uniqueEmail('trim-admin')}`, password: 'a long passphrase', email_confirm: true });
+    const { error } = await serviceClient(idp).auth.admin.createUser({
+      email: ` ${uniqueEmail('trim-admin')}`,
+      password: 'a long passphrase',
+      email_confirm: true,
+    });
     assertAuthError(error, { status: 400, code: 'validation_failed', message: 'Unable to validate email address: invalid format' });
   });
 });
 
 describe('identity data written at sign-up', () => {
-  test('{sub, email, email_verified: false, phone_verified: false}, even when the address is confirmed at once', async () => {
+  test('{sub, email, email_verified: false, phone_verified: false} plus the sign-up data, even when the address is confirmed at once', async () => {
     const address = uniqueEmail('identity');
-    const { data, error } = await supabase(idp).auth.signUp({ email: address, password: 'a long passphrase', options: { data: { plan: 'pro' } } });
+    const { data, error } = await supabase(idp).auth.signUp({
+      email: address,
+      password: 'a long passphrase',
+      options: { data: { plan: 'pro' } },
+    });
     assert.equal(error, null);
     const user = data.user!;
-    assert.deepEqual(user.identities![0]!.identity_data, { sub: user.id, email: address, email_verified: false, phone_verified: false });
+    // GoTrue's signup.go adds each key of data that its claims do not already have.
+    assert.deepEqual(user.identities![0]!.identity_data, {
+      sub: user.id,
+      email: address,
+      email_verified: false,
+      phone_verified: false,
+      plan: 'pro',
+    });
     // The confirmation shows where GoTrue shows it: the timestamps and user_metadata.
     assert.ok(user.email_confirmed_at);
     assert.deepEqual(user.user_metadata, { plan: 'pro', email_verified: true });
@@ -88,7 +106,11 @@ describe('identity data written at sign-up', () => {
   test('admin-created users, confirmed or not, get the same identity data', async () => {
     for (const email_confirm of [true, false]) {
       const address = uniqueEmail('identity-admin');
-      const { data, error } = await serviceClient(idp).auth.admin.createUser({ email: address, password: 'a long passphrase', email_confirm });
+      const { data, error } = await serviceClient(idp).auth.admin.createUser({
+        email: address,
+        password: 'a long passphrase',
+        email_confirm,
+      });
       assert.equal(error, null);
       const { rows } = await db.query('SELECT identity_data FROM auth.identities WHERE user_id = $1', [data.user!.id]);
       assert.deepEqual(rows[0].identity_data, { sub: data.user!.id, email: address, email_verified: false, phone_verified: false });

@@ -2,13 +2,14 @@
 // foreign keys, key-carrying headers, time claims at their boundaries (injected clock), audience,
 // and signature mangling. Each forged token starts from a real one, so only the attack differs.
 import assert from 'node:assert/strict';
+import { decodeJwt } from './helpers/jwt.js';
 import { createHmac, createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { exportJWK, SignJWT } from 'jose';
 import pg from 'pg';
 import { manualClock } from '../src/kit/clock.js';
 import { withLowSSignature } from '../src/kit/jws.js';
-import { createUser, decodeJwtPart, type RunningIdp, startIdp, TEST_SIGNING_KEY } from './helpers/idp.js';
+import { createUser, type RunningIdp, startIdp, TEST_SIGNING_KEY } from './helpers/idp.js';
 import { supabase } from './helpers/supabase.js';
 import { http } from './helpers/http.js';
 
@@ -23,13 +24,13 @@ const ourKey: KeyObject = createPrivateKey(TEST_SIGNING_KEY);
 const attackerKey = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey;
 
 before(async () => {
-  idp = await startIdp({ clock, jwtExpirySeconds: EXPIRY });
+  idp = await startIdp({ env: { IDP_JWT_EXPIRY: String(EXPIRY) }, clock });
   db = new pg.Client({ connectionString: idp.databaseUrl });
   await db.connect();
   alice = await createUser(idp, 'alice-jwt@example.com');
   await db.query(`INSERT INTO public.notes (user_id, title) VALUES ($1, 'private')`, [alice.id]);
-  realHeader = decodeJwtPart(alice.token, 0);
-  realClaims = decodeJwtPart(alice.token, 1);
+  realHeader = decodeJwt(alice.token).header;
+  realClaims = decodeJwt(alice.token).payload;
 });
 after(async () => {
   await db?.end();
@@ -57,7 +58,10 @@ async function assertAccepted(token: string) {
 }
 
 /** Refused by both APIs, with no data. */
-async function assertRejected(token: string, expected: { user?: { status: number; code: string; message?: string }; rest?: { code: string; message?: string } } = {}) {
+async function assertRejected(
+  token: string,
+  expected: { user?: { status: number; code: string; message?: string }; rest?: { code: string; message?: string } } = {},
+) {
   const user = await http(idp, '/auth/v1/user', { token });
   const u = expected.user ?? { status: 403, code: 'bad_jwt' };
   assert.equal(user.status, u.status, user.text);
@@ -92,7 +96,12 @@ describe('algorithm and key confusion', () => {
     const publicKey = createPublicKey(ourKey);
     const pem = publicKey.export({ type: 'spki', format: 'pem' }).toString();
     const jwk = await exportJWK(publicKey);
-    const secrets = [pem, JSON.stringify(jwk), JSON.stringify({ ...jwk, kid: realHeader.kid, alg: 'ES256', use: 'sig' }), Buffer.from(jwk.x!, 'base64url')];
+    const secrets = [
+      pem,
+      JSON.stringify(jwk),
+      JSON.stringify({ ...jwk, kid: realHeader.kid, alg: 'ES256', use: 'sig' }),
+      Buffer.from(jwk.x!, 'base64url'),
+    ];
     for (const secret of secrets) {
       const signingInput = `${b64({ alg: 'HS256', typ: 'JWT', kid: realHeader.kid })}.${b64(realClaims)}`;
       const signature = createHmac('sha256', secret).update(signingInput).digest('base64url');
@@ -135,7 +144,7 @@ describe('time claims (injected clock)', () => {
     const start = clock();
     const fresh = await createUser(idp, `clock-${start}@example.com`);
     await db.query(`INSERT INTO public.notes (user_id, title) VALUES ($1, 'private')`, [fresh.id]);
-    const exp = decodeJwtPart(fresh.token, 1).exp as number;
+    const exp = decodeJwt(fresh.token).payload.exp as number;
     try {
       clock.set((exp - 1) * 1000);
       const user = await http(idp, '/auth/v1/user', { token: fresh.token });
@@ -151,7 +160,11 @@ describe('time claims (injected clock)', () => {
 
       clock.set((exp + 31) * 1000);
       await assertRejected(fresh.token, {
-        user: { status: 403, code: 'bad_jwt', message: 'invalid JWT: unable to parse or verify signature, token has invalid claims: token is expired' },
+        user: {
+          status: 403,
+          code: 'bad_jwt',
+          message: 'invalid JWT: unable to parse or verify signature, token has invalid claims: token is expired',
+        },
         rest: { code: 'PGRST303', message: 'JWT expired' },
       });
       const { error } = await supabase(idp).auth.getUser(fresh.token);
@@ -170,11 +183,19 @@ describe('time claims (injected clock)', () => {
   test('not yet valid or issued in the future beyond the 30 s skew: rejected; within it: accepted', async () => {
     const now = nowSeconds();
     await assertRejected(await withOurKey({ nbf: now + 31 }), {
-      user: { status: 403, code: 'bad_jwt', message: 'invalid JWT: unable to parse or verify signature, token has invalid claims: token is not valid yet' },
+      user: {
+        status: 403,
+        code: 'bad_jwt',
+        message: 'invalid JWT: unable to parse or verify signature, token has invalid claims: token is not valid yet',
+      },
       rest: { code: 'PGRST303', message: 'JWT not yet valid' },
     });
     await assertRejected(await withOurKey({ iat: now + 31 }), {
-      user: { status: 403, code: 'bad_jwt', message: 'invalid JWT: unable to parse or verify signature, token has invalid claims: token used before issued' },
+      user: {
+        status: 403,
+        code: 'bad_jwt',
+        message: 'invalid JWT: unable to parse or verify signature, token has invalid claims: token used before issued',
+      },
       rest: { code: 'PGRST303', message: 'JWT issued at future' },
     });
     await assertAccepted(await withOurKey({ nbf: now + 20, iat: now + 20 }));
@@ -202,17 +223,35 @@ describe('audience and subject', () => {
     const notUuid = await http(idp, '/auth/v1/user', { token: await withOurKey({ sub: 'alice' }) });
     assert.deepEqual([notUuid.status, notUuid.json], [400, { code: 'bad_jwt', message: 'invalid claim: sub claim must be a UUID' }]);
     const unknown = await http(idp, '/auth/v1/user', { token: await withOurKey({ sub: '00000000-0000-4000-8000-000000000000' }) });
-    assert.deepEqual([unknown.status, unknown.json], [403, { code: 'user_not_found', message: 'User from sub claim in JWT does not exist' }]);
+    assert.deepEqual(
+      [unknown.status, unknown.json],
+      [403, { code: 'user_not_found', message: 'User from sub claim in JWT does not exist' }],
+    );
     const badSession = await http(idp, '/auth/v1/user', { token: await withOurKey({ session_id: 'x' }) });
-    assert.deepEqual([badSession.status, badSession.json], [403, { code: 'bad_jwt', message: 'invalid claim: session_id claim must be a UUID' }]);
-    const otherSession = await http(idp, '/auth/v1/user', { token: await withOurKey({ session_id: '00000000-0000-4000-8000-000000000000' }) });
-    assert.deepEqual([otherSession.status, otherSession.json], [403, { code: 'session_not_found', message: 'Session from session_id claim in JWT does not exist' }]);
+    assert.deepEqual(
+      [badSession.status, badSession.json],
+      [403, { code: 'bad_jwt', message: 'invalid claim: session_id claim must be a UUID' }],
+    );
+    const otherSession = await http(idp, '/auth/v1/user', {
+      token: await withOurKey({ session_id: '00000000-0000-4000-8000-000000000000' }),
+    });
+    assert.deepEqual(
+      [otherSession.status, otherSession.json],
+      [403, { code: 'session_not_found', message: 'Session from session_id claim in JWT does not exist' }],
+    );
     // A live session that belongs to someone else is no session of alice's.
     const bob = await createUser(idp, 'bob-jwt@example.com');
-    const bobsSession = await http(idp, '/auth/v1/user', { token: await withOurKey({ session_id: decodeJwtPart(bob.token, 1).session_id }) });
-    assert.deepEqual([bobsSession.status, bobsSession.json], [403, { code: 'session_not_found', message: 'Session from session_id claim in JWT does not exist' }]);
+    const bobsSession = await http(idp, '/auth/v1/user', {
+      token: await withOurKey({ session_id: decodeJwt(bob.token).payload.session_id }),
+    });
+    assert.deepEqual(
+      [bobsSession.status, bobsSession.json],
+      [403, { code: 'session_not_found', message: 'Session from session_id claim in JWT does not exist' }],
+    );
     // The user is checked before the session_id claim.
-    const both = await http(idp, '/auth/v1/user', { token: await withOurKey({ sub: '00000000-0000-4000-8000-000000000000', session_id: 'x' }) });
+    const both = await http(idp, '/auth/v1/user', {
+      token: await withOurKey({ sub: '00000000-0000-4000-8000-000000000000', session_id: 'x' }),
+    });
     assert.deepEqual([both.status, both.json], [403, { code: 'user_not_found', message: 'User from sub claim in JWT does not exist' }]);
   });
 });

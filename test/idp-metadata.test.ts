@@ -5,7 +5,9 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { MAX_METADATA_BYTES, MAX_METADATA_DEPTH } from '../src/idp/auth/metadata.js';
-import { type RunningIdp, startIdp } from './helpers/idp.js';
+import { mergeMetadata } from '../src/idp/auth/admin-users.js';
+import { http } from './helpers/http.js';
+import { createUser, type RunningIdp, startIdp } from './helpers/idp.js';
 import { supabase } from './helpers/supabase.js';
 import { uniqueEmail } from './helpers/emails.js';
 
@@ -39,7 +41,8 @@ function nested(levels: number): Record<string, unknown> {
   return value;
 }
 
-const userCount = async (address: string) => (await db.query('SELECT count(*)::int AS n FROM auth.users WHERE email = $1', [address])).rows[0].n as number;
+const userCount = async (address: string) =>
+  (await db.query('SELECT count(*)::int AS n FROM auth.users WHERE email = $1', [address])).rows[0].n as number;
 
 function assertRefused(error: unknown, message: RegExp) {
   assert.ok(error, 'expected an error');
@@ -59,27 +62,55 @@ describe('metadata limits', () => {
   });
 
   test('sign-up data: exactly the limit passes, one byte more does not; the same for depth', async () => {
-    const atLimit = await supabase(idp).auth.signUp({ email: uniqueEmail('at-limit'), password: PASSWORD, options: { data: ofJsonSize(MAX_METADATA_BYTES) } });
+    const atLimit = await supabase(idp).auth.signUp({
+      email: uniqueEmail('at-limit'),
+      password: PASSWORD,
+      options: { data: ofJsonSize(MAX_METADATA_BYTES) },
+    });
     assert.equal(atLimit.error, null);
     assert.ok(atLimit.data.session);
 
-    const over = await supabase(idp).auth.signUp({ email: uniqueEmail('over'), password: PASSWORD, options: { data: ofJsonSize(MAX_METADATA_BYTES + 1) } });
+    const over = await supabase(idp).auth.signUp({
+      email: uniqueEmail('over'),
+      password: PASSWORD,
+      options: { data: ofJsonSize(MAX_METADATA_BYTES + 1) },
+    });
     assertRefused(over.error, /^data must be at most 4096 bytes as JSON \(got 4097\)$/);
 
-    const deepest = await supabase(idp).auth.signUp({ email: uniqueEmail('deepest'), password: PASSWORD, options: { data: nested(MAX_METADATA_DEPTH) } });
+    const deepest = await supabase(idp).auth.signUp({
+      email: uniqueEmail('deepest'),
+      password: PASSWORD,
+      options: { data: nested(MAX_METADATA_DEPTH) },
+    });
     assert.equal(deepest.error, null);
-    const tooDeep = await supabase(idp).auth.signUp({ email: uniqueEmail('too-deep'), password: PASSWORD, options: { data: nested(MAX_METADATA_DEPTH + 1) } });
+    const tooDeep = await supabase(idp).auth.signUp({
+      email: uniqueEmail('too-deep'),
+      password: PASSWORD,
+      options: { data: nested(MAX_METADATA_DEPTH + 1) },
+    });
     assertRefused(tooDeep.error, /^data must not nest objects or arrays more than 10 levels deep$/);
     // Arrays count as levels too.
-    const arrays = await supabase(idp).auth.signUp({ email: uniqueEmail('arrays'), password: PASSWORD, options: { data: { a: [[[[[[[[[[]]]]]]]]]] } } });
+    const arrays = await supabase(idp).auth.signUp({
+      email: uniqueEmail('arrays'),
+      password: PASSWORD,
+      options: { data: { a: [[[[[[[[[[]]]]]]]]]] } },
+    });
     assertRefused(arrays.error, /more than 10 levels deep/);
   });
 
   test('size is counted in UTF-8 bytes, not characters', async () => {
     // 1,100 × "€" is 1,100 characters but 3,300 bytes; with the escaping of JSON none, so 3,308 in all.
-    const fits = await supabase(idp).auth.signUp({ email: uniqueEmail('euro'), password: PASSWORD, options: { data: { k: '€'.repeat(1100) } } });
+    const fits = await supabase(idp).auth.signUp({
+      email: uniqueEmail('euro'),
+      password: PASSWORD,
+      options: { data: { k: '€'.repeat(1100) } },
+    });
     assert.equal(fits.error, null);
-    const over = await supabase(idp).auth.signUp({ email: uniqueEmail('euro-over'), password: PASSWORD, options: { data: { k: '€'.repeat(1400) } } });
+    const over = await supabase(idp).auth.signUp({
+      email: uniqueEmail('euro-over'),
+      password: PASSWORD,
+      options: { data: { k: '€'.repeat(1400) } },
+    });
     assertRefused(over.error, /got 4208\)$/);
   });
 
@@ -117,5 +148,28 @@ describe('metadata limits', () => {
     const user = await supabase(idp).auth.getUser(token);
     assert.equal(user.error, null);
     assert.equal(user.data.user?.email, address);
+  });
+});
+
+describe('metadata keys named like object internals', () => {
+  test('a body with a __proto__ key is refused as bad JSON and changes nothing', async () => {
+    const user = await createUser(idp, uniqueEmail('proto'));
+    const res = await http(idp, `/auth/v1/admin/users/${user.id}`, {
+      method: 'PUT',
+      apikey: idp.secretKey,
+      rawBody: '{"app_metadata":{"__proto__":{"role":"admin"}}}',
+    });
+    assert.equal(res.status, 400);
+    assert.equal((res.json as { code: string }).code, 'bad_json');
+    const stored = await db.query('SELECT raw_app_meta_data FROM auth.users WHERE id = $1', [user.id]);
+    assert.equal(Object.hasOwn(stored.rows[0].raw_app_meta_data, '__proto__'), false);
+    assert.equal(({} as { role?: string }).role, undefined);
+  });
+
+  test('the merge stores such a key as a key and never swaps the prototype', () => {
+    const merged = mergeMetadata({ plan: 'free' }, JSON.parse('{"__proto__":{"role":"admin"},"plan":"pro"}'));
+    assert.equal(Object.getPrototypeOf(merged), Object.prototype);
+    assert.equal((merged as { role?: string }).role, undefined);
+    assert.deepEqual(JSON.parse(JSON.stringify(merged)), { plan: 'pro', ['__proto__']: { role: 'admin' } });
   });
 });

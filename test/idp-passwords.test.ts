@@ -23,13 +23,12 @@ before(async () => {
   hasher = idpPasswordHasher();
   // One worker and room for one waiting job of each kind: a handful of signups fills it.
   busyHasher = idpPasswordHasher({ workers: 1, maxQueued: 1 });
-  [idp, busyIdp] = await Promise.all([startIdp({ passwordHasher: hasher }), startIdp({ passwordHasher: busyHasher })]);
+  [idp, busyIdp] = await Promise.all([startIdp({ deps: { passwordHasher: hasher } }), startIdp({ deps: { passwordHasher: busyHasher } })]);
 });
 after(async () => {
   await Promise.all([idp?.close(), busyIdp?.close()]);
   await Promise.all([hasher.close(), busyHasher.close()]);
 });
-
 
 test('signup, sign-in and admin createUser hash and compare on the kit hasher, at cost 10', async () => {
   const before = { ...hasher.started };
@@ -41,14 +40,20 @@ test('signup, sign-in and admin createUser hash and compare on the kit hasher, a
   assert.equal(signInError, null);
   const { error: wrongError } = await client.auth.signInWithPassword({ email: uniqueEmail('nobody'), password: 'pw123456' });
   assert.equal(wrongError?.code, 'invalid_credentials');
-  const created = await http(idp, '/auth/v1/admin/users', { method: 'POST', apikey: idp.secretKey, body: { email: uniqueEmail('admin'), password: 'pw123456' } });
+  const created = await http(idp, '/auth/v1/admin/users', {
+    method: 'POST',
+    apikey: idp.secretKey,
+    body: { email: uniqueEmail('admin'), password: 'pw123456' },
+  });
   assert.equal(created.status, 200, created.text);
   assert.deepEqual({ hash: hasher.started.hash - before.hash, verify: hasher.started.verify - before.verify }, { hash: 2, verify: 2 });
 
   const db = new pg.Client({ connectionString: idp.databaseUrl });
   await db.connect();
   try {
-    const { rows } = await db.query<{ encrypted_password: string }>('SELECT encrypted_password FROM auth.users WHERE email = $1', [address]);
+    const { rows } = await db.query<{ encrypted_password: string }>('SELECT encrypted_password FROM auth.users WHERE email = $1', [
+      address,
+    ]);
     assert.match(rows[0]!.encrypted_password, new RegExp(`^\\$2[ab]\\$${BCRYPT_COST}\\$`));
   } finally {
     await db.end();
@@ -57,10 +62,15 @@ test('signup, sign-in and admin createUser hash and compare on the kit hasher, a
 
 test('a full hashing queue: signups answer 503 request_timeout with Retry-After, never 500', async () => {
   const responses = await Promise.all(
-    Array.from({ length: 8 }, () => http(busyIdp, '/auth/v1/signup', { method: 'POST', body: { email: uniqueEmail('flood'), password: 'pw123456' } })),
+    Array.from({ length: 8 }, () =>
+      http(busyIdp, '/auth/v1/signup', { method: 'POST', body: { email: uniqueEmail('flood'), password: 'pw123456' } }),
+    ),
   );
   const statuses = responses.map((r) => r.status);
-  assert.ok(statuses.every((s) => s === 200 || s === 503), statuses.join(','));
+  assert.ok(
+    statuses.every((s) => s === 200 || s === 503),
+    statuses.join(','),
+  );
   const refused = responses.filter((r) => r.status === 503);
   assert.ok(refused.length >= 1 && refused.length <= 6, statuses.join(','));
   for (const res of refused) {
@@ -75,14 +85,22 @@ test('a full hashing queue: signups answer 503 request_timeout with Retry-After,
 
 test('an unversioned client gets the older {code, error_code, msg} shape; supabase-js sees a retryable error', async () => {
   const flood = Array.from({ length: 6 }, () =>
-    http(busyIdp, '/auth/v1/signup', { method: 'POST', headers: { 'x-supabase-api-version': '' }, body: { email: uniqueEmail('old'), password: 'pw123456' } }),
+    http(busyIdp, '/auth/v1/signup', {
+      method: 'POST',
+      headers: { 'x-supabase-api-version': '' },
+      body: { email: uniqueEmail('old'), password: 'pw123456' },
+    }),
   );
   const viaClient = supabase(busyIdp).auth.signUp({ email: uniqueEmail('sdk'), password: 'pw123456' });
   const [responses, sdk] = await Promise.all([Promise.all(flood), viaClient]);
   const refused = responses.filter((r) => r.status === 503);
   assert.ok(refused.length >= 1, responses.map((r) => r.status).join(','));
   for (const res of refused) {
-    assert.deepEqual(res.json, { code: 503, error_code: 'request_timeout', msg: 'Processing this request timed out, please retry after a moment' });
+    assert.deepEqual(res.json, {
+      code: 503,
+      error_code: 'request_timeout',
+      msg: 'Processing this request timed out, please retry after a moment',
+    });
   }
   // supabase-js turns a 503 into AuthRetryableFetchError whatever the body; when this one was served, it is a session.
   if (sdk.error) assert.ok(sdk.error instanceof AuthRetryableFetchError, String(sdk.error));

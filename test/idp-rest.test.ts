@@ -69,7 +69,7 @@ describe('select, order, limit and offset', () => {
     const rows = res.json as Array<Record<string, unknown>>;
     assert.deepEqual(Object.keys(rows[0]!), ITEM_COLUMNS);
     assert.deepEqual(rows[0], { id: 1, name: 'apple', qty: 5, active: true, tag: 'a', owner: null, 'odd name': null });
-    assert.deepEqual((await rest('items')).json instanceof Array, true, 'no select means all');
+    assert.deepEqual(Array.isArray((await rest('items')).json), true, 'no select means all');
   });
 
   test('chosen columns, quoted names, supabase-js spacing', async () => {
@@ -82,10 +82,17 @@ describe('select, order, limit and offset', () => {
     assert.deepEqual(data, [{ id: 2, name: 'banana' }]);
   });
 
-  test('unknown or unsupported select: 42703 / PGRST100', async () => {
+  test('unknown or malformed select: 42703 / PGRST100; an embedded resource outside the exposed schemas: PGRST200', async () => {
     assertRestError(await rest('items?select=id,nope'), 400, '42703', 'column items.nope does not exist', null);
-    assertRestError(await rest('items?select=id::text'), 400, 'PGRST100');
-    assertRestError(await rest('items?select=*,owner(*)'), 400, 'PGRST100');
+    assertRestError(await rest('items?select=id,'), 400, 'PGRST100');
+    assertRestError(await rest('items?select=id::te$t'), 400, 'PGRST100');
+    // owner references auth.users, which REST does not expose: no relationship to embed.
+    assertRestError(
+      await rest('items?select=*,owner(*)'),
+      400,
+      'PGRST200',
+      "Could not find a relationship between 'items' and 'owner' in the schema cache",
+    );
   });
 
   test('order: direction, nulls first/last, several terms; errors', async () => {
@@ -94,7 +101,10 @@ describe('select, order, limit and offset', () => {
     assert.deepEqual(ids(await rest('items?order=active.desc.nullslast,id.desc')), [4, 1, 5, 2, 3]);
     assert.deepEqual(ids(await rest('items?order=name')), [1, 2, 3, 4, 5]);
     const { data } = await supabase(idp, idp.secretKey).from('items').select('id').order('qty', { ascending: false, nullsFirst: true });
-    assert.deepEqual(data?.map((r) => r.id), [2, 3, 5, 1, 4]);
+    assert.deepEqual(
+      data?.map((r) => r.id),
+      [2, 3, 5, 1, 4],
+    );
     assertRestError(await rest('items?order=nope.asc'), 400, '42703', 'column items.nope does not exist');
     assertRestError(await rest('items?order=id.sideways'), 400, 'PGRST100');
   });
@@ -120,7 +130,10 @@ describe('select, order, limit and offset', () => {
     assert.equal((await rest('items?id=eq.99', { headers: { prefer: 'count=exact' } })).headers.get('content-range'), '*/0');
 
     const { data, count } = await supabase(idp, idp.secretKey).from('items').select('id', { count: 'exact' }).order('id').range(1, 2);
-    assert.deepEqual(data?.map((r) => r.id), [2, 3]);
+    assert.deepEqual(
+      data?.map((r) => r.id),
+      [2, 3],
+    );
     assert.equal(count, 5);
 
     assertRestError(await rest('items?limit=abc'), 400, 'PGRST100');
@@ -194,13 +207,21 @@ describe('filters', () => {
 
 describe('insert, update, delete', () => {
   test('POST with return=representation: 201 and the rows; minimal: 201 empty; Content-Range */*', async () => {
-    const full = await rest('items?select=*', { method: 'POST', headers: { prefer: 'return=representation' }, body: { id: 10, name: 'fig' } });
+    const full = await rest('items?select=*', {
+      method: 'POST',
+      headers: { prefer: 'return=representation' },
+      body: { id: 10, name: 'fig' },
+    });
     assert.equal(full.status, 201);
     assert.equal(full.headers.get('content-range'), '*/*');
     assert.equal(full.headers.get('preference-applied'), 'return=representation');
     assert.deepEqual(full.json, [{ id: 10, name: 'fig', qty: null, active: null, tag: null, owner: null, 'odd name': null }]);
 
-    const some = await rest('items?select=id,name', { method: 'POST', headers: { prefer: 'return=representation' }, body: { id: 11, name: 'grape' } });
+    const some = await rest('items?select=id,name', {
+      method: 'POST',
+      headers: { prefer: 'return=representation' },
+      body: { id: 11, name: 'grape' },
+    });
     assert.deepEqual(some.json, [{ id: 11, name: 'grape' }]);
 
     const minimal = await rest('items', { method: 'POST', body: { id: 12, name: 'kiwi' } });
@@ -228,36 +249,70 @@ describe('insert, update, delete', () => {
   test('POST an array (supabase-js sends columns=); count=exact counts the rows', async () => {
     const { data, error } = await supabase(idp, idp.secretKey)
       .from('items')
-      .insert([{ id: 20, name: 'a1', qty: 1 }, { id: 21, name: 'a2' }])
+      .insert([
+        { id: 20, name: 'a1', qty: 1 },
+        { id: 21, name: 'a2' },
+      ])
       .select('id, qty');
     assert.equal(error, null);
-    assert.deepEqual(data, [{ id: 20, qty: 1 }, { id: 21, qty: null }]);
-    const counted = await rest('items', { method: 'POST', headers: { prefer: 'count=exact' }, body: [{ id: 22, name: 'x' }, { id: 23, name: 'y' }] });
+    assert.deepEqual(data, [
+      { id: 20, qty: 1 },
+      { id: 21, qty: null },
+    ]);
+    const counted = await rest('items', {
+      method: 'POST',
+      headers: { prefer: 'count=exact' },
+      body: [
+        { id: 22, name: 'x' },
+        { id: 23, name: 'y' },
+      ],
+    });
     assert.equal(counted.status, 201);
     assert.equal(counted.headers.get('content-range'), '*/2');
   });
 
   test('POST errors: PGRST204, PGRST102, 23502, 23505, 23503, 22P02, 23514', async () => {
-    assertRestError(await rest('items', { method: 'POST', body: { id: 30, name: 'x', nope: 1 } }), 400, 'PGRST204', "Could not find the 'nope' column of 'items' in the schema cache");
-    assertRestError(await rest('items', { method: 'POST', rawBody: '{"id":', headers: { 'content-type': 'application/json' } }), 400, 'PGRST102', 'Empty or invalid json');
+    assertRestError(
+      await rest('items', { method: 'POST', body: { id: 30, name: 'x', nope: 1 } }),
+      400,
+      'PGRST204',
+      "Could not find the 'nope' column of 'items' in the schema cache",
+    );
+    assertRestError(
+      await rest('items', { method: 'POST', rawBody: '{"id":', headers: { 'content-type': 'application/json' } }),
+      400,
+      'PGRST102',
+      'Empty or invalid json',
+    );
     assertRestError(await rest('items', { method: 'POST', headers: { 'content-type': 'application/json' } }), 400, 'PGRST102');
     assertRestError(await rest('items', { method: 'POST', body: 5 }), 400, 'PGRST102');
     assertRestError(await rest('items', { method: 'POST', body: [1, 2] }), 400, 'PGRST102');
     const notNull = await rest('items', { method: 'POST', body: { id: 30 } });
     assertRestError(notNull, 400, '23502', 'null value in column "name" of relation "items" violates not-null constraint');
     assert.match((notNull.json as { details: string }).details, /^Failing row contains/);
-    assertRestError(await rest('items', { method: 'POST', body: { id: 31, name: 'x', tag: 'a' } }), 409, '23505', 'duplicate key value violates unique constraint "items_tag_key"', 'Key (tag)=(a) already exists.');
+    assertRestError(
+      await rest('items', { method: 'POST', body: { id: 31, name: 'x', tag: 'a' } }),
+      409,
+      '23505',
+      'duplicate key value violates unique constraint "items_tag_key"',
+      'Key (tag)=(a) already exists.',
+    );
     assertRestError(await rest('items', { method: 'POST', body: { id: 1, name: 'x' } }), 409, '23505');
     const fk = await rest('items', { method: 'POST', body: { id: 32, name: 'x', owner: '00000000-0000-4000-8000-000000000000' } });
     assertRestError(fk, 409, '23503');
     assert.match((fk.json as { details: string }).details, /is not present in table "users"/);
-    assertRestError(await rest('items', { method: 'POST', body: { id: 'abc', name: 'x' } }), 400, '22P02', 'invalid input syntax for type integer: "abc"');
+    assertRestError(
+      await rest('items', { method: 'POST', body: { id: 'abc', name: 'x' } }),
+      400,
+      '22P02',
+      'invalid input syntax for type integer: "abc"',
+    );
     const user = await createUser(idp, `check-${Date.now()}@example.com`);
     assertRestError(await rest('notes', { method: 'POST', body: { title: '', user_id: user.id } }), 400, '23514');
     assert.equal(await itemCount(), 5, 'nothing inserted');
   });
 
-  test('a note id is the store\'s, always: an explicit id is refused and later inserts never collide', async () => {
+  test("a note id is the store's, always: an explicit id is refused and later inserts never collide", async () => {
     const user = await createUser(idp, `ids-${Date.now()}@example.com`);
     const asUser = { token: user.token, headers: { prefer: 'return=representation' } };
     const first = await rest('notes', { method: 'POST', body: { title: 'first' }, ...asUser });
@@ -273,7 +328,11 @@ describe('insert, update, delete', () => {
   });
 
   test('PATCH: representation 200, minimal 204; no filter 21000; unknown column PGRST204', async () => {
-    const res = await rest('items?id=eq.1&select=id,qty', { method: 'PATCH', headers: { prefer: 'return=representation' }, body: { qty: 6 } });
+    const res = await rest('items?id=eq.1&select=id,qty', {
+      method: 'PATCH',
+      headers: { prefer: 'return=representation' },
+      body: { qty: 6 },
+    });
     assert.equal(res.status, 200);
     assert.deepEqual(res.json, [{ id: 1, qty: 6 }]);
     assert.equal(res.headers.get('content-range'), '*/*');
@@ -293,7 +352,10 @@ describe('insert, update, delete', () => {
   });
 
   test('DELETE: representation 200 with rows ([] when none), minimal 204, no filter 21000', async () => {
-    const res = await rest('items?id=eq.1&select=*', { method: 'DELETE', headers: { prefer: 'return=representation', 'content-type': 'application/json' } });
+    const res = await rest('items?id=eq.1&select=*', {
+      method: 'DELETE',
+      headers: { prefer: 'return=representation', 'content-type': 'application/json' },
+    });
     assert.equal(res.status, 200);
     assert.deepEqual(ids(res), [1]);
     assert.equal(res.headers.get('content-range'), '*/*');
@@ -306,7 +368,10 @@ describe('insert, update, delete', () => {
     assertRestError(await rest('items', { method: 'DELETE' }), 400, '21000', 'DELETE requires a WHERE clause');
     const { data, error } = await supabase(idp, idp.secretKey).from('items').delete().eq('id', 3).select();
     assert.equal(error, null);
-    assert.deepEqual(data?.map((r) => r.id), [3]);
+    assert.deepEqual(
+      data?.map((r) => r.id),
+      [3],
+    );
     assert.equal(await itemCount(), 2);
   });
 });
@@ -318,8 +383,20 @@ describe('object Accept type', () => {
     const one = await rest('items?id=eq.1&select=id,name', { headers: accept });
     assert.equal(one.status, 200);
     assert.deepEqual(one.json, { id: 1, name: 'apple' });
-    assertRestError(await rest('items?id=eq.99', { headers: accept }), 406, 'PGRST116', 'Cannot coerce the result to a single JSON object', 'The result contains 0 rows');
-    assertRestError(await rest('items', { headers: accept }), 406, 'PGRST116', 'Cannot coerce the result to a single JSON object', 'The result contains 5 rows');
+    assertRestError(
+      await rest('items?id=eq.99', { headers: accept }),
+      406,
+      'PGRST116',
+      'Cannot coerce the result to a single JSON object',
+      'The result contains 0 rows',
+    );
+    assertRestError(
+      await rest('items', { headers: accept }),
+      406,
+      'PGRST116',
+      'Cannot coerce the result to a single JSON object',
+      'The result contains 5 rows',
+    );
     const { error, status } = await supabase(idp, idp.secretKey).from('items').select('*').eq('id', 99).single();
     assert.equal(status, 406);
     assert.equal(error?.code, 'PGRST116');
@@ -329,7 +406,10 @@ describe('object Accept type', () => {
     const insert = await rest('items', {
       method: 'POST',
       headers: { ...accept, prefer: 'return=representation' },
-      body: [{ id: 40, name: 'p' }, { id: 41, name: 'q' }],
+      body: [
+        { id: 40, name: 'p' },
+        { id: 41, name: 'q' },
+      ],
     });
     assertRestError(insert, 406, 'PGRST116', undefined, 'The result contains 2 rows');
     assert.equal(await itemCount(), 5);
@@ -337,7 +417,11 @@ describe('object Accept type', () => {
     assertRestError(await rest('items?active=is.true', { method: 'PATCH', headers: accept, body: { name: 'changed' } }), 406, 'PGRST116');
     assert.equal((await db.query(`select count(*)::int as n from public.items where name = 'changed'`)).rows[0].n, 0);
 
-    assertRestError(await rest('items?active=is.false', { method: 'DELETE', headers: { ...accept, prefer: 'return=representation' } }), 406, 'PGRST116');
+    assertRestError(
+      await rest('items?active=is.false', { method: 'DELETE', headers: { ...accept, prefer: 'return=representation' } }),
+      406,
+      'PGRST116',
+    );
     assert.equal(await itemCount(), 5);
 
     const single = await rest('items', { method: 'POST', headers: accept, body: { id: 42, name: 'r' } });
@@ -370,7 +454,12 @@ describe('errors', () => {
 
   test('42501 without a grant: 403 for authenticated, 401 for anon', async () => {
     const user = await createUser(idp, `nogrant-${Date.now()}@example.com`);
-    assertRestError(await http(idp, '/rest/v1/private_things', { token: user.token }), 403, '42501', 'permission denied for table private_things');
+    assertRestError(
+      await http(idp, '/rest/v1/private_things', { token: user.token }),
+      403,
+      '42501',
+      'permission denied for table private_things',
+    );
     assertRestError(await http(idp, '/rest/v1/private_things'), 401, '42501', 'permission denied for table private_things');
   });
 
@@ -389,7 +478,7 @@ describe('errors', () => {
 });
 
 describe('SQL injection attempts', () => {
-  test('in every parameter, column name and header: 4xx or harmless, and never another user\'s rows', async () => {
+  test("in every parameter, column name and header: 4xx or harmless, and never another user's rows", async () => {
     const alice = await createUser(idp, `alice-inj-${Date.now()}@example.com`);
     const bob = await createUser(idp, `bob-inj-${Date.now()}@example.com`);
     await db.query(`insert into public.notes (user_id, title) values ($1, 'alice note'), ($2, 'bob secret')`, [alice.id, bob.id]);
@@ -420,15 +509,20 @@ describe('SQL injection attempts', () => {
       { path: `${e('notes" where true --')}` },
       { path: `${e('pg_catalog.pg_authid')}` },
       { path: `notes?columns=${e('"title"); drop table notes; --')}`, method: 'POST', body: { title: 'x' } },
-      { path: 'notes', method: 'POST', body: { 'title") values (\'x\'); drop table notes; --': 'x' } },
+      { path: 'notes', method: 'POST', body: { "title\") values ('x'); drop table notes; --": 'x' } },
       { path: 'notes', method: 'POST', body: { title: "x'); drop table notes; --", user_id: bob.id } },
-      { path: `notes?id=gt.0`, method: 'PATCH', body: { 'title = \'pwned\' --': 'x' } },
+      { path: `notes?id=gt.0`, method: 'PATCH', body: { "title = 'pwned' --": 'x' } },
       { path: `notes?title=${e("eq.bob secret' or '1'='1")}`, method: 'DELETE' },
       { path: 'notes', headers: { prefer: 'return=representation; drop table notes', 'accept-profile': 'public; drop table notes' } },
       { path: 'notes', headers: { 'accept-profile': 'auth' } },
     ];
     for (const attempt of attempts) {
-      const res = await http(idp, `/rest/v1/${attempt.path}`, { token: alice.token, method: attempt.method, body: attempt.body, headers: attempt.headers });
+      const res = await http(idp, `/rest/v1/${attempt.path}`, {
+        token: alice.token,
+        method: attempt.method,
+        body: attempt.body,
+        headers: attempt.headers,
+      });
       const label = `${attempt.method ?? 'GET'} ${attempt.path} -> ${res.status} ${res.text}`;
       assert.ok(res.status < 500, label);
       if (res.status < 300 && res.text !== '') {
@@ -439,7 +533,11 @@ describe('SQL injection attempts', () => {
       }
     }
     const left = await db.query('select user_id, title from public.notes where user_id = $1', [bob.id]);
-    assert.deepEqual(left.rows.map((r) => r.title), ['bob secret'], "bob's note untouched");
+    assert.deepEqual(
+      left.rows.map((r) => r.title),
+      ['bob secret'],
+      "bob's note untouched",
+    );
     assert.equal(await itemCount(), 5, 'other tables intact');
     assert.equal((await db.query(`select count(*)::int as n from public.notes where title = 'pwned'`)).rows[0].n, 0);
   });

@@ -92,7 +92,7 @@ test('RLS matrix: caller × operation × owner', async () => {
           : { token: c.caller === 'alice' ? alice.token : bob.token };
     const rep = { prefer: 'return=representation' };
 
-    let res;
+    let res: Awaited<ReturnType<typeof http>>;
     if (c.op === 'select') {
       const filter = c.owner === 'none' ? '' : `&user_id=eq.${userId(c.owner)}`;
       res = await http(idp, `/rest/v1/notes?select=*&order=user_id${filter}`, auth);
@@ -100,7 +100,12 @@ test('RLS matrix: caller × operation × owner', async () => {
       const body = c.owner === 'none' ? { title: 'new' } : { title: 'new', user_id: userId(c.owner) };
       res = await http(idp, '/rest/v1/notes?select=*', { ...auth, method: 'POST', headers: rep, body });
     } else if (c.op === 'update') {
-      res = await http(idp, `/rest/v1/notes?id=eq.${noteOf(c.owner as Owner)}`, { ...auth, method: 'PATCH', headers: rep, body: { title: 'changed' } });
+      res = await http(idp, `/rest/v1/notes?id=eq.${noteOf(c.owner as Owner)}`, {
+        ...auth,
+        method: 'PATCH',
+        headers: rep,
+        body: { title: 'changed' },
+      });
     } else {
       res = await http(idp, `/rest/v1/notes?id=eq.${noteOf(c.owner as Owner)}`, { ...auth, method: 'DELETE', headers: rep });
     }
@@ -150,7 +155,7 @@ test('each request runs with its own claims: auth.uid() and the request settings
   const results = await Promise.all(
     Array.from({ length: 30 }, (_, i) => (i % 2 === 0 ? http(idp, '/rest/v1/whoami', { token: bob.token }) : http(idp, '/rest/v1/whoami'))),
   );
-  results.forEach((r, i) => assert.equal((r.json as Array<{ uid: string | null }>)[0]!.uid, i % 2 === 0 ? bob.id : null));
+  for (const [i, r] of results.entries()) assert.equal((r.json as Array<{ uid: string | null }>)[0]!.uid, i % 2 === 0 ? bob.id : null);
 });
 
 test('the authenticator login role cannot bypass anything by itself', async () => {
@@ -159,8 +164,16 @@ test('the authenticator login role cannot bypass anything by itself', async () =
   const client = new pg.Client({ connectionString: authenticatorUrl(idp.databaseUrl, role, authenticatorPassword(idp.secretKey, role)) });
   await client.connect();
   try {
-    const attributes = await client.query('SELECT rolinherit, rolsuper, rolbypassrls, rolcreaterole, rolcreatedb FROM pg_roles WHERE rolname = current_user');
-    assert.deepEqual(attributes.rows[0], { rolinherit: false, rolsuper: false, rolbypassrls: false, rolcreaterole: false, rolcreatedb: false });
+    const attributes = await client.query(
+      'SELECT rolinherit, rolsuper, rolbypassrls, rolcreaterole, rolcreatedb FROM pg_roles WHERE rolname = current_user',
+    );
+    assert.deepEqual(attributes.rows[0], {
+      rolinherit: false,
+      rolsuper: false,
+      rolbypassrls: false,
+      rolcreaterole: false,
+      rolcreatedb: false,
+    });
     const denied = async (sql: string) => {
       await assert.rejects(client.query(sql), (err: { code?: string }) => err.code === '42501', sql);
     };
@@ -189,7 +202,7 @@ test('the authenticator login role cannot bypass anything by itself', async () =
   }
 });
 
-test('a second instance on the same database shares the login role and accepts the first one\'s tokens', async () => {
+test("a second instance on the same database shares the login role and accepts the first one's tokens", async () => {
   const other = await startIdp({ databaseUrl: idp.databaseUrl });
   try {
     const mine = await http(other, '/rest/v1/notes?select=user_id', { token: alice.token });

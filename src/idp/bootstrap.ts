@@ -1,21 +1,5 @@
-import { existsSync } from 'node:fs';
-import type { Writable } from 'node:stream';
-import { fileURLToPath } from 'node:url';
-import { type Clock, systemClock } from '../kit/clock.js';
-import { createPool, migrate, type Pool, readMigrations } from '../kit/db.js';
-import type { App } from '../kit/http.js';
-import { awaitRedisAtStart, connectRedis } from '../kit/redis.js';
-import type { PasswordHasher } from '../kit/password-hasher.js';
-import { buildApp } from './app.js';
+import { createPool, type Pool, quoteIdent } from '../kit/db.js';
 import { authenticatorPassword, authenticatorRoleName, authenticatorUrl, ensureAuthenticator } from './authenticator.js';
-import type { IdpConfig } from './config.js';
-import { SigningKeys } from './keys.js';
-import type { MailQueue } from './auth/mails.js';
-import { enqueueMail } from '../kit/mail/outbox.js';
-import { createMailTransport } from '../kit/mail/transport.js';
-import { type MailWorker, startMailWorker } from '../kit/mail/worker.js';
-
-const ownMigrations = fileURLToPath(new URL('./migrations', import.meta.url));
 
 const API_ROLES = ['anon', 'authenticated', 'service_role'];
 
@@ -36,7 +20,7 @@ export async function prepareIdpRoles(superuserDatabaseUrl: string, secretKey: s
         const exists = await client.query('SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1', [role]);
         if (exists.rowCount !== 0) continue;
         const attributes = role === 'service_role' ? 'NOLOGIN INHERIT BYPASSRLS' : 'NOLOGIN INHERIT';
-        await client.query(`CREATE ROLE ${client.escapeIdentifier(role)} ${attributes}`).catch((err: { code?: string }) => {
+        await client.query(`CREATE ROLE ${quoteIdent(role)} ${attributes}`).catch((err: { code?: string }) => {
           // Another database's idp created it meanwhile.
           if (err.code !== '42710' && err.code !== '23505') throw err;
         });
@@ -88,63 +72,19 @@ async function authenticator(pool: Pool, databaseUrl: string, secretKey: string)
   }
 }
 
-export async function openIdp(
-  config: IdpConfig,
-  opts: { databaseUrl: string; clock?: Clock; logStream?: Writable; passwordHasher?: PasswordHasher },
-): Promise<{ app: App; close: () => Promise<void> }> {
-  const clock = opts.clock ?? systemClock;
-  const pool = createPool(opts.databaseUrl, { max: 5, applicationName: 'idp', namedStatements: config.DATABASE_NAMED_STATEMENTS });
-  try {
-    await migrate(pool, 'idp', await readMigrations(ownMigrations));
-    if (!existsSync(config.IDP_MIGRATIONS_DIR)) throw new Error(`IDP_MIGRATIONS_DIR ${config.IDP_MIGRATIONS_DIR} does not exist`);
-    await migrate(pool, 'supabase', await readMigrations(config.IDP_MIGRATIONS_DIR));
-    const restUrl = await authenticator(pool, opts.databaseUrl, config.IDP_SECRET_KEY);
-    await grantConnect(pool);
-    const restPool = createPool(restUrl, { max: 10, applicationName: 'idp-rest' });
-    try {
-      // A login role prepared with another secret key would only fail at the first REST request.
-      await restPool.query('SELECT 1').catch((err: Error) => {
-        throw new Error(`the login role for REST cannot connect (${err.message}); it was prepared with another IDP_SECRET_KEY?`);
-      });
-      // Connection errors are logged once the app (and its logger) exists; the limiter falls back
-      // to in-process counters meanwhile.
-      let log: App['log'] | undefined;
-      const redis = config.REDIS_URL ? connectRedis(config.REDIS_URL, (err) => log?.warn(`redis: ${err.message}`)) : undefined;
-      try {
-        const keys = await SigningKeys.load(config.IDP_SIGNING_KEY, config.DATA_DIR, clock);
-        // The worker is made once the app's logger exists; mail queued before that waits for its first poll.
-        let worker: MailWorker | undefined;
-        const mailQueue: MailQueue | undefined = config.SMTP_URL
-          ? { enqueue: (client, mail) => enqueueMail(client, mail), committed: () => worker?.wake() }
-          : undefined;
-        const app = await buildApp(config, { pool, restPool, keys, clock, logStream: opts.logStream, redis, passwordHasher: opts.passwordHasher, mailQueue });
-        log = app.log;
-        if (redis) await awaitRedisAtStart(redis, app.log);
-        if (config.SMTP_URL) {
-          worker = startMailWorker({ pool, transport: createMailTransport(config.SMTP_URL), from: config.MAIL_FROM, log: app.log });
-          const started = worker;
-          // Before the pools end (close below): due mail is still sent, the rest stays queued.
-          app.addHook('onClose', () => started.stop());
-        }
-        app.log.info({ kid: keys.kid, configured: config.IDP_SIGNING_KEY !== undefined }, 'access tokens signed with ES256');
-        return {
-          app,
-          close: async () => {
-            redis?.disconnect();
-            await restPool.end();
-            await pool.end();
-          },
-        };
-      } catch (err) {
-        redis?.disconnect();
-        throw err;
-      }
-    } catch (err) {
-      await restPool.end();
-      throw err;
-    }
-  } catch (err) {
-    await pool.end();
-    throw err;
-  }
+/**
+ * The pool every REST request runs on: connected as the login role that can only switch into the API
+ * roles (authenticator above), checked before the first request.
+ */
+export async function openRestPool(pool: Pool, databaseUrl: string | undefined, secretKey: string): Promise<Pool> {
+  if (!databaseUrl) throw new Error("the idp needs its database URL to derive the REST login role's");
+  const restUrl = await authenticator(pool, databaseUrl, secretKey);
+  await grantConnect(pool);
+  const restPool = createPool(restUrl, { max: 10, applicationName: 'idp-rest' });
+  // A login role prepared with another secret key would only fail at the first REST request.
+  await restPool.query('SELECT 1').catch(async (err: Error) => {
+    await restPool.end();
+    throw new Error(`the login role for REST cannot connect (${err.message}); it was prepared with another IDP_SECRET_KEY?`);
+  });
+  return restPool;
 }

@@ -1,6 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ConfigError, type VarSpec } from '../kit/config.js';
-import type { App } from '../kit/http.js';
+import type { App } from '../kit/http/app.js';
 
 // CORS as Supabase serves browser apps. Its gateway (Kong's cors plugin, default settings) answers
 // every preflight itself, before any key is checked: any origin, the usual methods, and whatever
@@ -85,7 +85,9 @@ function requestedHeaders(raw: string | undefined): string | null {
 }
 
 function isPreflight(request: FastifyRequest): boolean {
-  return request.method === 'OPTIONS' && request.headers.origin !== undefined && request.headers['access-control-request-method'] !== undefined;
+  return (
+    request.method === 'OPTIONS' && request.headers.origin !== undefined && request.headers['access-control-request-method'] !== undefined
+  );
 }
 
 /** Installs the CORS rules on the whole app; call before routes are registered. */
@@ -103,7 +105,10 @@ export function installCors(app: App, origins: CorsOrigins): void {
     vary(reply);
     const allowed = allowedOrigin(origins, request.headers.origin);
     if (allowed !== null) {
-      reply.header('access-control-allow-origin', allowed).header('access-control-allow-methods', METHODS).header('access-control-max-age', String(MAX_AGE_SECONDS));
+      reply
+        .header('access-control-allow-origin', allowed)
+        .header('access-control-allow-methods', METHODS)
+        .header('access-control-max-age', String(MAX_AGE_SECONDS));
       const headers = requestedHeaders(request.headers['access-control-request-headers']);
       if (headers !== null) reply.header('access-control-allow-headers', headers);
     }

@@ -2,8 +2,15 @@ import { createPublicKey, type KeyObject, verify as verifySignature } from 'node
 import { SignJWT, type JWK } from 'jose';
 import { es256PublicJwk, generateEs256PrivateKeyPem, parseEs256PrivateKey } from '../kit/es256-keys.js';
 import type { Clock } from '../kit/clock.js';
-import { CLOCK_SKEW_SECONDS, COMPACT_JWS, decodeJsonSegment, hasLowSSignature, isCanonicalBase64url, withLowSSignature } from '../kit/jws.js';
-import { loadOrCreateSecret } from '../kit/secrets.js';
+import {
+  CLOCK_SKEW_SECONDS,
+  COMPACT_JWS,
+  decodeJsonSegment,
+  hasLowSSignature,
+  isCanonicalBase64url,
+  withLowSSignature,
+} from '../kit/jws.js';
+import { loadOrCreateSecret } from '../dev/secrets.js';
 
 // Access tokens are ES256 JWTs with a `kid`: supabase-js then verifies them locally against the
 // published JWKS (getClaims) instead of calling /user each time. Verification accepts exactly
@@ -94,9 +101,7 @@ export class SigningKeys {
   }
 
   async sign(claims: AccessTokenClaims): Promise<string> {
-    const token = await new SignJWT({ ...claims })
-      .setProtectedHeader({ alg: 'ES256', kid: this.kid, typ: 'JWT' })
-      .sign(this.privateKey);
+    const token = await new SignJWT({ ...claims }).setProtectedHeader({ alg: 'ES256', kid: this.kid, typ: 'JWT' }).sign(this.privateKey);
     // ECDSA signers pick s or n − s at random; verification accepts only low s (see verify).
     return withLowSSignature(token);
   }
@@ -115,7 +120,8 @@ export class SigningKeys {
       const checked = this.verifySignature(token);
       if (!checked.ok) return checked;
       claims = checked.claims;
-      if (this.verifiedSignatures.size >= VERIFIED_TOKENS_REMEMBERED) this.verifiedSignatures.delete(this.verifiedSignatures.keys().next().value!);
+      if (this.verifiedSignatures.size >= VERIFIED_TOKENS_REMEMBERED)
+        this.verifiedSignatures.delete(this.verifiedSignatures.keys().next().value!);
       this.verifiedSignatures.set(token, claims);
     }
     const { exp, nbf, iat } = claims;

@@ -21,7 +21,9 @@ async function pageServer(port: number): Promise<http.Server> {
     if (request.url === '/supabase.js') {
       response.writeHead(200, { 'content-type': 'text/javascript; charset=utf-8' }).end(SUPABASE_UMD);
     } else {
-      response.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end('<!doctype html><title>app</title><script src="/supabase.js"></script>');
+      response
+        .writeHead(200, { 'content-type': 'text/html; charset=utf-8' })
+        .end('<!doctype html><title>app</title><script src="/supabase.js"></script>');
     }
   });
   await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
@@ -59,7 +61,12 @@ async function useIdp(browser: Browser, pageOrigin: string, idp: RunningIdp, ema
         try {
           // A header only a preflight can clear, read back through an exposed one.
           const res = await fetch(`${url}/rest/v1/notes?select=id`, {
-            headers: { apikey: key, authorization: `Bearer ${signUp.data.session.access_token}`, prefer: 'count=exact', 'accept-profile': 'public' },
+            headers: {
+              apikey: key,
+              authorization: `Bearer ${signUp.data.session.access_token}`,
+              prefer: 'count=exact',
+              'accept-profile': 'public',
+            },
           });
           out.fetchError = res.headers.get('content-range') === '0-0/1' ? null : `content-range ${res.headers.get('content-range')}`;
         } catch (err) {

@@ -39,7 +39,8 @@ export interface AdminUserAttributes {
 /** A page query value as GoTrue reads it (strconv.ParseUint), or its 400. */
 function pageNumber(name: string, raw: string | undefined, fallback: number): number {
   if (raw === undefined || raw === '') return fallback;
-  if (!/^\d{1,15}$/.test(raw)) throw authErrors.validation(`Bad Pagination Parameters: strconv.ParseUint: parsing ${JSON.stringify(raw)}: invalid syntax`);
+  if (!/^\d{1,15}$/.test(raw))
+    throw authErrors.validation(`Bad Pagination Parameters: strconv.ParseUint: parsing ${JSON.stringify(raw)}: invalid syntax`);
   const value = Number(raw);
   if (value === 0) throw authErrors.validation(`Bad Pagination Parameters: ${name} must be greater than 0`);
   return value;
@@ -47,13 +48,15 @@ function pageNumber(name: string, raw: string | undefined, fallback: number): nu
 
 /**
  * GoTrue merges metadata key by key: a key sent as null is removed, any other value replaces the
- * stored one; keys not sent stay.
+ * stored one; keys not sent stay. Keys are defined, never assigned: assigning `__proto__` would
+ * replace the object's prototype instead of storing a key (HTTP bodies with that key are refused
+ * by the kit's JSON parser before they get here; this holds for any other caller too).
  */
 export function mergeMetadata(current: Record<string, unknown>, updates: Record<string, unknown>): Record<string, unknown> {
   const merged = { ...current };
   for (const [key, value] of Object.entries(updates)) {
     if (value === null) delete merged[key];
-    else merged[key] = value;
+    else Object.defineProperty(merged, key, { value, enumerable: true, writable: true, configurable: true });
   }
   return merged;
 }

@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { unexpectedErrorOutcome } from '../../kit/classify-error.js';
+import { unexpectedErrorOutcome } from '../../kit/http/classify-error.js';
 
 // GoTrue's error catalog: stable snake_case codes, each with its HTTP status. supabase-js surfaces
 // `error.code` only when the response echoes `X-Supabase-Api-Version`, so the envelope depends on
@@ -101,7 +101,13 @@ function jsonTypeOf(value: unknown): string {
 }
 
 /** Go's name for the type a field was declared with (GoTrue decodes into Go structs). */
-const GO_TYPES: Record<string, string> = { string: 'string', boolean: 'bool', object: 'map[string]interface {}', integer: 'int', number: 'float64' };
+const GO_TYPES: Record<string, string> = {
+  string: 'string',
+  boolean: 'bool',
+  object: 'map[string]interface {}',
+  integer: 'int',
+  number: 'float64',
+};
 
 /**
  * A body field of the wrong JSON type, worded as GoTrue's decoder reports it (bad_json: "json:
@@ -109,9 +115,14 @@ const GO_TYPES: Record<string, string> = { string: 'string', boolean: 'bool', ob
  * message names the field and the type it must have. `params` is GoTrue's name for the body of
  * the route; `validation` is the schema check's first finding.
  */
-export function bodyTypeError(params: string, body: unknown, validation: { instancePath: string; keyword: string; params: Record<string, unknown>; message?: string }): AuthError {
+export function bodyTypeError(
+  params: string,
+  body: unknown,
+  validation: { instancePath: string; keyword: string; params: Record<string, unknown>; message?: string },
+): AuthError {
   const path = validation.instancePath.split('/').slice(1);
-  if (validation.keyword !== 'type') return authErrors.badJson(`body${validation.instancePath.replaceAll('/', '.')} ${validation.message ?? 'is not valid'}`);
+  if (validation.keyword !== 'type')
+    return authErrors.badJson(`body${validation.instancePath.replaceAll('/', '.')} ${validation.message ?? 'is not valid'}`);
   let value = body;
   for (const key of path) value = (value as Record<string, unknown> | null)?.[key];
   const expected = GO_TYPES[String(validation.params.type)] ?? String(validation.params.type);
@@ -123,10 +134,11 @@ export function bodyTypeError(params: string, body: unknown, validation: { insta
 export const authErrors = {
   badJson: (detail: string) => new AuthError(400, 'bad_json', `Could not parse request body as JSON: ${detail}`),
   validation: (message: string, status = 400) => new AuthError(status, 'validation_failed', message),
+  signupDisabled: () => new AuthError(422, 'signup_disabled', 'Signups not allowed for this instance'),
   anonymousDisabled: () => new AuthError(422, 'anonymous_provider_disabled', 'Anonymous sign-ins are disabled'),
+  phoneUnsupported: () => new AuthError(400, 'phone_provider_disabled', 'Unsupported phone provider'),
   phoneDisabled: () => new AuthError(400, 'phone_provider_disabled', 'Phone signups are disabled'),
-  weakPassword: (message: string, reasons: string[]) =>
-    new AuthError(422, 'weak_password', message, { weak_password: { reasons } }),
+  weakPassword: (message: string, reasons: string[]) => new AuthError(422, 'weak_password', message, { weak_password: { reasons } }),
   userAlreadyExists: () => new AuthError(422, 'user_already_exists', 'User already registered'),
   emailExists: () => new AuthError(422, 'email_exists', 'A user with this email address has already been registered'),
   invalidCredentials: () => new AuthError(400, 'invalid_credentials', 'Invalid login credentials'),
@@ -153,10 +165,15 @@ export const authErrors = {
       `For security purposes, you can only request this after ${retryAfterSeconds} seconds.`,
       retryAfterSeconds,
     ),
-  otpExpired: (message: 'Email link is invalid or has expired' | 'Token has expired or is invalid') => new AuthError(403, 'otp_expired', message),
+  otpExpired: (message: 'Email link is invalid or has expired' | 'Token has expired or is invalid') =>
+    new AuthError(403, 'otp_expired', message),
   /** This idp's own per-account limit, under GoTrue's rate-limit code so clients handle it alike. */
   tooManyFailedSignIns: (retryAfterSeconds: number) =>
-    new TooManyRequestsError('over_request_rate_limit', 'Too many failed sign-in attempts for this account, try again later', retryAfterSeconds),
+    new TooManyRequestsError(
+      'over_request_rate_limit',
+      'Too many failed sign-in attempts for this account, try again later',
+      retryAfterSeconds,
+    ),
   unexpected: (message = 'Unexpected failure') => new AuthError(500, 'unexpected_failure', message),
   /** GoTrue has no code for a full queue; request_timeout is its code for "retry after a moment". */
   overloaded: (retryAfterSeconds: number) => new OverloadedError(retryAfterSeconds),

@@ -4,7 +4,7 @@ import { authErrors } from './errors.js';
 // with a unit (ns, us, µs, ms, s, m, h), e.g. "24h", "1h30m", "1.5s", "-2m". Its error texts are
 // Go's, so a client sees the same message as from GoTrue.
 
-const UNIT_MS: Record<string, number> = { ns: 1e-6, us: 1e-3, 'µs': 1e-3, 'μs': 1e-3, ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+const UNIT_MS: Record<string, number> = { ns: 1e-6, us: 1e-3, µs: 1e-3, μs: 1e-3, ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
 /** Go's time.Duration is int64 nanoseconds: about 292 years. */
 const MAX_DURATION_MS = 9_223_372_036_854;
 

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { isCommonPassword } from '../../kit/common-passwords.js';
 import { PasswordHasher, PasswordHasherBusy, type PasswordHasherOptions } from '../../kit/password-hasher.js';
 import { authErrors } from './errors.js';
 
@@ -68,6 +69,11 @@ export function passwordWeakness(password: string): { message: string; reasons: 
   // though its message says characters: "ééé" (6 bytes) passes, "abcde" does not.
   if (Buffer.byteLength(password) < MIN_PASSWORD_LENGTH) {
     return { message: `Password should be at least ${MIN_PASSWORD_LENGTH} characters.`, reasons: ['length'] };
+  }
+  // NIST SP 800-63B: no password from a list of commonly used ones. GoTrue's answer when its breached
+  // password check (HaveIBeenPwned) finds one, checked as there after the length.
+  if (isCommonPassword(password)) {
+    return { message: 'Password is known to be weak and easy to guess, please choose a different one.', reasons: ['pwned'] };
   }
   return null;
 }

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
-import { rateLimitKey } from '../../kit/client-ip.js';
+import type { Ipv6Prefixes } from '../../kit/http/client-ip.js';
 import type { Clock } from '../../kit/clock.js';
+import { LoginAttempt, LoginThrottle } from '../../kit/login-throttle.js';
 import { type CounterStore, FixedWindowLimiter } from '../../kit/rate-limit.js';
 import { authErrors } from './errors.js';
 
@@ -14,16 +15,24 @@ export interface AuthRateLimitSettings {
   tokenRequests: number;
   /** POST /signup per address per 5 minutes. */
   signups: number;
+  /** Anonymous sign-ins (POST /signup without email) per address per hour. */
+  anonymousSignIns: number;
   /** Emails per hour, all addresses together. */
   emailsSent: number;
-  /** Failed password sign-ins per account per 15 minutes. */
+  /** Failed password sign-ins per (account, address) per 15 minutes. */
   loginFailures: number;
+  /** Failed password sign-ins per account from every address together per 15 minutes. */
+  loginFailuresPerAccount: number;
+  /** Distinct accounts that may fail sign-ins from one address per 15 minutes. */
+  loginAccountsPerAddress: number;
   /** POST/GET /verify per address per 5 minutes. */
   verifications: number;
   /** Seconds between two mails to one address (GoTrue's SMTP_MAX_FREQUENCY). */
   emailFrequencySeconds: number;
-  /** IPv6 clients are counted per network of this many leading bits. */
+  /** IPv6 clients are counted per network of this many leading bits... */
   ipv6Prefix: number;
+  /** ...and per wider network too (a site's /48), allowed 16 times the limit. */
+  ipv6WidePrefix: number;
 }
 
 const FIVE_MINUTES = 5 * 60_000;
@@ -43,11 +52,12 @@ const NOTHING_RESERVED: SignInAttempt = { succeeded: async () => {} };
 export class AuthRateLimits {
   private readonly tokenRequests: FixedWindowLimiter;
   private readonly signups: FixedWindowLimiter;
+  private readonly anonymousSignIns: FixedWindowLimiter;
   private readonly emailsSent: FixedWindowLimiter;
-  private readonly loginFailures: FixedWindowLimiter;
+  private readonly signIns: LoginThrottle;
   private readonly verifications: FixedWindowLimiter;
   private readonly emailFrequency: FixedWindowLimiter;
-  private readonly ipv6Prefix: number;
+  private readonly ipv6: Ipv6Prefixes;
 
   /**
    * `storeFor` gives each limit its own counter store: the in-process store sweeps expired windows
@@ -56,28 +66,49 @@ export class AuthRateLimits {
   constructor(storeFor: (limit: string) => CounterStore, clock: Clock, settings: AuthRateLimitSettings) {
     this.tokenRequests = new FixedWindowLimiter(settings.tokenRequests, FIVE_MINUTES, storeFor('token'), clock);
     this.signups = new FixedWindowLimiter(settings.signups, FIVE_MINUTES, storeFor('signup'), clock);
+    this.anonymousSignIns = new FixedWindowLimiter(settings.anonymousSignIns, HOUR, storeFor('anonymous-sign-in'), clock);
     this.emailsSent = new FixedWindowLimiter(settings.emailsSent, HOUR, storeFor('email-sent'), clock);
-    this.loginFailures = new FixedWindowLimiter(settings.loginFailures, FIFTEEN_MINUTES, storeFor('login-failures'), clock);
+    this.signIns = new LoginThrottle(
+      storeFor('login-failures'),
+      clock,
+      {
+        perAccountAndAddress: settings.loginFailures,
+        perAccount: settings.loginFailuresPerAccount,
+        accountsPerAddress: settings.loginAccountsPerAddress,
+        windowMs: FIFTEEN_MINUTES,
+      },
+      { prefix: settings.ipv6Prefix, widePrefix: settings.ipv6WidePrefix },
+      storeFor('login-known-addresses'),
+    );
     this.verifications = new FixedWindowLimiter(settings.verifications, FIVE_MINUTES, storeFor('verify'), clock);
     this.emailFrequency = new FixedWindowLimiter(1, settings.emailFrequencySeconds * 1000, storeFor('email-frequency'), clock);
-    this.ipv6Prefix = settings.ipv6Prefix;
+    this.ipv6 = { prefix: settings.ipv6Prefix, widePrefix: settings.ipv6WidePrefix };
   }
 
   /** One request to POST /token from `ip`; throws 429 over_request_rate_limit past the limit. */
   async tokenRequest(ip: string): Promise<void> {
-    const decision = await this.tokenRequests.consume(rateLimitKey(ip, this.ipv6Prefix));
+    const decision = await this.tokenRequests.consumeAddress('', ip, this.ipv6);
     if (decision.limited) throw authErrors.overRequestRateLimit(Math.max(decision.retryAfterSeconds, 1));
   }
 
   /** One request to POST /signup from `ip`. */
   async signup(ip: string): Promise<void> {
-    const decision = await this.signups.consume(rateLimitKey(ip, this.ipv6Prefix));
+    const decision = await this.signups.consumeAddress('', ip, this.ipv6);
+    if (decision.limited) throw authErrors.overRequestRateLimit(Math.max(decision.retryAfterSeconds, 1));
+  }
+
+  /**
+   * One anonymous sign-in from `ip` (GoTrue's RATE_LIMIT_ANONYMOUS_USERS): each makes a user row,
+   * so it has its own hourly limit, far below the sign-up one.
+   */
+  async anonymousSignIn(ip: string): Promise<void> {
+    const decision = await this.anonymousSignIns.consumeAddress('', ip, this.ipv6);
     if (decision.limited) throw authErrors.overRequestRateLimit(Math.max(decision.retryAfterSeconds, 1));
   }
 
   /** One request to /verify from `ip` (GoTrue's RATE_LIMIT_VERIFY): bounds guessing of emailed codes. */
   async verify(ip: string): Promise<void> {
-    const decision = await this.verifications.consume(rateLimitKey(ip, this.ipv6Prefix));
+    const decision = await this.verifications.consumeAddress('', ip, this.ipv6);
     if (decision.limited) throw authErrors.overRequestRateLimit(Math.max(decision.retryAfterSeconds, 1));
   }
 
@@ -97,18 +128,27 @@ export class AuthRateLimits {
   }
 
   /**
-   * Reserves a password sign-in for the account before the password is checked: the reservation
-   * is one atomic increment, so N concurrent guesses take N places and only `loginFailures` of
-   * them reach the password check. A success clears the account's count (as the accounts service
-   * does); anything else stays counted. Keyed by the address as the sign-in looks it up, whether
-   * or not such an account exists, so a 429 says nothing about which addresses are registered.
+   * One mail about to be sent where the request's answer must not tell whether it is (recovery,
+   * resend): takes from the hour's mails and says whether it may go, never throws.
    */
-  async reserveSignIn(rawEmail: string | undefined): Promise<SignInAttempt> {
+  async emailQuotaTaken(): Promise<boolean> {
+    return !(await this.emailsSent.consume('email-sent')).limited;
+  }
+
+  /**
+   * Reserves a password sign-in before the password is checked (docs/idp.md, failed sign-ins):
+   * counted per (account, address), per account with a far higher ceiling, and per address as
+   * distinct failing accounts, all in one atomic step, so N concurrent guesses from one address
+   * take N places and only `loginFailures` of them reach the password check, while the owner
+   * signing in from another address is not locked out. A success clears the pair's count;
+   * anything else stays counted. Keyed by the address as the sign-in looks it up, whether or not
+   * such an account exists, so a 429 says nothing about which addresses are registered.
+   */
+  async reserveSignIn(rawEmail: string | undefined, ip: string): Promise<SignInAttempt> {
     // Without an email the sign-in is refused before any password is checked.
     if (!rawEmail) return NOTHING_RESERVED;
-    const key = accountKey(rawEmail.trim().toLowerCase());
-    const decision = await this.loginFailures.consume(key);
-    if (decision.limited) throw authErrors.tooManyFailedSignIns(Math.max(decision.retryAfterSeconds, 1));
-    return { succeeded: () => this.loginFailures.reset(key) };
+    const attempt = await this.signIns.reserve(accountKey(rawEmail.trim().toLowerCase()), ip);
+    if (!(attempt instanceof LoginAttempt)) throw authErrors.tooManyFailedSignIns(attempt.retryAfterSeconds);
+    return attempt;
   }
 }

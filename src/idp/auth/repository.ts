@@ -22,7 +22,12 @@ const USER_SELECT = `
            FROM auth.identities i WHERE i.user_id = u.id), '[]'::json) AS identities
   FROM auth.users u`;
 
-export type OneTimeTokenType = 'confirmation_token' | 'recovery_token' | 'email_change_token_current' | 'email_change_token_new';
+export type OneTimeTokenType =
+  | 'confirmation_token'
+  | 'recovery_token'
+  | 'email_change_token_current'
+  | 'email_change_token_new'
+  | 'reauthentication_token';
 
 /** The column that records when a token of each kind was last sent. */
 const SENT_AT_COLUMN: Record<OneTimeTokenType, string> = {
@@ -30,6 +35,7 @@ const SENT_AT_COLUMN: Record<OneTimeTokenType, string> = {
   recovery_token: 'recovery_sent_at',
   email_change_token_current: 'email_change_sent_at',
   email_change_token_new: 'email_change_sent_at',
+  reauthentication_token: 'reauthentication_sent_at',
 };
 
 export interface NewUser {
@@ -42,13 +48,18 @@ export interface NewUser {
   now: Date;
   /** Set for a user made by an invitation. */
   invitedAt?: Date;
+  /**
+   * Sign-up `data`: GoTrue adds each key to the email identity's identity_data, unless the key is
+   * one of its own (sub, email, email_verified, phone_verified).
+   */
+  identityData?: Record<string, unknown>;
 }
 
 /** What updateUser writes; an absent field is left as it is. */
 export interface UserChanges {
   email?: string;
   passwordHash?: string;
-  /** Sets email_confirmed_at when it is not set yet. */
+  /** Sets email_confirmed_at when it is not set yet; with a new address, an anonymous user becomes permanent. */
   confirmEmail?: boolean;
   /** null lifts a ban. */
   bannedUntil?: Date | null;
@@ -56,8 +67,16 @@ export interface UserChanges {
   userMetadata?: Record<string, unknown>;
   /** The session that stays when the password changes (the caller's own). */
   keepSession?: string;
+  /**
+   * An anonymous user's own new address, taken at once (IDP_AUTOCONFIRM), as confirming an email
+   * change does: the user becomes permanent.
+   */
+  confirmedEmail?: string;
   now: Date;
 }
+
+/** Rolls back an update whose new address someone took meanwhile. */
+class EmailTaken extends Error {}
 
 export interface SessionRow {
   id: string;
@@ -97,20 +116,28 @@ export class AuthRepository {
     // GoTrue writes its provider claims here with email_verified and phone_verified always false
     // (the struct tags keep zero values), and confirming an address never updates them: the
     // confirmation shows in email_confirmed_at and in user_metadata.email_verified instead.
-    const identityData = {
-      sub: id,
-      email: user.email,
-      email_verified: false,
-      phone_verified: false,
-    };
+    const identityData: Record<string, unknown> = {};
+    for (const [key, value] of Object.entries(user.identityData ?? {})) {
+      Object.defineProperty(identityData, key, { value, enumerable: true, writable: true, configurable: true });
+    }
+    Object.assign(identityData, { sub: id, email: user.email, email_verified: false, phone_verified: false });
     try {
       return await withTransaction(this.pool, async (client) => {
         await client.query(
           `INSERT INTO auth.users (id, aud, role, email, encrypted_password, email_confirmed_at, confirmation_sent_at,
                                    raw_app_meta_data, raw_user_meta_data, created_at, updated_at, invited_at)
            VALUES ($1, 'authenticated', 'authenticated', $2, $3, $4, $5, $6, $7, $8, $8, $9)`,
-          [id, user.email, user.passwordHash, user.emailConfirmedAt, user.confirmationSentAt, user.appMetadata, user.userMetadata, user.now,
-            user.invitedAt ?? null],
+          [
+            id,
+            user.email,
+            user.passwordHash,
+            user.emailConfirmedAt,
+            user.confirmationSentAt,
+            user.appMetadata,
+            user.userMetadata,
+            user.now,
+            user.invitedAt ?? null,
+          ],
         );
         await client.query(
           `INSERT INTO auth.identities (provider_id, user_id, identity_data, provider, created_at, updated_at)
@@ -127,6 +154,33 @@ export class AuthRepository {
     }
   }
 
+  /**
+   * An anonymous user (GoTrue's SignupAnonymously): no email, password or identity, and app_metadata
+   * without a provider, as GoTrue leaves it.
+   */
+  async createAnonymousUser(userMetadata: Record<string, unknown>, now: Date): Promise<UserRow> {
+    const { rows } = await this.pool.query<{ id: string }>(
+      `INSERT INTO auth.users (aud, role, is_anonymous, raw_app_meta_data, raw_user_meta_data, created_at, updated_at)
+       VALUES ('authenticated', 'authenticated', true, '{}', $1, $2, $2) RETURNING id`,
+      [userMetadata, now],
+    );
+    return (await this.findUserById(rows[0]!.id))!;
+  }
+
+  /**
+   * The user's email identity for `email`, made when it has none (an anonymous user given an
+   * address), with GoTrue's claims: email_verified as `verified`.
+   */
+  private async addEmailIdentityIfMissing(client: PoolClient, userId: string, email: string, verified: boolean, now: Date): Promise<void> {
+    const identityData = { sub: userId, email, email_verified: verified, phone_verified: false };
+    await client.query(
+      `INSERT INTO auth.identities (provider_id, user_id, identity_data, provider, created_at, updated_at)
+       SELECT $1::text, $1::uuid, $2, 'email', $3, $3
+       WHERE NOT EXISTS (SELECT 1 FROM auth.identities WHERE user_id = $1::uuid AND provider = 'email')`,
+      [userId, identityData, now],
+    );
+  }
+
   // ---- one-time tokens (the links and codes of the idp's mails) -------------------------------
 
   async transaction<T>(fn: (client: PoolClient) => Promise<T>): Promise<T> {
@@ -135,17 +189,83 @@ export class AuthRepository {
 
   /**
    * Replaces the user's token of this kind (one live token per kind, as GoTrue) and records when it
-   * was sent. `digest` is the SHA-256 of the token hash: the table never holds a usable token.
+   * was sent. `digest` is the SHA-256 of the link's token, `codeDigest` that of the code's hash: the
+   * table never holds a usable token.
    */
-  async issueOneTimeToken(
+  /** A PKCE flow state for a mail about to be sent (GoTrue's NewFlowStateWithUserID). */
+  async createFlowState(
     client: PoolClient,
-    token: { userId: string; type: OneTimeTokenType; digest: string; relatesTo: string; now: Date },
+    flow: { userId: string; challenge: string; method: 's256' | 'plain'; authenticationMethod: string; now: Date },
   ): Promise<void> {
     await client.query(
-      `INSERT INTO auth.one_time_tokens (user_id, token_type, token_hash, relates_to, created_at)
-       VALUES ($1, $2, $3, $4, $5)
-       ON CONFLICT (user_id, token_type) DO UPDATE SET token_hash = EXCLUDED.token_hash, relates_to = EXCLUDED.relates_to, created_at = EXCLUDED.created_at`,
-      [token.userId, token.type, token.digest, token.relatesTo, token.now],
+      `INSERT INTO auth.flow_state (id, user_id, code_challenge, code_challenge_method, authentication_method, created_at)
+       VALUES ($1, $2, $3, $4, $5, $6)`,
+      [randomUUID(), flow.userId, flow.challenge, flow.method, flow.authenticationMethod, flow.now],
+    );
+  }
+
+  /**
+   * After the link of a PKCE mail was verified: the user's newest flow state of that method made
+   * since `createdAfter` gets the auth code's digest. False when there is none.
+   */
+  async issueAuthCode(
+    client: PoolClient,
+    userId: string,
+    authenticationMethod: string,
+    codeDigest: string,
+    createdAfter: Date,
+    now: Date,
+  ): Promise<boolean> {
+    const { rowCount } = await client.query(
+      `UPDATE auth.flow_state SET auth_code_hash = $3, auth_code_issued_at = $5
+        WHERE id = (SELECT id FROM auth.flow_state
+                     WHERE user_id = $1 AND authentication_method = $2 AND auth_code_hash IS NULL AND created_at > $4
+                     ORDER BY created_at DESC LIMIT 1)`,
+      [userId, authenticationMethod, codeDigest, createdAfter, now],
+    );
+    return rowCount === 1;
+  }
+
+  async findFlowStateByCode(
+    codeDigest: string,
+  ): Promise<{ id: string; userId: string; challenge: string; method: 's256' | 'plain'; issuedAt: Date } | undefined> {
+    const { rows } = await this.pool.query<{
+      id: string;
+      user_id: string;
+      code_challenge: string;
+      code_challenge_method: 's256' | 'plain';
+      auth_code_issued_at: Date;
+    }>(`SELECT id, user_id, code_challenge, code_challenge_method, auth_code_issued_at FROM auth.flow_state WHERE auth_code_hash = $1`, [
+      codeDigest,
+    ]);
+    const row = rows[0];
+    return row
+      ? {
+          id: row.id,
+          userId: row.user_id,
+          challenge: row.code_challenge,
+          method: row.code_challenge_method,
+          issuedAt: row.auth_code_issued_at,
+        }
+      : undefined;
+  }
+
+  /** Deletes a flow state; true for the one caller that did (an auth code is exchanged once). */
+  async deleteFlowState(id: string): Promise<boolean> {
+    const { rowCount } = await this.pool.query('DELETE FROM auth.flow_state WHERE id = $1', [id]);
+    return rowCount === 1;
+  }
+
+  async issueOneTimeToken(
+    client: PoolClient,
+    token: { userId: string; type: OneTimeTokenType; digest: string; codeDigest: string; relatesTo: string; now: Date },
+  ): Promise<void> {
+    await client.query(
+      `INSERT INTO auth.one_time_tokens (user_id, token_type, token_hash, code_hash, relates_to, created_at)
+       VALUES ($1, $2, $3, $4, $5, $6)
+       ON CONFLICT (user_id, token_type) DO UPDATE SET token_hash = EXCLUDED.token_hash, code_hash = EXCLUDED.code_hash,
+         relates_to = EXCLUDED.relates_to, created_at = EXCLUDED.created_at`,
+      [token.userId, token.type, token.digest, token.codeDigest, token.relatesTo, token.now],
     );
     const sentAt = SENT_AT_COLUMN[token.type];
     await client.query(`UPDATE auth.users SET ${sentAt} = $2, updated_at = $2 WHERE id = $1`, [token.userId, token.now]);
@@ -169,6 +289,43 @@ export class AuthRepository {
     );
     const row = rows[0];
     return row && { userId: row.user_id, type: row.token_type, relatesTo: row.relates_to };
+  }
+
+  /**
+   * The live tokens of `types` mailed to `address`, each known by its link digest (unique per issued
+   * token): what a code typed with that address may be compared against.
+   */
+  async liveTokensMailedTo(address: string, types: readonly OneTimeTokenType[], issuedAfter: Date): Promise<string[]> {
+    const { rows } = await this.pool.query<{ token_hash: string }>(
+      `SELECT token_hash FROM auth.one_time_tokens WHERE relates_to = $1 AND token_type = ANY($2) AND created_at > $3`,
+      [address, types, issuedAfter],
+    );
+    return rows.map((row) => row.token_hash);
+  }
+
+  /**
+   * Uses the token among `tokens` (link digests) whose code digest is `codeDigest`, as useOneTimeToken
+   * does for a link.
+   */
+  async useOneTimeCode(
+    client: PoolClient,
+    tokens: readonly string[],
+    codeDigest: string,
+    types: readonly OneTimeTokenType[],
+    issuedAfter: Date,
+  ): Promise<{ userId: string; type: OneTimeTokenType; relatesTo: string } | undefined> {
+    const { rows } = await client.query<{ user_id: string; token_type: OneTimeTokenType; relates_to: string }>(
+      `DELETE FROM auth.one_time_tokens WHERE token_hash = ANY($1) AND code_hash = $2 AND token_type = ANY($3) AND created_at > $4
+       RETURNING user_id, token_type, relates_to`,
+      [tokens, codeDigest, types, issuedAfter],
+    );
+    const row = rows[0];
+    return row && { userId: row.user_id, type: row.token_type, relatesTo: row.relates_to };
+  }
+
+  /** Voids tokens (by link digest): too many wrong codes were tried against them. */
+  async voidOneTimeTokens(tokens: readonly string[]): Promise<void> {
+    await this.pool.query(`DELETE FROM auth.one_time_tokens WHERE token_hash = ANY($1)`, [tokens]);
   }
 
   /** The user's address is confirmed (a no-op when it already was), as GoTrue's user.Confirm. */
@@ -202,12 +359,18 @@ export class AuthRepository {
   async completeEmailChange(client: PoolClient, userId: string, now: Date): Promise<boolean> {
     await client.query('SAVEPOINT email_change');
     try {
-      await client.query(
-        `UPDATE auth.users SET email = email_change, email_change = NULL, email_change_sent_at = NULL, email_change_confirm_status = 0,
-                email_confirmed_at = coalesce(email_confirmed_at, $2), updated_at = $2
-         WHERE id = $1 AND email_change IS NOT NULL`,
+      // A first confirmation also marks user_metadata, as GoTrue's user.Confirm does.
+      const { rows } = await client.query<{ email: string; was_anonymous: boolean }>(
+        `UPDATE auth.users u SET email = u.email_change, email_change = NULL, email_change_sent_at = NULL, email_change_confirm_status = 0,
+                email_confirmed_at = coalesce(u.email_confirmed_at, $2),
+                raw_user_meta_data = CASE WHEN u.email_confirmed_at IS NULL
+                  THEN u.raw_user_meta_data || '{"email_verified": true}'::jsonb ELSE u.raw_user_meta_data END,
+                is_anonymous = false, updated_at = $2
+         FROM auth.users previous WHERE previous.id = u.id AND u.id = $1 AND u.email_change IS NOT NULL
+         RETURNING u.email, previous.is_anonymous AS was_anonymous`,
         [userId, now],
       );
+      if (rows[0]?.was_anonymous) await this.becamePermanent(client, userId, rows[0].email, now);
     } catch (err) {
       await client.query('ROLLBACK TO SAVEPOINT email_change');
       if (isUniqueViolation(err, 'users_email_partial_key')) return false;
@@ -220,6 +383,19 @@ export class AuthRepository {
     );
     await client.query(`DELETE FROM auth.one_time_tokens WHERE user_id = $1 AND token_type LIKE 'email_change_token_%'`, [userId]);
     return true;
+  }
+
+  /**
+   * An anonymous user's confirmed address makes it permanent (GoTrue's emailChangeVerify): its email
+   * identity (email_verified true) and app_metadata naming the email provider, as GoTrue derives
+   * them from the identities after a verification.
+   */
+  private async becamePermanent(client: PoolClient, userId: string, email: string, now: Date): Promise<void> {
+    await this.addEmailIdentityIfMissing(client, userId, email, true, now);
+    await client.query(
+      `UPDATE auth.users SET raw_app_meta_data = raw_app_meta_data || '{"provider": "email", "providers": ["email"]}'::jsonb WHERE id = $1`,
+      [userId],
+    );
   }
 
   async markConfirmationSent(userId: string, now: Date): Promise<UserRow | undefined> {
@@ -251,10 +427,15 @@ export class AuthRepository {
    * request with a bearer token needs both. undefined when there is no such user; `session`
    * undefined when there is no such session (whoever it belongs to: the caller compares).
    */
-  async findUserWithSession(userId: string, sessionId: string | undefined): Promise<{ user: UserRow; session: SessionRow | undefined } | undefined> {
+  async findUserWithSession(
+    userId: string,
+    sessionId: string | undefined,
+  ): Promise<{ user: UserRow; session: SessionRow | undefined } | undefined> {
     // Named: each connection parses and plans it once rather than on every request (planning
     // was most of PostgreSQL's CPU for it); sent unnamed when DATABASE_NAMED_STATEMENTS=false.
-    const { rows } = await this.pool.query<UserRow & { session_id: string | null; session_user_id: string | null; session_created_at: Date | null }>({
+    const { rows } = await this.pool.query<
+      UserRow & { session_id: string | null; session_user_id: string | null; session_created_at: Date | null }
+    >({
       name: 'idp-find-user-with-session',
       text: `SELECT found.*, s.id AS session_id, s.user_id AS session_user_id, s.created_at AS session_created_at
                FROM (${USER_SELECT} WHERE u.id = $1 AND u.deleted_at IS NULL) found
@@ -356,7 +537,10 @@ export class AuthRepository {
   /** One page of live users, newest first (GoTrue's default order), and how many there are. */
   async listUsers(limit: number, offset: number): Promise<{ users: UserRow[]; total: number }> {
     const [page, count] = await Promise.all([
-      this.pool.query<UserRow>(`${USER_SELECT} WHERE u.deleted_at IS NULL ORDER BY u.created_at DESC, u.id LIMIT $1 OFFSET $2`, [limit, offset]),
+      this.pool.query<UserRow>(`${USER_SELECT} WHERE u.deleted_at IS NULL ORDER BY u.created_at DESC, u.id LIMIT $1 OFFSET $2`, [
+        limit,
+        offset,
+      ]),
       this.pool.query<{ total: string }>('SELECT count(*) AS total FROM auth.users WHERE deleted_at IS NULL'),
     ]);
     return { users: page.rows, total: Number(count.rows[0]!.total) };
@@ -394,8 +578,17 @@ export class AuthRepository {
              raw_user_meta_data = coalesce($8, raw_user_meta_data),
              updated_at = $9
            WHERE id = $1`,
-          [id, c.email ?? null, c.passwordHash ?? null, c.confirmEmail === true, c.bannedUntil !== undefined, c.bannedUntil ?? null,
-            c.appMetadata ?? null, c.userMetadata ?? null, c.now],
+          [
+            id,
+            c.email ?? null,
+            c.passwordHash ?? null,
+            c.confirmEmail === true,
+            c.bannedUntil !== undefined,
+            c.bannedUntil ?? null,
+            c.appMetadata ?? null,
+            c.userMetadata ?? null,
+            c.now,
+          ],
         );
         if (c.email !== undefined) {
           await client.query(
@@ -403,6 +596,14 @@ export class AuthRepository {
              WHERE user_id = $1 AND provider = 'email'`,
             [id, c.email, c.now],
           );
+          // GoTrue's admin update: an anonymous user given an address gets its email identity, and is
+          // permanent once the address is confirmed.
+          await this.addEmailIdentityIfMissing(client, id, c.email, c.confirmEmail === true, c.now);
+          if (c.confirmEmail === true) await client.query('UPDATE auth.users SET is_anonymous = false WHERE id = $1', [id]);
+        }
+        if (c.confirmedEmail !== undefined) {
+          await client.query('UPDATE auth.users SET email_change = $2 WHERE id = $1', [id, c.confirmedEmail]);
+          if (!(await this.completeEmailChange(client, id, c.now))) throw new EmailTaken();
         }
         // A new password ends the other sessions (all of them when no session is kept), as in GoTrue.
         if (c.passwordHash !== undefined) {
@@ -411,7 +612,7 @@ export class AuthRepository {
         return this.findUserById(id, client);
       });
     } catch (err) {
-      if (isUniqueViolation(err, 'users_email_partial_key')) return 'emailTaken';
+      if (err instanceof EmailTaken || isUniqueViolation(err, 'users_email_partial_key')) return 'emailTaken';
       throw err;
     }
   }

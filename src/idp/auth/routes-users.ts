@@ -1,10 +1,19 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyRequest } from 'fastify';
-import type { App } from '../../kit/http.js';
-import { described } from '../../kit/openapi.js';
+import type { App } from '../../kit/http/app.js';
+import { described } from '../../kit/http/openapi.js';
 import { callers } from '../gateway.js';
 import type { AdminUsers, UserPage } from './admin-users.js';
-import { AdminUserBody, AuthErrorSchema, JsonObject, KEY_SECURITY, USER_SECURITY, UserSchema, authErrorResponses, mailLimited } from './schemas.js';
+import {
+  AdminUserBody,
+  AuthErrorSchema,
+  JsonObject,
+  KEY_SECURITY,
+  USER_SECURITY,
+  UserSchema,
+  authErrorResponses,
+  mailLimited,
+} from './schemas.js';
 import type { UserUpdates } from './user-update.js';
 
 // The user endpoints of GoTrue beyond sign-up and sign-in, registered inside authRoutes (same
@@ -13,6 +22,7 @@ import type { UserUpdates } from './user-update.js';
 //   GET /admin/users/:id               one user (secret key)
 //   PUT /admin/users/:id               change a user: email, password, metadata, ban (secret key)
 //   PUT /user                          the caller changes their own password and metadata
+//   GET /reauthenticate                mails the caller the nonce a password change may need
 
 const UserId = Type.Object({ id: Type.String({ description: 'The user id (a UUID)' }) });
 
@@ -22,9 +32,19 @@ const AdminUpdateBody = Type.Object({
 });
 
 const UserUpdateBody = Type.Object({
-  email: Type.Optional(Type.String({ description: 'A new address: taken at once with IDP_AUTOCONFIRM, else pending (new_email) until both addresses confirm by mail' })),
+  email: Type.Optional(
+    Type.String({
+      description: 'A new address: taken at once with IDP_AUTOCONFIRM, else pending (new_email) until both addresses confirm by mail',
+    }),
+  ),
   phone: Type.Optional(Type.String()),
   password: Type.Optional(Type.String()),
+  nonce: Type.Optional(
+    Type.String({
+      description:
+        'The code GET /reauthenticate mailed: required with a password from a session older than a day (reauthentication_needed)',
+    }),
+  ),
   data: Type.Optional(JsonObject),
 });
 
@@ -32,10 +52,14 @@ const adminUpdateRefused = described(AuthErrorSchema, 'Refused by a rule (email_
   code: 'email_exists',
   message: 'A user with this email address has already been registered',
 });
-const userUpdateRefused = described(AuthErrorSchema, 'Refused by a rule (same_password, weak_password, email_exists for a new address)', {
-  code: 'same_password',
-  message: 'New password should be different from the old password.',
-});
+const userUpdateRefused = described(
+  AuthErrorSchema,
+  'Refused by a rule (same_password, weak_password, email_exists for a new address, reauthentication_not_valid for a wrong nonce)',
+  {
+    code: 'same_password',
+    message: 'New password should be different from the old password.',
+  },
+);
 
 const UserList = described(
   Type.Object({ users: Type.Array(UserSchema), aud: Type.String() }),
@@ -125,6 +149,19 @@ export async function userRoutes(scope: App, { admin, self }: { admin: AdminUser
         response: { 200: UserSchema, ...authErrorResponses, 422: userUpdateRefused, 429: mailLimited },
       },
     },
-    async (request) => self.update(callers.get(request), request.body ?? {}, request.query.redirect_to),
+    async (request) => self.update(callers.get(request), request.body ?? {}, request.query.redirect_to, request.ip),
+  );
+
+  scope.get(
+    '/reauthenticate',
+    {
+      schema: {
+        tags: ['auth'],
+        summary: 'Mail the caller a six-digit nonce, which PUT /user needs with a password from a session older than a day',
+        security: USER_SECURITY,
+        response: { 200: Type.Object({}), ...authErrorResponses, 429: mailLimited },
+      },
+    },
+    async (request) => self.reauthenticate(callers.get(request)),
   );
 }

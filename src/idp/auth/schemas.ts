@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { type ApiDocument, described } from '../../kit/openapi.js';
+import { type ApiDocument, described } from '../../kit/http/openapi.js';
 
 /** The tags and security schemes of the idp's OpenAPI document. */
 export const IDP_DOCUMENT: ApiDocument = {
@@ -15,7 +15,12 @@ export const IDP_DOCUMENT: ApiDocument = {
       name: 'apikey',
       description: 'The publishable key (role anon) or the secret key (role service_role); every /auth/v1 and /rest/v1 request needs one',
     },
-    bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: "A user's access_token from /auth/v1/token: the request acts as that user" },
+    bearerAuth: {
+      type: 'http',
+      scheme: 'bearer',
+      bearerFormat: 'JWT',
+      description: "A user's access_token from /auth/v1/token: the request acts as that user",
+    },
   },
 };
 
@@ -100,10 +105,13 @@ export const AuthErrorSchema = Type.Object(
 const authError = (description: string, example: Record<string, unknown>) => described(AuthErrorSchema, description, example);
 
 export const authErrorResponses = {
-  400: authError('Invalid request or credentials (validation_failed, invalid_credentials, bad_json, weak_password; OAuth errors on refresh)', {
-    code: 'invalid_credentials',
-    message: 'Invalid login credentials',
-  }),
+  400: authError(
+    'Invalid request or credentials (validation_failed, invalid_credentials, bad_json, weak_password; OAuth errors on refresh)',
+    {
+      code: 'invalid_credentials',
+      message: 'Invalid login credentials',
+    },
+  ),
   401: authError('The apikey header is missing or is not one of the two keys (gateway answer)', {
     message: 'Invalid API key',
     hint: 'Double check your Supabase `anon` or `service_role` API key.',
@@ -120,7 +128,10 @@ export const authErrorResponses = {
     message: 'A user with this email address has already been registered',
   }),
   500: authError('Unexpected failure (its cause is only logged)', { code: 'unexpected_failure', message: 'Unexpected failure' }),
-  503: authError('The database or the password queue is unavailable (Retry-After)', { code: 'unexpected_failure', message: 'Service temporarily unavailable' }),
+  503: authError('The database or the password queue is unavailable (Retry-After)', {
+    code: 'unexpected_failure',
+    message: 'Service temporarily unavailable',
+  }),
 };
 
 export const rateLimited = authError('Too many requests from this client or for this account (Retry-After)', {
@@ -128,10 +139,13 @@ export const rateLimited = authError('Too many requests from this client or for 
   message: 'Request rate limit reached',
 });
 
-export const mailLimited = authError('A mail to this address was sent less than IDP_SMTP_MAX_FREQUENCY seconds ago, or its hourly limit is spent (Retry-After)', {
-  code: 'over_email_send_rate_limit',
-  message: 'For security purposes, you can only request this after 42 seconds.',
-});
+export const mailLimited = authError(
+  'A mail to this address was sent less than IDP_SMTP_MAX_FREQUENCY seconds ago, or its hourly limit is spent (Retry-After)',
+  {
+    code: 'over_email_send_rate_limit',
+    message: 'For security purposes, you can only request this after 42 seconds.',
+  },
+);
 
 /** What the secret key may set on a user it creates (POST /admin/users); PUT /admin/users/:id takes a ban as well. */
 export const AdminUserBody = Type.Object({

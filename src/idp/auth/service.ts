@@ -8,6 +8,7 @@ import { parseEmail } from './email.js';
 import { AuthError, authErrors, OAuthError } from './errors.js';
 import { checkMetadataLimits } from './metadata.js';
 import { checkPasswordTooLong, type Passwords, passwordWeakness, randomPassword } from './passwords.js';
+import type { Pkce } from './email-flows.js';
 import type { AuthRepository, SessionRow } from './repository.js';
 import { goTime, toUser, type User, type UserRow } from './user.js';
 
@@ -24,6 +25,10 @@ export interface TokenResponse {
 
 export interface AuthSettings {
   autoconfirm: boolean;
+  /** GoTrue's DISABLE_SIGNUP: POST /signup refused, email and anonymous alike. */
+  disableSignup: boolean;
+  /** GoTrue's EXTERNAL_ANONYMOUS_USERS_ENABLED. */
+  anonymousUsers: boolean;
   jwtExpirySeconds: number;
   issuer: string;
   /** Derives each refresh token from the one it replaces (see rotateRefreshToken). */
@@ -38,7 +43,7 @@ export interface ConfirmationMail {
   /** Takes the mail limits for the address; throws 429 when no mail may go out. */
   before(email: string): Promise<void>;
   /** Issues the confirmation token and queues its mail in the transaction that made the user. */
-  send(client: PoolClient, user: UserRow, redirectTo: string | undefined): Promise<void>;
+  send(client: PoolClient, user: UserRow, redirectTo: string | undefined, pkce?: Pkce): Promise<void>;
   /** That transaction committed: the mail may go. */
   committed(): void;
 }
@@ -50,6 +55,50 @@ export interface Logger {
 const ADMIN_ROLES = new Set(['service_role', 'supabase_admin']);
 export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const EMAIL_APP_METADATA = { provider: 'email', providers: ['email'] };
+
+/** The providers GoTrue's GET /settings lists under `external`, in its order. */
+const EXTERNAL_PROVIDERS = [
+  'anonymous_users',
+  'apple',
+  'azure',
+  'bitbucket',
+  'discord',
+  'facebook',
+  'snapchat',
+  'figma',
+  'fly',
+  'github',
+  'gitlab',
+  'google',
+  'keycloak',
+  'kakao',
+  'linkedin',
+  'linkedin_oidc',
+  'notion',
+  'spotify',
+  'slack',
+  'slack_oidc',
+  'workos',
+  'twitch',
+  'twitter',
+  'email',
+  'phone',
+  'zoom',
+] as const;
+
+export interface PublicSettings {
+  external: Record<string, boolean>;
+  disable_signup: boolean;
+  mailer_autoconfirm: boolean;
+  phone_autoconfirm: boolean;
+  sms_provider: string;
+  saml_enabled: boolean;
+  saml_private_key_next_configured: boolean;
+  passkeys_enabled: boolean;
+}
+
+/** The amr method of a session's tokens, as GoTrue names it. */
+type AuthMethod = 'password' | 'otp' | 'anonymous';
 
 export type LogoutScope = 'global' | 'local' | 'others';
 
@@ -110,13 +159,57 @@ export class AuthService {
 
   // ---- sign-up and sign-in ----------------------------------------------------------------
 
+  /** GET /settings: GoTrue's Settings, with what this idp offers (email only, besides anonymous sign-ins). */
+  publicSettings(): PublicSettings {
+    const external: Record<string, boolean> = {};
+    for (const provider of EXTERNAL_PROVIDERS) external[provider] = false;
+    external.anonymous_users = this.settings.anonymousUsers;
+    external.email = true;
+    return {
+      external,
+      disable_signup: this.settings.disableSignup,
+      mailer_autoconfirm: this.settings.autoconfirm,
+      phone_autoconfirm: false,
+      sms_provider: '',
+      saml_enabled: false,
+      saml_private_key_next_configured: false,
+      passkeys_enabled: false,
+    };
+  }
+
+  /** GoTrue's router: a sign-up body without email and phone is an anonymous sign-in. */
+  static isAnonymousSignUp(input: { email?: string; phone?: string }): boolean {
+    return !input.email && !input.phone;
+  }
+
+  /** Checked before the anonymous sign-in limit is taken, as GoTrue's router does. */
+  requireAnonymousSignIns(): void {
+    if (!this.settings.anonymousUsers) throw authErrors.anonymousDisabled();
+  }
+
+  /**
+   * GoTrue's SignupAnonymously: a user with no email, password or identity, `is_anonymous` true,
+   * `data` as its user_metadata, and a session at once (amr `anonymous`).
+   */
+  async signUpAnonymously(input: { data?: Record<string, unknown> }): Promise<TokenResponse> {
+    this.requireAnonymousSignIns();
+    if (this.settings.disableSignup) throw authErrors.signupDisabled();
+    const data = input.data ?? {};
+    checkStorableMetadata('data', data);
+    checkMetadataLimits('data', data);
+    const user = await this.repo.createAnonymousUser(data, this.now());
+    return this.newSession(user.id, 'anonymous');
+  }
+
   /** A session (autoconfirm) or a bare user (confirmation pending, or the anti-enumeration reply). */
   async signUp(
     input: { email?: string; phone?: string; password?: string; data?: Record<string, unknown> },
     redirectTo?: string,
+    pkce?: Pkce,
   ): Promise<TokenResponse | User> {
+    if (AuthService.isAnonymousSignUp(input)) return this.signUpAnonymously(input);
+    if (this.settings.disableSignup) throw authErrors.signupDisabled();
     const rawEmail = input.email ?? '';
-    if (rawEmail === '' && !input.phone) throw authErrors.anonymousDisabled();
     if (rawEmail === '') throw authErrors.phoneDisabled();
     const password = input.password ?? '';
     if (password === '') throw authErrors.validation('Signup requires a valid password');
@@ -132,27 +225,28 @@ export class AuthService {
     const passwordHash = await this.passwords.hash(password);
     const now = this.now();
     const existing = await this.repo.findUserByEmail(email);
-    if (existing) return this.signUpExisting(existing, email, data, now, redirectTo);
+    if (existing) return this.signUpExisting(existing, email, data, now, redirectTo, pkce);
 
     const confirmed = this.settings.autoconfirm;
     const confirmation = this.settings.confirmation;
     if (!confirmed) await confirmation?.before(email);
     const created = await this.repo.createUser(
       {
-      email,
-      passwordHash,
-      emailConfirmedAt: confirmed ? now : null,
-      confirmationSentAt: confirmed ? null : now,
-      userMetadata: confirmed ? { ...data, email_verified: true } : { ...data },
-      appMetadata: { ...EMAIL_APP_METADATA },
-      now,
+        email,
+        passwordHash,
+        emailConfirmedAt: confirmed ? now : null,
+        confirmationSentAt: confirmed ? null : now,
+        userMetadata: confirmed ? { ...data, email_verified: true } : { ...data },
+        appMetadata: { ...EMAIL_APP_METADATA },
+        identityData: data,
+        now,
       },
-      confirmed || !confirmation ? undefined : (client, user) => confirmation.send(client, user, redirectTo),
+      confirmed || !confirmation ? undefined : (client, user) => confirmation.send(client, user, redirectTo, pkce),
     );
     // Lost a race with a concurrent signup of the same address: answer as if it existed before.
     if (created === undefined) {
       const winner = await this.repo.findUserByEmail(email);
-      if (winner) return this.signUpExisting(winner, email, data, now, redirectTo);
+      if (winner) return this.signUpExisting(winner, email, data, now, redirectTo, pkce);
       throw authErrors.unexpected('Database error saving new user');
     }
     if (!confirmed) {
@@ -162,7 +256,14 @@ export class AuthService {
     return this.startSession(created, password);
   }
 
-  private async signUpExisting(existing: UserRow, email: string, data: Record<string, unknown>, now: Date, redirectTo?: string): Promise<User> {
+  private async signUpExisting(
+    existing: UserRow,
+    email: string,
+    data: Record<string, unknown>,
+    now: Date,
+    redirectTo?: string,
+    pkce?: Pkce,
+  ): Promise<User> {
     if (this.settings.autoconfirm) throw authErrors.userAlreadyExists();
     const confirmation = this.settings.confirmation;
     // Taken for confirmed addresses too, so a 429 does not tell them from unconfirmed ones.
@@ -171,7 +272,7 @@ export class AuthService {
       // Still unconfirmed: a new confirmation mail; the stored password is left alone.
       const user = confirmation
         ? await this.repo.transaction(async (client) => {
-            await confirmation.send(client, existing, redirectTo);
+            await confirmation.send(client, existing, redirectTo, pkce);
             return this.repo.findUserById(existing.id, client);
           })
         : await this.repo.markConfirmationSent(existing.id, now);
@@ -223,7 +324,7 @@ export class AuthService {
     return this.newSession(userId, 'otp');
   }
 
-  private async newSession(userId: string, method: 'password' | 'otp'): Promise<TokenResponse> {
+  private async newSession(userId: string, method: AuthMethod): Promise<TokenResponse> {
     const refreshToken = randomBytes(32).toString('base64url');
     const session = await this.repo.startSession(userId, sha256(refreshToken), this.now());
     const user = await this.repo.findUserById(userId);
@@ -249,7 +350,12 @@ export class AuthService {
     const bannedUntil = await this.repo.bannedUntilOfRefreshTokenOwner(sha256(refreshToken));
     if (bannedUntil && bannedUntil.getTime() > this.clock()) throw new AuthError(400, 'user_banned', 'Invalid Refresh Token: User Banned');
     const successor = this.successorOf(refreshToken);
-    const outcome = await this.repo.refresh(sha256(refreshToken), sha256(successor), this.now(), this.settings.refreshTokenReuseIntervalSeconds * 1000);
+    const outcome = await this.repo.refresh(
+      sha256(refreshToken),
+      sha256(successor),
+      this.now(),
+      this.settings.refreshTokenReuseIntervalSeconds * 1000,
+    );
     if (outcome.kind === 'not_found') throw authErrors.refreshTokenNotFound();
     if (outcome.kind === 'reused') {
       this.log.info({ session_id: outcome.session.id }, 'refresh token reused: session revoked');
@@ -260,7 +366,12 @@ export class AuthService {
     return this.tokenResponse(user, outcome.session, successor);
   }
 
-  private async tokenResponse(user: UserRow, session: SessionRow, refreshToken: string, method: 'password' | 'otp' = 'password'): Promise<TokenResponse> {
+  private async tokenResponse(
+    user: UserRow,
+    session: SessionRow,
+    refreshToken: string,
+    method: AuthMethod = 'password',
+  ): Promise<TokenResponse> {
     const iat = this.keys.nowSeconds();
     const exp = iat + this.settings.jwtExpirySeconds;
     const accessToken = await this.keys.sign({
@@ -340,7 +451,14 @@ export class AuthService {
 
   async adminCreateUser(
     caller: Caller,
-    attrs: { email?: string; phone?: string; password?: string; email_confirm?: boolean; user_metadata?: Record<string, unknown>; app_metadata?: Record<string, unknown> },
+    attrs: {
+      email?: string;
+      phone?: string;
+      password?: string;
+      email_confirm?: boolean;
+      user_metadata?: Record<string, unknown>;
+      app_metadata?: Record<string, unknown>;
+    },
   ): Promise<User> {
     await this.requireAdmin(caller);
     if (!attrs.email) {
@@ -373,11 +491,13 @@ export class AuthService {
   async adminDeleteUser(caller: Caller, id: string, softDelete: boolean): Promise<void> {
     await this.requireAdmin(caller);
     if (!UUID.test(id)) throw new AuthError(404, 'validation_failed', 'user_id must be an UUID');
-    const deleted = await (softDelete ? this.repo.softDeleteUser(id, this.now()) : this.repo.deleteUser(id)).catch((err: { code?: string }) => {
-      // An app table referencing auth.users without ON DELETE CASCADE / SET NULL blocks the delete.
-      if (err.code === '23503') throw authErrors.unexpected('Database error deleting user');
-      throw err;
-    });
+    const deleted = await (softDelete ? this.repo.softDeleteUser(id, this.now()) : this.repo.deleteUser(id)).catch(
+      (err: { code?: string }) => {
+        // An app table referencing auth.users without ON DELETE CASCADE / SET NULL blocks the delete.
+        if (err.code === '23503') throw authErrors.unexpected('Database error deleting user');
+        throw err;
+      },
+    );
     if (!deleted) throw authErrors.userNotFound();
   }
 }

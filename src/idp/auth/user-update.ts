@@ -6,41 +6,98 @@ import { AuthError, authErrors } from './errors.js';
 import type { EmailFlows } from './email-flows.js';
 import { checkMetadataLimits } from './metadata.js';
 import { checkPasswordTooLong, type Passwords, passwordWeakness } from './passwords.js';
+import type { PasswordUpdateLimits } from './password-update-limits.js';
 import type { AuthRepository } from './repository.js';
 import { type AuthService, checkStorableMetadata } from './service.js';
 import { toUser, type User } from './user.js';
 
 // PUT /auth/v1/user (GoTrue's api/user.go UserUpdate): the signed-in user changes their own
-// password, metadata and address. A new address is taken at once when sign-ups are confirmed
-// at once (IDP_AUTOCONFIRM, GoTrue's MAILER_AUTOCONFIRM); otherwise it waits for both addresses
-// to confirm by mail (GoTrue's secure email change, on by default).
+// password, metadata and address. A new address always waits for both addresses to confirm by mail
+// (GoTrue's secure email change), even where sign-ups are confirmed at once (IDP_AUTOCONFIRM): a
+// stolen access token alone must not move the account to the thief's address, and the owner's
+// address is always told. An anonymous user has no address to take over: its first one is
+// confirmed by mail, or at once with IDP_AUTOCONFIRM (as GoTrue), which makes it permanent.
 
 export interface UserUpdateAttributes {
   email?: string;
   phone?: string;
   password?: string;
+  /** The reauthentication nonce (GET /reauthenticate). */
+  nonce?: string;
   data?: Record<string, unknown>;
 }
 
-export class UserUpdates {
-  constructor(
-    private readonly auth: AuthService,
-    private readonly repo: AuthRepository,
-    private readonly passwords: Passwords,
-    private readonly clock: Clock,
-    private readonly emailChange: { autoconfirm: boolean; flows: EmailFlows },
-  ) {}
+export interface UserUpdateDeps {
+  auth: AuthService;
+  repo: AuthRepository;
+  passwords: Passwords;
+  clock: Clock;
+  /** Mails the email change's links and the reauthentication nonce. */
+  flows: EmailFlows;
+  passwordLimits: PasswordUpdateLimits;
+  /** IDP_UPDATE_PASSWORD_REQUIRE_REAUTHENTICATION. */
+  requireReauthentication: boolean;
+  /** IDP_AUTOCONFIRM: an anonymous user's first address is taken without a mail. */
+  autoconfirm: boolean;
+}
 
-  async update(caller: Caller, attrs: UserUpdateAttributes, redirectTo?: string): Promise<User> {
+/** GoTrue's window: a session signed in within the last day may change its password without a nonce. */
+const RECENT_SIGN_IN_MS = 24 * 60 * 60_000;
+
+export class UserUpdates {
+  private readonly auth: AuthService;
+  private readonly repo: AuthRepository;
+  private readonly passwords: Passwords;
+  private readonly clock: Clock;
+  private readonly flows: EmailFlows;
+  private readonly passwordLimits: PasswordUpdateLimits;
+  private readonly requireReauthentication: boolean;
+  private readonly autoconfirm: boolean;
+
+  constructor(deps: UserUpdateDeps) {
+    ({
+      auth: this.auth,
+      repo: this.repo,
+      passwords: this.passwords,
+      clock: this.clock,
+      flows: this.flows,
+      passwordLimits: this.passwordLimits,
+      requireReauthentication: this.requireReauthentication,
+      autoconfirm: this.autoconfirm,
+    } = deps);
+  }
+
+  /** GET /reauthenticate: mails the caller a nonce for a password change. */
+  async reauthenticate(caller: Caller): Promise<Record<string, never>> {
+    const { user } = await this.auth.authenticate(caller);
+    return this.flows.reauthenticate(user);
+  }
+
+  /** `ip`: the client's address, for the password update limit. */
+  async update(caller: Caller, attrs: UserUpdateAttributes, redirectTo: string | undefined, ip: string): Promise<User> {
     const { user, session } = await this.auth.authenticate(caller);
     // The same address again is no change (GoTrue skips it too).
     const parsedEmail = attrs.email ? parseEmail(attrs.email) : undefined;
     const newEmail = parsedEmail !== undefined && parsedEmail !== user.email ? parsedEmail : undefined;
-    const mailed = newEmail !== undefined && !this.emailChange.autoconfirm;
+    // An anonymous user's first address, with autoconfirm: taken at once, no mail.
+    const takenAtOnce = newEmail !== undefined && user.is_anonymous && this.autoconfirm;
+    const mailed = newEmail !== undefined && !takenAtOnce;
     if (attrs.phone) throw authErrors.validation('Phone users are not supported by this identity provider');
     checkStorableMetadata('data', attrs.data);
+    // GoTrue's rule: a password alone would leave an anonymous user with no way to sign in with it.
+    if (user.is_anonymous && attrs.password && !attrs.email) {
+      throw new AuthError(422, 'validation_failed', 'Updating password of an anonymous user without an email or phone is not allowed');
+    }
     let passwordHash: string | undefined;
     if (attrs.password !== undefined) {
+      // Counted before the two bcrypt operations below.
+      await this.passwordLimits.take(user.id, ip);
+      // GoTrue's rule: a session that signed in within the last day (a password reset's included)
+      // needs nothing more; an older one, the nonce GET /reauthenticate mailed.
+      if (this.requireReauthentication && this.clock() - session.created_at.getTime() > RECENT_SIGN_IN_MS) {
+        if (!attrs.nonce) throw new AuthError(400, 'reauthentication_needed', 'Password update requires reauthentication');
+        await this.flows.useReauthenticationNonce(user, attrs.nonce);
+      }
       const password = attrs.password;
       checkPasswordTooLong(password);
       const weakness = passwordWeakness(password);
@@ -51,18 +108,22 @@ export class UserUpdates {
       passwordHash = await this.passwords.hash(password);
     }
     // The address must be free and a mail to it allowed before anything is written.
-    if (mailed) await this.emailChange.flows.beforeEmailChange(user.id, newEmail);
+    if (mailed) await this.flows.beforeEmailChange(user.id, newEmail);
+    if (takenAtOnce) {
+      const owner = await this.repo.findUserByEmail(newEmail);
+      if (owner && owner.id !== user.id) throw authErrors.emailExists();
+    }
     const now = new Date(this.clock());
     const updated = await this.repo.updateUser(user.id, (current) => {
       const userMetadata = attrs.data && mergeMetadata(current.raw_user_meta_data, attrs.data);
       checkMetadataLimits('data', userMetadata);
-      return { passwordHash, userMetadata, keepSession: session.id, now, email: mailed ? undefined : newEmail };
+      return { passwordHash, userMetadata, keepSession: session.id, now, confirmedEmail: takenAtOnce ? newEmail : undefined };
     });
     if (updated === 'emailTaken') throw authErrors.emailExists();
     // Deleted between the token check and now: as if the token's user never existed.
     if (updated === undefined) throw authErrors.userFromSubNotFound();
     if (!mailed) return toUser(updated);
-    await this.emailChange.flows.requestEmailChange(updated, newEmail, redirectTo);
+    await this.flows.requestEmailChange(updated, newEmail, redirectTo);
     return toUser((await this.repo.findUserById(user.id)) ?? updated);
   }
 }
