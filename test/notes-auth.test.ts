@@ -3,11 +3,21 @@
 // users deleted after login (and the documented limit of local verification),
 // and how many idp requests a check costs.
 import assert from 'node:assert/strict';
+import { decodeJwt } from './helpers/jwt.js';
 import { after, before, describe, test } from 'node:test';
 import { importPKCS8, SignJWT, type JWTPayload } from 'jose';
 import { withLowSSignature } from '../src/kit/jws.js';
 import { startIdp, TEST_SIGNING_KEY, type RunningIdp } from './helpers/idp.js';
-import { decodeJwt, recordingFetch, signUp, startNotes, storedNote, tamperedToken, unsignedToken, type RunningNotes, type TestUser } from './helpers/notes.js';
+import {
+  recordingFetch,
+  signUp,
+  startNotes,
+  storedNote,
+  tamperedToken,
+  unsignedToken,
+  type RunningNotes,
+  type TestUser,
+} from './helpers/notes.js';
 import { serviceClient } from './helpers/supabase.js';
 import { call } from './helpers/http.js';
 
@@ -52,7 +62,7 @@ for (const mode of ['remote', 'local'] as const) {
     let other: TestUser;
     const requests = recordingFetch();
     before(async () => {
-      notes = await startNotes(idp, { IDP_VERIFY: mode }, { fetch: requests.fetch });
+      notes = await startNotes({ idp, env: { IDP_VERIFY: mode }, deps: { fetch: requests.fetch } });
       user = await signUp(notes.url, `auth-${mode}`);
       other = await signUp(notes.url, `auth-other-${mode}`);
     });
@@ -151,7 +161,10 @@ for (const mode of ['remote', 'local'] as const) {
       const res = await call(notes.url, 'GET', '/notes', { token: await idpSignedToken(claims) });
       assert.equal(res.status, 401);
       assert.deepEqual(res.body, INVALID);
-      assert.deepEqual(requests.seen.filter((r) => r.includes('/rest/')), []);
+      assert.deepEqual(
+        requests.seen.filter((r) => r.includes('/rest/')),
+        [],
+      );
     });
 
     test('a valid token attaches its user: notes are created as that user', async () => {
@@ -168,8 +181,8 @@ describe('expired tokens issued by the idp', () => {
   test('a token the idp issued in the past is 401 in both modes', async () => {
     let offsetMs = -2 * 3600 * 1000;
     const clockedIdp = await startIdp({ clock: () => Date.now() + offsetMs });
-    const remote = await startNotes(clockedIdp, { IDP_VERIFY: 'remote' });
-    const local = await startNotes(clockedIdp, { IDP_VERIFY: 'local' });
+    const remote = await startNotes({ idp: clockedIdp, env: { IDP_VERIFY: 'remote' } });
+    const local = await startNotes({ idp: clockedIdp, env: { IDP_VERIFY: 'local' } });
     try {
       // Signed up and logged in two hours ago: the token's exp is an hour past.
       const user = await signUp(remote.url, 'expired');
@@ -183,7 +196,9 @@ describe('expired tokens issued by the idp', () => {
         }
       }
       // A fresh login works again.
-      const fresh = await call(remote.url, 'POST', '/auth/login', { body: { email: user.email, password: 'correct-horse-battery-staple' } });
+      const fresh = await call(remote.url, 'POST', '/auth/login', {
+        body: { email: user.email, password: 'correct-horse-battery-staple' },
+      });
       assert.equal(fresh.status, 200);
       assert.equal((await call(local.url, 'GET', '/notes', { token: fresh.body.access_token })).status, 200);
     } finally {
@@ -197,7 +212,7 @@ describe('expired tokens issued by the idp', () => {
 describe('local verification and time', () => {
   test("a token accepted (and remembered) a moment ago is refused once notes' clock passes its exp", async () => {
     let offsetMs = 0;
-    const notes = await startNotes(idp, { IDP_VERIFY: 'local' }, { clock: () => Date.now() + offsetMs });
+    const notes = await startNotes({ idp, env: { IDP_VERIFY: 'local' }, clock: () => Date.now() + offsetMs });
     try {
       const user = await signUp(notes.url, 'clock');
       assert.equal((await call(notes.url, 'GET', '/notes', { token: user.token })).status, 200);
@@ -219,8 +234,8 @@ describe('a user deleted after login', () => {
   let remote: RunningNotes;
   let local: RunningNotes;
   before(async () => {
-    remote = await startNotes(idp, { IDP_VERIFY: 'remote' });
-    local = await startNotes(idp, { IDP_VERIFY: 'local' });
+    remote = await startNotes({ idp, env: { IDP_VERIFY: 'remote' } });
+    local = await startNotes({ idp, env: { IDP_VERIFY: 'local' } });
   });
   after(async () => {
     await remote?.close();
@@ -242,7 +257,9 @@ describe('a user deleted after login', () => {
       assert.deepEqual(res.body, INVALID);
     }
     assert.equal(await storedNote(idp, note.body.id), undefined);
-    const login = await call(remote.url, 'POST', '/auth/login', { body: { email: doomed.email, password: 'correct-horse-battery-staple' } });
+    const login = await call(remote.url, 'POST', '/auth/login', {
+      body: { email: doomed.email, password: 'correct-horse-battery-staple' },
+    });
     assert.equal(login.status, 401);
   });
 
@@ -270,8 +287,8 @@ describe('cost of a token check', () => {
   test('remote: exactly one GET /auth/v1/user per request; local: none, the JWKS is fetched once', async () => {
     const remoteCalls = recordingFetch();
     const localCalls = recordingFetch();
-    const remote = await startNotes(idp, { IDP_VERIFY: 'remote' }, { fetch: remoteCalls.fetch });
-    const local = await startNotes(idp, { IDP_VERIFY: 'local' }, { fetch: localCalls.fetch });
+    const remote = await startNotes({ idp, env: { IDP_VERIFY: 'remote' }, deps: { fetch: remoteCalls.fetch } });
+    const local = await startNotes({ idp, env: { IDP_VERIFY: 'local' }, deps: { fetch: localCalls.fetch } });
     try {
       const user = await signUp(remote.url, 'cost');
       remoteCalls.seen.length = 0;

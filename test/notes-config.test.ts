@@ -93,7 +93,10 @@ describe('notes configuration', () => {
     // Where the recovery link leads: the service's own address unless told, and only http(s).
     assert.equal(config.NOTES_PUBLIC_URL, 'http://127.0.0.1:9999');
     assert.equal(loadConfig(notesConfig, { ...completeEnv, PORT: '8080' }).NOTES_PUBLIC_URL, 'http://127.0.0.1:8080');
-    assert.equal(loadConfig(notesConfig, { ...completeEnv, NOTES_PUBLIC_URL: 'https://notes.example.com/' }).NOTES_PUBLIC_URL, 'https://notes.example.com');
+    assert.equal(
+      loadConfig(notesConfig, { ...completeEnv, NOTES_PUBLIC_URL: 'https://notes.example.com/' }).NOTES_PUBLIC_URL,
+      'https://notes.example.com',
+    );
     assert.throws(() => loadConfig(notesConfig, { ...completeEnv, NOTES_PUBLIC_URL: 'notes.example.com' }), ConfigErrors);
   });
 });
@@ -102,8 +105,8 @@ describe('logging and proxies', () => {
   test('TRUST_PROXY decides whether X-Forwarded-For is believed; LOG_LEVEL=info logs requests, never the bearer token', async () => {
     const upstream = await startUpstream(undefined, () => ({ status: 200, body: { keys: [] } }));
     const idpLike = { url: upstream.url, secretKey: 's', publishableKey: 'p' };
-    const trusting = await startNotes(idpLike, { LOG_LEVEL: 'info', TRUST_PROXY: '127.0.0.1' });
-    const plain = await startNotes(idpLike, { LOG_LEVEL: 'info' });
+    const trusting = await startNotes({ idp: idpLike, env: { LOG_LEVEL: 'info', TRUST_PROXY: '127.0.0.1' } });
+    const plain = await startNotes({ idp: idpLike, env: { LOG_LEVEL: 'info' } });
     try {
       const headers = { 'x-forwarded-for': '203.0.113.7', authorization: 'Bearer secret-token-value' };
       await call(trusting.url, 'GET', '/healthz', { headers });

@@ -2,11 +2,12 @@
 // (refresh, logout), through the notes service on real HTTP against a real idp, in both token
 // verification modes.
 import assert from 'node:assert/strict';
+import { decodeJwt } from './helpers/jwt.js';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { containing, quoted } from '../src/notes/notes-store.js';
 import { startIdp, type RunningIdp } from './helpers/idp.js';
-import { decodeJwt, signUp, startNotes, storedNote, type RunningNotes, type TestUser } from './helpers/notes.js';
+import { signUp, startNotes, storedNote, type RunningNotes, type TestUser } from './helpers/notes.js';
 import { call } from './helpers/http.js';
 
 let idp: RunningIdp;
@@ -25,7 +26,7 @@ for (const mode of ['remote', 'local'] as const) {
     let alice: TestUser;
     let bob: TestUser;
     before(async () => {
-      notes = await startNotes(idp, { IDP_VERIFY: mode });
+      notes = await startNotes({ idp, env: { IDP_VERIFY: mode } });
       alice = await signUp(notes.url, `edit-alice-${mode}`);
       bob = await signUp(notes.url, `edit-bob-${mode}`);
     });
@@ -96,7 +97,10 @@ for (const mode of ['remote', 'local'] as const) {
       test("another user's note and a missing one are the same 404; a malformed id too; nothing changes", async () => {
         const note = await create(alice, { title: 'private' });
         for (const id of [String(note.id), '999999999', '9223372036854775808', 'abc', '-1']) {
-          const res = await call(notes.url, 'PATCH', `/notes/${id}`, { token: id === String(note.id) ? bob.token : alice.token, body: { title: 'taken' } });
+          const res = await call(notes.url, 'PATCH', `/notes/${id}`, {
+            token: id === String(note.id) ? bob.token : alice.token,
+            body: { title: 'taken' },
+          });
           assert.equal(res.status, 404, id);
           assert.deepEqual(res.body, { message: 'Note not found' });
         }
@@ -151,7 +155,7 @@ for (const mode of ['remote', 'local'] as const) {
         assert.equal(past.headers.get('x-total-count'), '6');
       });
 
-      test('q matches title or body ignoring case, only the caller\'s notes', async () => {
+      test("q matches title or body ignoring case, only the caller's notes", async () => {
         const milk = await list('?q=milk');
         assert.deepEqual(titles(milk), ['plain', 'Milk run']);
         assert.equal(milk.headers.get('x-total-count'), '2');
@@ -228,7 +232,9 @@ for (const mode of ['remote', 'local'] as const) {
 
       test('POST /auth/logout ends the session: its refresh token stops working, other sessions do not', async () => {
         const user = await signUp(notes.url, `logout-${mode}`);
-        const other = await call(notes.url, 'POST', '/auth/login', { body: { email: user.email, password: 'correct-horse-battery-staple' } });
+        const other = await call(notes.url, 'POST', '/auth/login', {
+          body: { email: user.email, password: 'correct-horse-battery-staple' },
+        });
         assert.equal(other.status, 200);
         const res = await call(notes.url, 'POST', '/auth/logout', { token: user.token });
         assert.equal(res.status, 204);
@@ -251,7 +257,7 @@ for (const mode of ['remote', 'local'] as const) {
   });
 }
 
-describe('the store\'s search value', () => {
+describe("the store's search value", () => {
   test('LIKE specials escaped, * as any one character, quoted for or=()', () => {
     assert.equal(containing('a%b_c\\d'), '*a\\%b\\_c\\\\d*');
     assert.equal(containing('x*y'), '*x_y*');

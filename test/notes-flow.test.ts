@@ -2,10 +2,11 @@
 // service on real HTTP, against a real idp (real PostgreSQL, RLS, supabase-js),
 // in both token verification modes.
 import assert from 'node:assert/strict';
+import { decodeJwt } from './helpers/jwt.js';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { startIdp, type RunningIdp } from './helpers/idp.js';
-import { decodeJwt, PASSWORD, recordingFetch, signUp, startNotes, type RunningNotes } from './helpers/notes.js';
+import { PASSWORD, recordingFetch, signUp, startNotes, type RunningNotes } from './helpers/notes.js';
 import { uniqueEmail } from './helpers/emails.js';
 import { call } from './helpers/http.js';
 
@@ -23,7 +24,7 @@ for (const mode of ['remote', 'local'] as const) {
   describe(`notes flow (IDP_VERIFY=${mode})`, () => {
     let notes: RunningNotes;
     before(async () => {
-      notes = await startNotes(idp, { IDP_VERIFY: mode });
+      notes = await startNotes({ idp, env: { IDP_VERIFY: mode } });
     });
     after(async () => {
       await notes?.close();
@@ -84,7 +85,7 @@ for (const mode of ['remote', 'local'] as const) {
 describe('register', () => {
   let notes: RunningNotes;
   before(async () => {
-    notes = await startNotes(idp);
+    notes = await startNotes({ idp });
   });
   after(async () => {
     await notes?.close();
@@ -129,8 +130,8 @@ describe('register', () => {
   });
 
   test('with email confirmation on, register is still 201 {id, email} and login is refused until confirmed', async () => {
-    const confirmingIdp = await startIdp({ autoconfirm: false });
-    const confirmingNotes = await startNotes(confirmingIdp);
+    const confirmingIdp = await startIdp({ env: { IDP_AUTOCONFIRM: 'false' } });
+    const confirmingNotes = await startNotes({ idp: confirmingIdp });
     try {
       const email = uniqueEmail('unconfirmed');
       const registered = await call(confirmingNotes.url, 'POST', '/auth/register', { body: { email, password: PASSWORD } });
@@ -150,7 +151,7 @@ describe('register', () => {
 describe('login', () => {
   let notes: RunningNotes;
   before(async () => {
-    notes = await startNotes(idp);
+    notes = await startNotes({ idp });
   });
   after(async () => {
     await notes?.close();
@@ -178,7 +179,7 @@ describe('login', () => {
 
   test('a missing email or password is 400 "email and password are required" (never reaches the idp)', async () => {
     const recorder = recordingFetch();
-    const counted = await startNotes(idp, {}, { fetch: recorder.fetch });
+    const counted = await startNotes({ idp, deps: { fetch: recorder.fetch } });
     try {
       for (const body of [{ email: uniqueEmail() }, { password: PASSWORD }, {}]) {
         const res = await call(counted.url, 'POST', '/auth/login', { body });
@@ -196,7 +197,7 @@ describe('notes endpoints', () => {
   let notes: RunningNotes;
   const recorder = recordingFetch();
   before(async () => {
-    notes = await startNotes(idp, {}, { fetch: recorder.fetch });
+    notes = await startNotes({ idp, deps: { fetch: recorder.fetch } });
   });
   after(async () => {
     await notes?.close();

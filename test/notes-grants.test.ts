@@ -38,7 +38,7 @@ describe('notes: the columns a user may write', () => {
     assert.equal(created.error, null);
     assert.equal(created.status, 201);
     assert.equal(created.data.user_id, alice.id);
-    assert.ok(Math.abs(new Date(created.data.created_at).getTime() - before) < 60_000, 'created_at is the store\'s now()');
+    assert.ok(Math.abs(new Date(created.data.created_at).getTime() - before) < 60_000, "created_at is the store's now()");
 
     const updated = await asAlice.from('notes').update({ title: 'second', body: null }).eq('id', created.data.id).select().single();
     assert.equal(updated.error, null);
@@ -52,7 +52,11 @@ describe('notes: the columns a user may write', () => {
     const asAlice = userClient(idp, alice.token);
     const count = await noteCount();
     for (const forged of [{ created_at: '2000-01-01T00:00:00Z' }, { user_id: alice.id }]) {
-      const res = await asAlice.from('notes').insert({ title: 'backdated', ...forged }).select().single();
+      const res = await asAlice
+        .from('notes')
+        .insert({ title: 'backdated', ...forged })
+        .select()
+        .single();
       assert.equal(res.status, 403, JSON.stringify(forged));
       assert.equal(res.error?.code, '42501');
       assert.equal(res.error?.message, NO_GRANT);
@@ -74,7 +78,11 @@ describe('notes: the columns a user may write', () => {
       { title: 'x', created_at: '2000-01-01T00:00:00Z' },
     ];
     for (const change of changes) {
-      const res: { status: number; error: { code: string; message: string } | null } = await asAlice.from('notes').update(change).eq('id', created.data.id).select();
+      const res: { status: number; error: { code: string; message: string } | null } = await asAlice
+        .from('notes')
+        .update(change)
+        .eq('id', created.data.id)
+        .select();
       assert.equal(res.status, 403, JSON.stringify(change));
       assert.equal(res.error?.code, '42501');
       assert.equal(res.error?.message, NO_GRANT);

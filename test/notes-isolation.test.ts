@@ -37,33 +37,51 @@ const NO_GRANT = 'permission denied for table notes';
 // prettier-ignore
 const TABLE: Row[] = [
   // The notes service: B acting with B's token; anon sends no token.
-  { channel: 'notes', role: 'authenticated', op: 'select', owner: 'own',   expect: { allowed: true, status: 200 } },
+  { channel: 'notes', role: 'authenticated', op: 'select', owner: 'own', expect: { allowed: true, status: 200 } },
   { channel: 'notes', role: 'authenticated', op: 'select', owner: 'other', expect: { hidden: true, status: 200 } },
-  { channel: 'notes', role: 'anon',          op: 'select', owner: 'other', expect: { refused: true, status: 401, message: 'Missing bearer token' } },
-  { channel: 'notes', role: 'authenticated', op: 'insert', owner: 'own',   expect: { allowed: true, status: 201 } },
+  { channel: 'notes', role: 'anon', op: 'select', owner: 'other', expect: { refused: true, status: 401, message: 'Missing bearer token' } },
+  { channel: 'notes', role: 'authenticated', op: 'insert', owner: 'own', expect: { allowed: true, status: 201 } },
   { channel: 'notes', role: 'authenticated', op: 'insert', owner: 'other', expect: { ownedByCaller: true, status: 201 } },
-  { channel: 'notes', role: 'anon',          op: 'insert', owner: 'other', expect: { refused: true, status: 401, message: 'Missing bearer token' } },
+  { channel: 'notes', role: 'anon', op: 'insert', owner: 'other', expect: { refused: true, status: 401, message: 'Missing bearer token' } },
   // PATCH /notes/:id: the caller's own note only; another user's is the 404 of a missing one.
-  { channel: 'notes', role: 'authenticated', op: 'update', owner: 'own',   expect: { allowed: true, status: 200 } },
-  { channel: 'notes', role: 'authenticated', op: 'update', owner: 'other', expect: { refused: true, status: 404, message: 'Note not found' } },
-  { channel: 'notes', role: 'anon',          op: 'update', owner: 'other', expect: { refused: true, status: 401, message: 'Missing bearer token' } },
-  { channel: 'notes', role: 'authenticated', op: 'delete', owner: 'own',   expect: { allowed: true, status: 200 } },
-  { channel: 'notes', role: 'authenticated', op: 'delete', owner: 'other', expect: { refused: true, status: 404, message: 'Note not found' } },
-  { channel: 'notes', role: 'anon',          op: 'delete', owner: 'other', expect: { refused: true, status: 401, message: 'Missing bearer token' } },
+  { channel: 'notes', role: 'authenticated', op: 'update', owner: 'own', expect: { allowed: true, status: 200 } },
+  {
+    channel: 'notes',
+    role: 'authenticated',
+    op: 'update',
+    owner: 'other',
+    expect: { refused: true, status: 404, message: 'Note not found' },
+  },
+  { channel: 'notes', role: 'anon', op: 'update', owner: 'other', expect: { refused: true, status: 401, message: 'Missing bearer token' } },
+  { channel: 'notes', role: 'authenticated', op: 'delete', owner: 'own', expect: { allowed: true, status: 200 } },
+  {
+    channel: 'notes',
+    role: 'authenticated',
+    op: 'delete',
+    owner: 'other',
+    expect: { refused: true, status: 404, message: 'Note not found' },
+  },
+  { channel: 'notes', role: 'anon', op: 'delete', owner: 'other', expect: { refused: true, status: 401, message: 'Missing bearer token' } },
   // The idp's REST API directly: publishable key plus B's token, or the publishable key alone.
-  { channel: 'rest',  role: 'authenticated', op: 'select', owner: 'own',   expect: { allowed: true, status: 200 } },
-  { channel: 'rest',  role: 'authenticated', op: 'select', owner: 'other', expect: { hidden: true, status: 200 } },
-  { channel: 'rest',  role: 'anon',          op: 'select', owner: 'other', expect: { refused: true, status: 401, code: '42501', message: NO_GRANT } },
-  { channel: 'rest',  role: 'authenticated', op: 'insert', owner: 'own',   expect: { allowed: true, status: 201 } },
+  { channel: 'rest', role: 'authenticated', op: 'select', owner: 'own', expect: { allowed: true, status: 200 } },
+  { channel: 'rest', role: 'authenticated', op: 'select', owner: 'other', expect: { hidden: true, status: 200 } },
+  { channel: 'rest', role: 'anon', op: 'select', owner: 'other', expect: { refused: true, status: 401, code: '42501', message: NO_GRANT } },
+  { channel: 'rest', role: 'authenticated', op: 'insert', owner: 'own', expect: { allowed: true, status: 201 } },
   // user_id is not a column users may write (no grant), so this is refused before RLS is asked.
-  { channel: 'rest',  role: 'authenticated', op: 'insert', owner: 'other', expect: { refused: true, status: 403, code: '42501', message: NO_GRANT } },
-  { channel: 'rest',  role: 'anon',          op: 'insert', owner: 'other', expect: { refused: true, status: 401, code: '42501', message: NO_GRANT } },
-  { channel: 'rest',  role: 'authenticated', op: 'update', owner: 'own',   expect: { allowed: true, status: 200 } },
-  { channel: 'rest',  role: 'authenticated', op: 'update', owner: 'other', expect: { hidden: true, status: 200 } },
-  { channel: 'rest',  role: 'anon',          op: 'update', owner: 'other', expect: { refused: true, status: 401, code: '42501', message: NO_GRANT } },
-  { channel: 'rest',  role: 'authenticated', op: 'delete', owner: 'own',   expect: { allowed: true, status: 200 } },
-  { channel: 'rest',  role: 'authenticated', op: 'delete', owner: 'other', expect: { hidden: true, status: 200 } },
-  { channel: 'rest',  role: 'anon',          op: 'delete', owner: 'other', expect: { refused: true, status: 401, code: '42501', message: NO_GRANT } },
+  {
+    channel: 'rest',
+    role: 'authenticated',
+    op: 'insert',
+    owner: 'other',
+    expect: { refused: true, status: 403, code: '42501', message: NO_GRANT },
+  },
+  { channel: 'rest', role: 'anon', op: 'insert', owner: 'other', expect: { refused: true, status: 401, code: '42501', message: NO_GRANT } },
+  { channel: 'rest', role: 'authenticated', op: 'update', owner: 'own', expect: { allowed: true, status: 200 } },
+  { channel: 'rest', role: 'authenticated', op: 'update', owner: 'other', expect: { hidden: true, status: 200 } },
+  { channel: 'rest', role: 'anon', op: 'update', owner: 'other', expect: { refused: true, status: 401, code: '42501', message: NO_GRANT } },
+  { channel: 'rest', role: 'authenticated', op: 'delete', owner: 'own', expect: { allowed: true, status: 200 } },
+  { channel: 'rest', role: 'authenticated', op: 'delete', owner: 'other', expect: { hidden: true, status: 200 } },
+  { channel: 'rest', role: 'anon', op: 'delete', owner: 'other', expect: { refused: true, status: 401, code: '42501', message: NO_GRANT } },
 ];
 
 interface Observed {
@@ -82,7 +100,7 @@ let victim: TestUser; // A
 let caller: TestUser; // B
 before(async () => {
   idp = await startIdp();
-  notes = await startNotes(idp);
+  notes = await startNotes({ idp });
   victim = await signUp(notes.url, 'victim');
   caller = await signUp(notes.url, 'caller');
 });
@@ -131,7 +149,11 @@ async function attempt(row: Row, target: { id: number; title: string }): Promise
       return { status, code: error?.code, message: error?.message, touchedTarget: (data ?? []).length > 0 };
     }
     case 'insert': {
-      const { data, error, status } = await client.from('notes').insert({ title: 'inserted', ...ownerField }).select().single();
+      const { data, error, status } = await client
+        .from('notes')
+        .insert({ title: 'inserted', ...ownerField })
+        .select()
+        .single();
       return {
         status,
         code: error?.code,
@@ -226,7 +248,9 @@ test('interleaved requests of many users: each create lands under its caller, ea
     assert.ok(res.body.title.startsWith(user.id));
   }
   const lists = await Promise.all(
-    users.flatMap((user) => Array.from({ length: 3 }, async () => ({ user, res: await call(notes.url, 'GET', '/notes', { token: user.token }) }))),
+    users.flatMap((user) =>
+      Array.from({ length: 3 }, async () => ({ user, res: await call(notes.url, 'GET', '/notes', { token: user.token }) })),
+    ),
   );
   for (const { user, res } of lists) {
     assert.equal(res.status, 200);

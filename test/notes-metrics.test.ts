@@ -13,7 +13,7 @@ let idp: RunningIdp;
 let notes: RunningNotes;
 before(async () => {
   idp = await startIdp();
-  notes = await startNotes(idp);
+  notes = await startNotes({ idp });
 });
 after(async () => {
   await notes?.close();
@@ -57,7 +57,14 @@ test('notes counts its idp requests by kind and outcome; no email, user id, toke
   // Notes has no database of its own, so no pool figures.
   assert.ok(!text.includes('db_pool_connections'));
 
-  for (const value of [user.email, user.id, user.token.split('.')[2]!, 'a distinctive title', 'metrics-distinctive', String(created.body.id)].filter((v) => v.length > 2)) {
+  for (const value of [
+    user.email,
+    user.id,
+    user.token.split('.')[2]!,
+    'a distinctive title',
+    'metrics-distinctive',
+    String(created.body.id),
+  ].filter((v) => v.length > 2)) {
     assert.ok(!text.includes(value), `${value} appears in the exposition`);
   }
   for (const value of labelValues(text).filter((v) => v.startsWith('/'))) assert.doesNotMatch(value, /\d{3,}|@/, `route label ${value}`);
@@ -70,8 +77,8 @@ test('an idp answering 5xx, hanging past the timeout, or unreachable: counted as
     return answer === 'fail' ? { status: 500, body: { message: 'upstream broke' } } : 'hang';
   });
   const user = await signUp(notes.url, 'metrics-outage');
-  const viaStub = await startNotes({ ...idp, url: upstream.url }, { IDP_VERIFY: 'local', IDP_TIMEOUT_MS: '300' });
-  const unreachable = await startNotes({ ...idp, url: `http://127.0.0.1:${await closedPort()}` });
+  const viaStub = await startNotes({ idp: { ...idp, url: upstream.url }, env: { IDP_VERIFY: 'local', IDP_TIMEOUT_MS: '300' } });
+  const unreachable = await startNotes({ idp: { ...idp, url: `http://127.0.0.1:${await closedPort()}` } });
   try {
     // The store's own 500 passes through as a 500.
     assert.equal((await call(viaStub.url, 'GET', '/notes', { token: user.token })).status, 500);
@@ -101,8 +108,12 @@ test('the idp reports both of its pools and labels its routes by template', asyn
     assert.ok(sampleValue(text, 'db_pool_connections', { pool, state: 'in_use' }) !== undefined, `${pool} pool in use`);
     assert.equal(sampleValue(text, 'db_pool_waiting_requests', { pool }), 0);
   }
-  assert.ok(sampleValue(text, 'http_request_duration_seconds_count', { method: 'GET', route: '/rest/v1/:table', status_class: '2xx' })! >= 1);
-  assert.ok(sampleValue(text, 'http_request_duration_seconds_count', { method: 'POST', route: '/auth/v1/signup', status_class: '2xx' })! >= 1);
+  assert.ok(
+    sampleValue(text, 'http_request_duration_seconds_count', { method: 'GET', route: '/rest/v1/:table', status_class: '2xx' })! >= 1,
+  );
+  assert.ok(
+    sampleValue(text, 'http_request_duration_seconds_count', { method: 'POST', route: '/auth/v1/signup', status_class: '2xx' })! >= 1,
+  );
   for (const value of [user.email, user.id]) assert.ok(!text.includes(value), `${value} appears in the idp's exposition`);
   // The idp's /metrics is protected like every service's.
   assert.equal((await fetch(`${idp.url}/metrics`, { headers: { 'x-forwarded-for': '198.51.100.9' } })).status, 404);

@@ -15,7 +15,7 @@ let idp: RunningIdp;
 let direct: RunningNotes;
 before(async () => {
   idp = await startIdp();
-  direct = await startNotes(idp);
+  direct = await startNotes({ idp });
 });
 after(async () => {
   await direct?.close();
@@ -47,7 +47,7 @@ for (const mode of ['remote', 'local'] as const) {
       const user = await signUp(direct.url, 'outage');
       const note = await call(direct.url, 'POST', '/notes', { token: user.token, body: { title: 'survives' } });
       const port = await closedPort();
-      const notes = await startNotes({ ...idp, url: `http://127.0.0.1:${port}` }, { IDP_VERIFY: mode });
+      const notes = await startNotes({ idp: { ...idp, url: `http://127.0.0.1:${port}` }, env: { IDP_VERIFY: mode } });
       try {
         assertAllUnavailable(await everyRoute(notes.url, user.token, note.body.id));
         const warnings = notes.logs.lines().filter((l) => l.msg === 'identity provider unavailable');
@@ -83,7 +83,7 @@ describe('idp failing with 5xx', () => {
     const user = await signUp(direct.url, 'fivexx');
     for (const status of [500, 502, 503]) {
       const failing = await startUpstream(idp.url, () => ({ status, body: { message: 'upstream exploded' } }));
-      const notes = await startNotes({ ...idp, url: failing.url });
+      const notes = await startNotes({ idp: { ...idp, url: failing.url } });
       try {
         const replies = await everyRoute(notes.url, user.token, 1);
         assertAllUnavailable(replies);
@@ -101,10 +101,14 @@ describe('idp failing with 5xx', () => {
     for (const failure of [502, 503, 504, 'unreachable'] as const) {
       const tokenRequests = () => upstream.seen.filter((s) => s === 'POST /auth/v1/token').length;
       const upstream = await startUpstream(idp.url, (_m, path) =>
-        path.startsWith('/auth/v1/token') ? (failure === 'unreachable' ? 'hang' : { status: failure, body: { message: 'down' } }) : 'forward',
+        path.startsWith('/auth/v1/token')
+          ? failure === 'unreachable'
+            ? 'hang'
+            : { status: failure, body: { message: 'down' } }
+          : 'forward',
       );
       // 'unreachable': the request hangs until IDP_TIMEOUT_MS, as a dead host's would.
-      const notes = await startNotes({ ...idp, url: upstream.url }, { IDP_TIMEOUT_MS: '1000' });
+      const notes = await startNotes({ idp: { ...idp, url: upstream.url }, env: { IDP_TIMEOUT_MS: '1000' } });
       try {
         const started = Date.now();
         const res = await call(notes.url, 'POST', '/auth/refresh', { body: { refresh_token: user.refreshToken } });
@@ -129,12 +133,15 @@ describe('idp failing with 5xx', () => {
 
   test('REST 502/503/504 become 503; REST 401 for the token becomes 401 "Invalid or expired token"', async () => {
     const user = await signUp(direct.url, 'rest5xx');
-    let restAnswer: { status: number; body: unknown } = { status: 503, body: { code: 'PGRST002', message: 'Could not query the database for the schema cache. Retrying.', details: null, hint: null } };
+    let restAnswer: { status: number; body: unknown } = {
+      status: 503,
+      body: { code: 'PGRST002', message: 'Could not query the database for the schema cache. Retrying.', details: null, hint: null },
+    };
     // Auth and JWKS go to the real idp; only /rest fails.
     const upstream = await startUpstream(idp.url, (_m, path) => (path.startsWith('/rest/') ? restAnswer : 'forward'));
     try {
       for (const mode of ['remote', 'local'] as const) {
-        const notes = await startNotes({ ...idp, url: upstream.url }, { IDP_VERIFY: mode });
+        const notes = await startNotes({ idp: { ...idp, url: upstream.url }, env: { IDP_VERIFY: mode } });
         try {
           for (const status of [502, 503, 504]) {
             restAnswer = { status, body: { message: 'bad gateway' } };
@@ -167,7 +174,7 @@ describe('idp too slow', () => {
   test('a request the idp never answers ends as 503 after IDP_TIMEOUT_MS, not a hung client', async () => {
     const user = await signUp(direct.url, 'slow');
     const hanging = await startUpstream(undefined, () => 'hang');
-    const notes = await startNotes({ ...idp, url: hanging.url }, { IDP_TIMEOUT_MS: '300' });
+    const notes = await startNotes({ idp: { ...idp, url: hanging.url }, env: { IDP_TIMEOUT_MS: '300' } });
     try {
       const started = Date.now();
       assertAllUnavailable(await everyRoute(notes.url, user.token, 1));
@@ -187,7 +194,7 @@ describe('idp too slow', () => {
 describe("the idp refusing this service's keys", () => {
   test('a wrong secret key makes token checks 503 (a configuration fault), not 401 for every user', async () => {
     const user = await signUp(direct.url, 'wrongkey');
-    const notes = await startNotes({ ...idp, secretKey: 'sb_secret_not_the_right_one' });
+    const notes = await startNotes({ idp: { ...idp, secretKey: 'sb_secret_not_the_right_one' } });
     try {
       const res = await call(notes.url, 'GET', '/notes', { token: user.token });
       assert.equal(res.status, 503);
@@ -199,7 +206,7 @@ describe("the idp refusing this service's keys", () => {
   });
 
   test('a wrong publishable key makes register and login 503, not 400/401', async () => {
-    const notes = await startNotes({ ...idp, publishableKey: 'sb_publishable_not_the_right_one' });
+    const notes = await startNotes({ idp: { ...idp, publishableKey: 'sb_publishable_not_the_right_one' } });
     try {
       const email = uniqueEmail('wrongpub');
       const register = await call(notes.url, 'POST', '/auth/register', { body: { email, password: PASSWORD } });

@@ -12,6 +12,8 @@ import { uniqueEmail } from './helpers/emails.js';
 import { uniqueIp } from './helpers/client-ips.js';
 import { linkIn, startSmtp, type TestSmtp } from './helpers/smtp.js';
 
+/** Notes listens on a port chosen at start, so the idp allows the reset page on any local port. */
+const NOTES_PAGES = 'http://127.0.0.1:*/**';
 const ACCEPTED = { message: 'If this address belongs to an account, a password reset link is on its way' };
 
 let smtp: TestSmtp;
@@ -21,8 +23,10 @@ let notes: RunningNotes;
 before(async () => {
   smtp = await startSmtp();
   // Trusts notes (127.0.0.1) to name its caller, as npm start sets it up.
-  idp = await startIdp({ env: { SMTP_URL: smtp.url, TRUST_PROXY: '127.0.0.1', IDP_RATE_LIMIT_OTP: '1000' } });
-  notes = await startNotes(idp, { TRUST_PROXY: '127.0.0.1' });
+  idp = await startIdp({
+    env: { SMTP_URL: smtp.url, TRUST_PROXY: '127.0.0.1', IDP_RATE_LIMIT_OTP: '1000', IDP_REDIRECT_URLS: NOTES_PAGES },
+  });
+  notes = await startNotes({ idp, env: { TRUST_PROXY: '127.0.0.1' } });
 });
 after(async () => {
   await notes?.close();
@@ -68,7 +72,10 @@ describe('POST /auth/password-reset then POST /auth/password', () => {
     const changed = await setPassword(session.access_token, { password: 'a fresh passphrase' });
     assert.equal(changed.status, 204, JSON.stringify(changed.body));
     assert.equal((await call(notes.url, 'POST', '/auth/login', { body: { email: user.email, password: PASSWORD } })).status, 401);
-    assert.equal((await call(notes.url, 'POST', '/auth/login', { body: { email: user.email, password: 'a fresh passphrase' } })).status, 200);
+    assert.equal(
+      (await call(notes.url, 'POST', '/auth/login', { body: { email: user.email, password: 'a fresh passphrase' } })).status,
+      200,
+    );
     // The recovery session stays (the user is signed in); the sessions from before end.
     assert.equal((await call(notes.url, 'GET', '/notes', { token: session.access_token })).status, 200);
     assert.equal((await call(notes.url, 'GET', '/notes', { token: user.token })).status, 401);
@@ -80,7 +87,8 @@ describe('POST /auth/password-reset then POST /auth/password', () => {
     const a = await requestReset(known.email);
     const b = await requestReset(nobody);
     assert.deepEqual([b.status, b.body], [a.status, a.body]);
-    const shape = (h: Headers) => [...h.keys()].filter((k) => !['date', 'x-request-id'].includes(k)).map((k) => `${k}: ${k === 'content-length' ? h.get(k) : ''}`);
+    const shape = (h: Headers) =>
+      [...h.keys()].filter((k) => !['date', 'x-request-id'].includes(k)).map((k) => `${k}: ${k === 'content-length' ? h.get(k) : ''}`);
     assert.deepEqual(shape(b.headers), shape(a.headers));
     await smtp.waitForMail(known.email);
     await assert.rejects(smtp.waitForMail(nobody, { timeout: 500 }));
@@ -133,7 +141,7 @@ describe('POST /auth/password-reset then POST /auth/password', () => {
   });
 
   test('NOTES_PUBLIC_URL names the page the link leads to (the URL users reach notes at, a path included)', async () => {
-    const proxied = await startNotes(idp, { NOTES_PUBLIC_URL: 'http://127.0.0.1:8443/notes/' });
+    const proxied = await startNotes({ idp, env: { NOTES_PUBLIC_URL: 'http://127.0.0.1:8443/notes/' } });
     try {
       const user = await signUp(notes.url, 'reset-public-url');
       const res = await call(proxied.url, 'POST', '/auth/password-reset', { body: { email: user.email } });
@@ -154,18 +162,28 @@ describe('POST /auth/password-reset then POST /auth/password', () => {
     const again = await fetch(link, { redirect: 'manual' });
     const landing = new URL(again.headers.get('location')!);
     assert.equal(`${landing.origin}${landing.pathname}`, `${notes.url}/reset-password`);
-    assert.deepEqual(fragmentOf(landing), { error: 'access_denied', error_code: 'otp_expired', error_description: 'Email link is invalid or has expired', sb: '' });
+    assert.deepEqual(fragmentOf(landing), {
+      error: 'access_denied',
+      error_code: 'otp_expired',
+      error_description: 'Email link is invalid or has expired',
+      sb: '',
+    });
   });
 });
 
 describe('limits and outages', () => {
   test("past the idp's per-caller limit: 429 with Retry-After; another caller is unaffected", async () => {
-    const limitedIdp = await startIdp({ env: { SMTP_URL: smtp.url, TRUST_PROXY: '127.0.0.1', IDP_RATE_LIMIT_OTP: '2' } });
-    const limitedNotes = await startNotes(limitedIdp, { TRUST_PROXY: '127.0.0.1' });
+    const limitedIdp = await startIdp({
+      env: { SMTP_URL: smtp.url, TRUST_PROXY: '127.0.0.1', IDP_RATE_LIMIT_OTP: '2', IDP_REDIRECT_URLS: NOTES_PAGES },
+    });
+    const limitedNotes = await startNotes({ idp: limitedIdp, env: { TRUST_PROXY: '127.0.0.1' } });
     try {
       const ip = uniqueIp();
       const ask = (caller: string) =>
-        call(limitedNotes.url, 'POST', '/auth/password-reset', { body: { email: uniqueEmail('reset-limit') }, headers: { 'x-forwarded-for': caller } });
+        call(limitedNotes.url, 'POST', '/auth/password-reset', {
+          body: { email: uniqueEmail('reset-limit') },
+          headers: { 'x-forwarded-for': caller },
+        });
       assert.equal((await ask(ip)).status, 202);
       assert.equal((await ask(ip)).status, 202);
       const limited = await ask(ip);
@@ -180,7 +198,7 @@ describe('limits and outages', () => {
 
   test('idp failing: 503 with Retry-After, not a 202 that hides it', async () => {
     const failing = await startUpstream(idp.url, () => ({ status: 500, body: { code: 'unexpected_failure', message: 'boom' } }));
-    const failingNotes = await startNotes({ ...idp, url: failing.url });
+    const failingNotes = await startNotes({ idp: { ...idp, url: failing.url } });
     try {
       const res = await call(failingNotes.url, 'POST', '/auth/password-reset', { body: { email: uniqueEmail('reset-down') } });
       assert.equal(res.status, 503);

@@ -5,13 +5,14 @@ import { after, before, describe, test } from 'node:test';
 import { startIdp, type RunningIdp } from './helpers/idp.js';
 import { startNotes, type RunningNotes } from './helpers/notes.js';
 
-const PAGE_CSP = "default-src 'self';script-src 'self';style-src 'self';img-src 'self' data:;connect-src 'self';frame-ancestors 'none';base-uri 'none';form-action 'self'";
+const PAGE_CSP =
+  "default-src 'self';script-src 'self';style-src 'self';img-src 'self' data:;connect-src 'self';frame-ancestors 'none';base-uri 'none';form-action 'self'";
 
 let idp: RunningIdp;
 let notes: RunningNotes;
 before(async () => {
   idp = await startIdp();
-  notes = await startNotes(idp);
+  notes = await startNotes({ idp });
 });
 after(async () => {
   await notes?.close();
@@ -20,7 +21,11 @@ after(async () => {
 
 describe('notes web pages', () => {
   test('serves /, /forgot-password and /reset-password as HTML under the pages policy, with no inline script or style', async () => {
-    for (const [url, h1] of [['/', 'Your private notes'], ['/forgot-password', 'Forgot your password?'], ['/reset-password', 'Choose a new password']] as const) {
+    for (const [url, h1] of [
+      ['/', 'Your private notes'],
+      ['/forgot-password', 'Forgot your password?'],
+      ['/reset-password', 'Choose a new password'],
+    ] as const) {
       const res = await notes.app.inject({ method: 'GET', url });
       assert.equal(res.statusCode, 200, url);
       assert.equal(res.headers['content-type'], 'text/html; charset=utf-8', url);
@@ -58,7 +63,7 @@ describe('notes web pages', () => {
     }
   });
 
-  test('anything else is the API\'s JSON 404: no other file is reachable', async () => {
+  test("anything else is the API's JSON 404: no other file is reachable", async () => {
     for (const url of [
       '/assets/notes/index.html',
       '/assets/notes/../../app.ts',
@@ -87,10 +92,14 @@ describe('notes web pages', () => {
     assert.deepEqual(await list.json(), { message: 'Missing bearer token' });
     assert.match(String(list.headers.get('content-security-policy')), /^default-src 'none'/);
     // Same origin as the pages: no CORS headers are added for a cross-origin caller.
-    const preflight = await fetch(`${notes.url}/notes`, { method: 'OPTIONS', headers: { origin: 'https://elsewhere.example', 'access-control-request-method': 'GET' } });
+    const preflight = await fetch(`${notes.url}/notes`, {
+      method: 'OPTIONS',
+      headers: { origin: 'https://elsewhere.example', 'access-control-request-method': 'GET' },
+    });
     assert.equal(preflight.headers.get('access-control-allow-origin'), null);
     const openapi = (await notes.app.inject({ method: 'GET', url: '/docs/json' })).json() as { paths: Record<string, unknown> };
-    for (const path of ['/', '/forgot-password', '/reset-password', '/assets/style.css', '/assets/notes/notes.js']) assert.equal(openapi.paths[path], undefined, path);
+    for (const path of ['/', '/forgot-password', '/reset-password', '/assets/style.css', '/assets/notes/notes.js'])
+      assert.equal(openapi.paths[path], undefined, path);
     assert.ok(openapi.paths['/notes'], 'the API routes are still documented');
   });
 });

@@ -2,10 +2,11 @@
 // checked with the real client: the error shapes it maps, session fields, the
 // Node 20 transport requirement, and RLS errors as the wire reference gives them.
 import assert from 'node:assert/strict';
+import { decodeJwt } from './helpers/jwt.js';
 import { after, before, test } from 'node:test';
 import { createClient, isAuthApiError, isAuthRetryableFetchError } from '@supabase/supabase-js';
 import { startIdp, type RunningIdp } from './helpers/idp.js';
-import { decodeJwt, PASSWORD } from './helpers/notes.js';
+import { PASSWORD } from './helpers/notes.js';
 import { SUPABASE_CLIENT_OPTIONS, serviceClient, userClient } from './helpers/supabase.js';
 import { uniqueEmail } from './helpers/emails.js';
 import { closedPort } from './helpers/ports.js';
@@ -52,7 +53,10 @@ test('signInWithPassword: expires_at is Unix seconds, equal to the access token 
     keys: Array<{ kid: string; d?: string }>;
   };
   assert.ok(jwks.keys.some((k) => k.kid === header.kid));
-  assert.ok(jwks.keys.every((k) => k.d === undefined), 'no private part published');
+  assert.ok(
+    jwks.keys.every((k) => k.d === undefined),
+    'no private part published',
+  );
 });
 
 test('login errors are AuthApiError with a 4xx status (notes maps all of them to 401)', async () => {

@@ -1,7 +1,7 @@
 import type { onRequestAsyncHookHandler } from 'fastify';
-import { HttpError } from '../kit/errors.js';
-import type { App } from '../kit/http.js';
-import { requestSlot } from '../kit/identity.js';
+import { HttpError } from '../kit/http/errors.js';
+import type { App } from '../kit/http/app.js';
+import { requestSlot } from '../kit/http/identity.js';
 import type { Caller, TokenVerifier } from './token-verifier.js';
 
 /** The verified caller of a request inside the bearer-authenticated scope. */

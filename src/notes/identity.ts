@@ -1,5 +1,5 @@
 import { isAuthSessionMissingError } from '@supabase/supabase-js';
-import { HttpError } from '../kit/errors.js';
+import { HttpError } from '../kit/http/errors.js';
 import type { IdpClients } from './idp-clients.js';
 import { authRateLimited, authUnavailability, IdpUnavailableError } from './idp-errors.js';
 
@@ -25,7 +25,8 @@ export interface LoginSession {
 
 export interface Identity {
   /** `clientIp`: the end user's address, which the provider's rate limits count against. */
-  register(credentials: Credentials, clientIp: string): Promise<RegisteredUser>;
+  /** `confirmUrl`: where the provider's confirmation mail leads, when it sends one. */
+  register(credentials: Credentials, clientIp: string, confirmUrl?: string): Promise<RegisteredUser>;
   login(credentials: Credentials, clientIp: string): Promise<LoginSession>;
   /** A new session for a refresh token (which the provider rotates). */
   refresh(refreshToken: string, clientIp: string): Promise<LoginSession>;
@@ -36,6 +37,11 @@ export interface Identity {
    * the same way whether or not the address belongs to anyone.
    */
   requestPasswordReset(email: string, redirectTo: string, clientIp: string): Promise<void>;
+  /**
+   * Spends a mailed link's token (its hash and kind) at the provider: the session it starts, for
+   * the one step the link is for. Called when the person confirms, never when the link is opened.
+   */
+  verifyLink(tokenHash: string, type: 'recovery' | 'signup', clientIp: string): Promise<LoginSession>;
   /** Sets a new password for the user of the access token (the recovery link's session). */
   setPassword(accessToken: string, password: string, clientIp: string): Promise<void>;
 }
@@ -43,9 +49,12 @@ export interface Identity {
 /** The answer to a token the provider refuses, as on every other route. */
 export const TOKEN_REFUSED = 'Invalid or expired token';
 export const PASSWORD_TOO_WEAK = 'Password is too weak: use at least 6 characters, longer is better';
+export const PASSWORD_COMMON = 'Password is too common: it is on the list of the most used passwords, choose one harder to guess';
 export const PASSWORD_UNCHANGED = 'The new password must be different from the current one';
 export const PASSWORD_REFUSED = 'The identity provider refused this password';
 export const EMAIL_INVALID = 'email must be a valid email address';
+/** A mailed link the provider refuses: used, expired, replaced by a newer one, or never issued. */
+export const LINK_REFUSED = 'This link has expired or was already used';
 
 // supabase-js's session needs a refresh token, which the recovery link's caller does not send to
 // this route. It is never used: the client neither refreshes in the background nor lives past the
@@ -62,9 +71,9 @@ function sessionOf(session: { access_token: string; refresh_token: string; expir
 
 export function createIdentity(clients: IdpClients): Identity {
   return {
-    async register({ email, password }, clientIp) {
+    async register({ email, password }, clientIp, confirmUrl) {
       const call = clients.anonymous(clientIp);
-      const { data, error } = await call.client.auth.signUp({ email, password });
+      const { data, error } = await call.client.auth.signUp({ email, password, options: { emailRedirectTo: confirmUrl } });
       if (error) throw authUnavailability(error) ?? authRateLimited(error, call.retryAfter()) ?? new HttpError(400, error.message);
       // With email confirmation on, the provider returns the user without a session; the
       // same 201 is correct. For an already-confirmed address it returns a look-alike user
@@ -77,7 +86,8 @@ export function createIdentity(clients: IdpClients): Identity {
       const { data, error } = await call.client.auth.signInWithPassword({ email, password });
       // Unknown email, wrong password, unconfirmed, banned: one answer, so none can be told apart.
       // Too many attempts is its own answer: a client told 401 would not know that waiting helps.
-      if (error) throw authUnavailability(error) ?? authRateLimited(error, call.retryAfter()) ?? new HttpError(401, 'Invalid email or password');
+      if (error)
+        throw authUnavailability(error) ?? authRateLimited(error, call.retryAfter()) ?? new HttpError(401, 'Invalid email or password');
       return sessionOf(data.session);
     },
     async refresh(refreshToken, clientIp) {
@@ -111,6 +121,12 @@ export function createIdentity(clients: IdpClients): Identity {
       if (error.status === 400 || error.status === 422) throw new HttpError(400, EMAIL_INVALID);
       throw new IdpUnavailableError(`password recovery refused: status ${error.status}, ${error.code ?? ''} ${error.message}`);
     },
+    async verifyLink(tokenHash, type, clientIp) {
+      const call = clients.anonymous(clientIp);
+      const { data, error } = await call.client.auth.verifyOtp({ token_hash: tokenHash, type });
+      if (error) throw authUnavailability(error) ?? authRateLimited(error, call.retryAfter()) ?? new HttpError(401, LINK_REFUSED);
+      return sessionOf(data.session);
+    },
     async setPassword(accessToken, password, clientIp) {
       const call = clients.anonymous(clientIp);
       const session = await call.client.auth.setSession({ access_token: accessToken, refresh_token: UNUSED_REFRESH_TOKEN });
@@ -125,7 +141,10 @@ export function createIdentity(clients: IdpClients): Identity {
       if (limited) throw limited;
       // supabase-js wanted to refresh a token about to expire, or found no session: the token's fault.
       if (isAuthSessionMissingError(error) || error.code === 'refresh_token_not_found') throw new HttpError(401, TOKEN_REFUSED);
-      if (error.code === 'weak_password') throw new HttpError(400, PASSWORD_TOO_WEAK);
+      if (error.code === 'weak_password') {
+        const reasons = (error as { reasons?: unknown }).reasons;
+        throw new HttpError(400, Array.isArray(reasons) && reasons.includes('pwned') ? PASSWORD_COMMON : PASSWORD_TOO_WEAK);
+      }
       if (error.code === 'same_password') throw new HttpError(400, PASSWORD_UNCHANGED);
       if (error.status === 400 || error.status === 422) throw new HttpError(400, PASSWORD_REFUSED);
       // The token stopped working between the two calls (session ended, user banned or deleted).

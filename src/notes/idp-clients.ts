@@ -58,7 +58,10 @@ export interface IdpClients {
 export function boundedFetch(timeoutMs: number, base: IdpFetch = fetch): IdpFetch {
   return async (input, init) => {
     const controller = new AbortController();
-    const timer = setTimeout(() => controller.abort(new DOMException('The request to the identity provider timed out', 'TimeoutError')), timeoutMs);
+    const timer = setTimeout(
+      () => controller.abort(new DOMException('The request to the identity provider timed out', 'TimeoutError')),
+      timeoutMs,
+    );
     timer.unref();
     const release = () => clearTimeout(timer);
     const signal = init?.signal ? AbortSignal.any([init.signal, controller.signal]) : controller.signal;
@@ -85,7 +88,7 @@ function releaseOnceRead(response: Response, release: () => void): void {
 }
 
 export function createIdpClients(
-  config: Pick<NotesConfig, 'IDP_URL' | 'IDP_SECRET_KEY' | 'IDP_PUBLISHABLE_KEY' | 'IDP_TIMEOUT_MS'>,
+  config: Pick<NotesConfig, 'IDP_URL' | 'IDP_SECRET_KEY' | 'IDP_PUBLISHABLE_KEY' | 'IDP_TIMEOUT_MS' | 'IDP_FORWARDED_SECRET'>,
   baseFetch?: IdpFetch,
 ): IdpClients {
   const fetchWithTimeout = boundedFetch(config.IDP_TIMEOUT_MS, baseFetch);
@@ -130,7 +133,13 @@ export function createIdpClients(
       const client = createClient(
         config.IDP_URL,
         config.IDP_PUBLISHABLE_KEY,
-        options({ fetch: recordingFetch, headers: { 'X-Forwarded-For': clientIp } }),
+        options({
+          fetch: recordingFetch,
+          headers: {
+            'X-Forwarded-For': clientIp,
+            ...(config.IDP_FORWARDED_SECRET ? { 'X-Forwarded-Secret': config.IDP_FORWARDED_SECRET } : {}),
+          },
+        }),
       );
       return { client, retryAfter: () => retryAfter, firstOutage };
     },

@@ -1,5 +1,5 @@
 import { isAuthRetryableFetchError, type AuthError, type PostgrestError } from '@supabase/supabase-js';
-import { HttpError } from '../kit/errors.js';
+import { HttpError } from '../kit/http/errors.js';
 
 /**
  * The provider could not be reached or failed on its side. Never answered as

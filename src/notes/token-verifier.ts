@@ -1,7 +1,7 @@
-import { createRemoteJWKSet, customFetch, errors as joseErrors, jwtVerify } from 'jose';
+import { createRemoteJWKSet, customFetch, errors as joseErrors, type JWTPayload, jwtVerify } from 'jose';
 import type { Clock } from '../kit/clock.js';
 import { hasLowSSignature } from '../kit/jws.js';
-import { HttpError } from '../kit/errors.js';
+import { HttpError } from '../kit/http/errors.js';
 import type { TokenVerificationMode } from './config.js';
 import { authUnavailability, IdpUnavailableError } from './idp-errors.js';
 import { jwksUrl, type IdpClients, type IdpFetch } from './idp-clients.js';
@@ -83,10 +83,13 @@ export function localTokenVerifier(opts: {
     if (known && now < known.validUntil) return known.caller;
     if (known) verified.delete(accessToken);
 
-    let payload;
+    let payload: JWTPayload;
     let alg: string | undefined;
     try {
-      ({ payload, protectedHeader: { alg } } = await jwtVerify(accessToken, jwks, {
+      ({
+        payload,
+        protectedHeader: { alg },
+      } = await jwtVerify(accessToken, jwks, {
         algorithms: ['ES256', 'RS256'],
         audience: 'authenticated',
         requiredClaims: ['exp', 'sub'],

@@ -1,7 +1,17 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { assertAccessible, assertClean, assertNoSidewaysScroll, assertSameOrigin, browserSkip, launchBrowser, type PageWatch, screenshots, watch } from '../helpers/browser.js';
+import {
+  assertAccessible,
+  assertClean,
+  assertNoSidewaysScroll,
+  assertSameOrigin,
+  browserSkip,
+  launchBrowser,
+  type PageWatch,
+  screenshots,
+  watch,
+} from '../helpers/browser.js';
 import { uniqueEmail } from '../helpers/emails.js';
 import { call } from '../helpers/http.js';
 import { startIdp, type RunningIdp } from '../helpers/idp.js';
@@ -22,7 +32,7 @@ describe('notes web app in Chromium', { skip: browserSkip }, () => {
 
   before(async () => {
     idp = await startIdp();
-    notes = await startNotes(idp);
+    notes = await startNotes({ idp });
     browser = await launchBrowser();
   });
 
@@ -72,7 +82,7 @@ describe('notes web app in Chromium', { skip: browserSkip }, () => {
     await signup.getByLabel('Password').fill('abc');
     await signup.getByRole('button', { name: 'Create account' }).click();
     await page.locator('#signup-error').waitFor();
-    assert.match(await page.locator('#signup-error').textContent() ?? '', /password/i);
+    assert.match((await page.locator('#signup-error').textContent()) ?? '', /password/i);
     assert.equal(await signup.getByLabel('Password').getAttribute('aria-invalid'), 'true');
 
     await signup.getByLabel('Password').fill(PASSWORD);
@@ -88,23 +98,40 @@ describe('notes web app in Chromium', { skip: browserSkip }, () => {
     assert.equal(await page.locator('#create-error').textContent(), 'Enter a title.');
     assert.equal(w.urls.length, posts);
 
+    // The limits show as counters; past one, the form says so and sends nothing (nothing is cut).
+    await page.getByLabel('Title', { exact: true }).fill('g'.repeat(201));
+    assert.equal(await page.locator('output[data-counts="new-title"]').textContent(), '201 / 200');
+    assert.equal(await page.locator('output[data-counts="new-title"].over').count(), 1);
+    await page.getByRole('button', { name: 'Add note' }).click();
+    assert.equal(await page.locator('#create-error').textContent(), 'The title is 201 characters long; at most 200 fit. Shorten it.');
+    assert.equal((await page.getByLabel('Title', { exact: true }).inputValue()).length, 201);
+    assert.equal(w.urls.length, posts);
     await page.getByLabel('Title', { exact: true }).fill('groceries');
+    assert.equal(await page.locator('output[data-counts="new-title"]').textContent(), '9 / 200');
     await page.getByLabel('Text (optional)').fill('milk, eggs');
+    assert.equal(await page.locator('output[data-counts="new-body"]').textContent(), '10 / 10,000');
     await page.getByRole('button', { name: 'Add note' }).click();
     assert.deepEqual(await titlesWhenTotal(page, '(1)'), ['groceries']);
     assert.equal(await page.locator('#notes .note-body').textContent(), 'milk, eggs');
     assert.equal(await page.getByLabel('Title', { exact: true }).inputValue(), '');
+    // One page: no pager.
+    assert.equal(await page.locator('#pager').isHidden(), true);
 
     // Eleven more through the API (a second session of the same user); the page shows them after a
     // reload, which resumes the tab's session from its refresh token without a sign-in.
     const api = await call(notes.url, 'POST', '/auth/login', { body: { email, password: PASSWORD } });
+    const long = ['first line', 'second line', 'third line', 'fourth line, not in the list', 'x'.repeat(9000)].join('\n');
     for (let i = 1; i <= 11; i++) {
-      assert.equal((await call(notes.url, 'POST', '/notes', { token: api.body.access_token, body: { title: `note ${i}` } })).status, 201);
+      const note = { title: `note ${i}`, ...(i === 11 && { body: long }) };
+      assert.equal((await call(notes.url, 'POST', '/notes', { token: api.body.access_token, body: note })).status, 201);
     }
     await page.reload();
     const firstPage = await titlesWhenTotal(page, '(12)');
     assert.deepEqual(firstPage, ['note 11', 'note 10', 'note 9', 'note 8', 'note 7', 'note 6', 'note 5', 'note 4', 'note 3', 'note 2']);
     assert.equal(await page.locator('#page-label').textContent(), 'Page 1 of 2');
+    assert.equal(await page.locator('#pager').isVisible(), true);
+    // The list shows the start of a long note, not all of it.
+    assert.equal(await page.locator('#notes li').first().locator('.note-body').textContent(), 'first line\nsecond line\nthird line…');
     assert.equal(await page.getByRole('button', { name: 'Previous page' }).isDisabled(), true);
     await page.getByRole('button', { name: 'Next page' }).click();
     await page.locator('#page-label').filter({ hasText: 'Page 2 of 2' }).waitFor();
@@ -116,26 +143,54 @@ describe('notes web app in Chromium', { skip: browserSkip }, () => {
     await page.getByRole('button', { name: 'Search' }).click();
     assert.deepEqual(await titlesWhenTotal(page, '(1 matching)'), ['groceries']);
 
-    // Edit in place; Escape leaves it as it was, Save keeps the change.
+    // Search showing one match: no "Page 1 of 1".
+    assert.equal(await page.locator('#pager').isHidden(), true);
+
+    // Edit in place: what is typed is saved on its own, a moment after the last keystroke.
     await page.getByRole('button', { name: 'Edit groceries' }).click();
     const editor = page.getByRole('form', { name: 'Edit groceries' });
-    await editor.getByLabel('Text').fill('changed my mind');
+    const id = Number(await page.locator('#notes li').getAttribute('data-id'));
+    await editor.getByLabel('Text').fill('milk, eggs, butter');
+    await editor
+      .locator('.autosave')
+      .filter({ hasText: /^Saved at / })
+      .waitFor();
+    assert.equal((await storedNote(idp, id))?.body, 'milk, eggs, butter');
+    // Escape closes the note, keeping what was typed (saved first if the autosave had not run yet).
+    await editor.getByLabel('Text').fill('milk, eggs, cheese');
     await editor.getByLabel('Text').press('Escape');
-    await page.locator('#notes .note-body').filter({ hasText: 'milk, eggs' }).waitFor();
+    await page.locator('#notes .note-body').filter({ hasText: 'milk, eggs, cheese' }).waitFor();
+    assert.equal((await storedNote(idp, id))?.body, 'milk, eggs, cheese');
+    // A change that cannot be saved (an empty title) is never dropped without asking.
     await page.getByRole('button', { name: 'Edit groceries' }).click();
     await editor.getByLabel('Title').fill('');
-    await editor.getByRole('button', { name: 'Save' }).click();
+    await editor.getByRole('button', { name: 'Done' }).click();
     assert.equal(await editor.getByRole('alert').textContent(), 'Enter a title.');
+    await editor.getByLabel('Title').press('Escape');
+    const discard = page.getByRole('dialog', { name: 'Discard your changes to “groceries”?' });
+    await discard.waitFor();
+    await assertAccessible(page, 'discard dialog');
+    await screenshots(page, 'notes-discard-dialog');
+    await discard.getByRole('button', { name: 'Keep editing' }).click();
+    await discard.waitFor({ state: 'hidden' });
+    assert.equal(await editor.getByLabel('Title').inputValue(), '');
+    await editor.getByLabel('Title').press('Escape');
+    await discard.getByRole('button', { name: 'Discard changes' }).click();
+    await page.locator('#notes h3').filter({ hasText: 'groceries' }).waitFor();
+    assert.equal((await storedNote(idp, id))?.title, 'groceries');
+    // Edited and closed with Done.
+    await page.getByRole('button', { name: 'Edit groceries' }).click();
     await editor.getByLabel('Title').fill('shopping');
     await editor.getByLabel('Text').fill('milk, eggs, bread');
+    assert.equal(await editor.locator('output.counter').first().textContent(), '8 / 200');
     await assertAccessible(page, 'editing a note');
     await assertNoSidewaysScroll(page, 'editing a note');
-    await editor.getByRole('button', { name: 'Save' }).click();
+    await screenshots(page, 'notes-editing');
+    await page.getByRole('form', { name: 'Edit groceries' }).getByRole('button', { name: 'Done' }).click();
     await page.locator('#notes-status').filter({ hasText: 'Note saved.' }).waitFor();
     assert.deepEqual(await page.locator('#notes h3').allTextContents(), ['shopping']);
     assert.equal(await page.locator('#notes .note-body').textContent(), 'milk, eggs, bread');
-    assert.match(await page.locator('#notes .note-meta').textContent() ?? '', /edited/);
-    const id = Number(await page.locator('#notes li').getAttribute('data-id'));
+    assert.match((await page.locator('#notes .note-meta').textContent()) ?? '', /edited/);
     const stored = await storedNote(idp, id);
     assert.equal(stored?.title, 'shopping');
     assert.equal(stored?.body, 'milk, eggs, bread');
@@ -165,22 +220,40 @@ describe('notes web app in Chromium', { skip: browserSkip }, () => {
 
     // Markup in a note is shown as text, never run or loaded.
     const markup = '<img src="/x" onerror="document.title=\'pwned\'"><script>document.title="pwned"</script>';
-    assert.equal((await call(notes.url, 'POST', '/notes', { token: api.body.access_token, body: { title: markup, body: markup } })).status, 201);
+    assert.equal(
+      (await call(notes.url, 'POST', '/notes', { token: api.body.access_token, body: { title: markup, body: markup } })).status,
+      201,
+    );
     await page.reload();
     assert.equal((await titlesWhenTotal(page, '(12)'))[0], markup);
     assert.equal(await page.locator('#notes .note-body').first().textContent(), markup);
     assert.equal(await page.locator('#notes img, #notes script').count(), 0);
     assert.equal(await page.title(), 'Notes');
 
-    // Sign out ends the session at the provider: the tab forgets its refresh token, which no longer works anyway.
-    const refreshToken = await page.evaluate(() => sessionStorage.getItem('notes-refresh-token'));
-    assert.ok(refreshToken);
-    // Never in localStorage, never in a cookie.
-    assert.equal(await page.evaluate(() => localStorage.length), 0);
-    assert.deepEqual(await page.context().cookies(), []);
+    // The refresh token: only in an HttpOnly, Secure, SameSite=Strict cookie for /auth/browser (kept by
+    // Chromium on http://127.0.0.1); nothing a script can read.
+    const cookies = await page.context().cookies();
+    assert.deepEqual(
+      cookies.map((c) => ({ name: c.name, path: c.path, httpOnly: c.httpOnly, secure: c.secure, sameSite: c.sameSite })),
+      [{ name: 'notes_refresh', path: '/auth/browser', httpOnly: true, secure: true, sameSite: 'Strict' }],
+    );
+    const refreshToken = cookies[0]!.value;
+    const readable = await page.evaluate(() => ({ session: sessionStorage.length, local: localStorage.length, cookie: document.cookie }));
+    assert.deepEqual(readable, { session: 0, local: 0, cookie: '' });
+    // A second tab is signed in at once, with no password asked.
+    const second = await page.context().newPage();
+    const sw = watch(second);
+    await second.goto(`${notes.url}/`);
+    await second.locator('#signed-in').waitFor();
+    assert.equal(await second.locator('#who').textContent(), email);
+    await second.locator('#total').filter({ hasText: '(12)' }).waitFor();
+    assertClean(sw);
+    assertSameOrigin(sw, notes.url);
+    await second.close();
+    // Sign out ends the session at the provider and clears the cookie; its refresh token works no more.
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.locator('#signed-out-status').filter({ hasText: 'You are signed out.' }).waitFor();
-    assert.equal(await page.evaluate(() => sessionStorage.getItem('notes-refresh-token')), null);
+    assert.deepEqual(await page.context().cookies(), []);
     assert.equal((await call(notes.url, 'POST', '/auth/refresh', { body: { refresh_token: refreshToken } })).status, 401);
     await page.reload();
     await page.locator('#signed-out').waitFor();
@@ -189,7 +262,7 @@ describe('notes web app in Chromium', { skip: browserSkip }, () => {
     assertSameOrigin(w, notes.url);
   });
 
-  it('two users in two browser contexts never see each other\'s notes', async () => {
+  it("two users in two browser contexts never see each other's notes", async () => {
     const alice = await signUp(notes.url, 'alice');
     const bob = await signUp(notes.url, 'bob');
     const pages: Page[] = [];
@@ -210,13 +283,19 @@ describe('notes web app in Chromium', { skip: browserSkip }, () => {
       assert.equal(await page.locator('#who').textContent(), user.email);
     }
     const [alicePage, bobPage] = pages as [Page, Page];
-    for (const [page, title] of [[alicePage, 'alice secret plan'], [bobPage, 'bob secret plan']] as const) {
+    for (const [page, title] of [
+      [alicePage, 'alice secret plan'],
+      [bobPage, 'bob secret plan'],
+    ] as const) {
       await page.getByLabel('Title', { exact: true }).fill(title);
       await page.getByRole('button', { name: 'Add note' }).click();
       await page.locator('#notes h3').filter({ hasText: title }).waitFor();
     }
     // Each reloads and searches for both: only their own note, ever.
-    for (const [page, own, other] of [[alicePage, 'alice', 'bob'], [bobPage, 'bob', 'alice']] as const) {
+    for (const [page, own, other] of [
+      [alicePage, 'alice', 'bob'],
+      [bobPage, 'bob', 'alice'],
+    ] as const) {
       await page.reload();
       assert.deepEqual(await titlesWhenTotal(page, '(1)'), [`${own} secret plan`]);
       await page.getByLabel('Search titles and text').fill(other);
@@ -228,7 +307,7 @@ describe('notes web app in Chromium', { skip: browserSkip }, () => {
       assert.deepEqual(await titlesWhenTotal(page, '(1 matching)'), [`${own} secret plan`]);
     }
     // The sessions are the tabs' own: each context holds its user's refresh token only.
-    const tokens = await Promise.all(pages.map((p) => p.evaluate(() => sessionStorage.getItem('notes-refresh-token'))));
+    const tokens = await Promise.all(pages.map(async (p) => (await p.context().cookies())[0]?.value));
     assert.ok(tokens[0] && tokens[1] && tokens[0] !== tokens[1]);
     assertClean(watches[0]!, [401]);
     assertClean(watches[1]!);
@@ -238,8 +317,8 @@ describe('notes web app in Chromium', { skip: browserSkip }, () => {
   it('renews the session before the access token expires, and once more when a token is refused, without a sign-in', async () => {
     // An idp whose clock the test moves: tokens last 120 s (its minimum) of that clock.
     const shift = { ms: 0 };
-    const clockedIdp = await startIdp({ jwtExpirySeconds: 120, clock: () => Date.now() + shift.ms });
-    const clockedNotes = await startNotes(clockedIdp);
+    const clockedIdp = await startIdp({ env: { IDP_JWT_EXPIRY: String(120) }, clock: () => Date.now() + shift.ms });
+    const clockedNotes = await startNotes({ idp: clockedIdp });
     try {
       const user = await signUp(clockedNotes.url, 'refresh');
       const page = await (await newContext()).newPage();
@@ -265,7 +344,7 @@ describe('notes web app in Chromium', { skip: browserSkip }, () => {
       shift.ms += 130_000;
       assert.equal((await call(clockedNotes.url, 'GET', '/notes', { token: original })).status, 401);
       // ...and the page renewed it on its timer (planned a minute before expiry) on its own.
-      const renewal = page.waitForResponse((r) => r.url().endsWith('/auth/refresh') && r.status() === 200);
+      const renewal = page.waitForResponse((r) => r.url().endsWith('/auth/browser/refresh') && r.status() === 200);
       await page.clock.fastForward(130_000);
       await renewal;
       await page.getByLabel('Title', { exact: true }).fill('written after expiry');
@@ -284,19 +363,22 @@ describe('notes web app in Chromium', { skip: browserSkip }, () => {
       assert.deepEqual(await titlesWhenTotal(page, '(1 matching)'), ['written after expiry']);
       assert.deepEqual(
         answers.slice(before).filter((a) => !a.startsWith('GET /assets')),
-        ['GET /notes 401', 'POST /auth/refresh 200', 'GET /notes 200'],
+        ['GET /notes 401', 'POST /auth/browser/refresh 200', 'GET /notes 200'],
       );
       assert.equal(await page.locator('#signed-out').isHidden(), true);
-      assert.deepEqual(await storedNote(clockedIdp, Number(await page.locator('#notes li').getAttribute('data-id'))).then((n) => n?.user_id), user.id);
+      assert.deepEqual(
+        await storedNote(clockedIdp, Number(await page.locator('#notes li').getAttribute('data-id'))).then((n) => n?.user_id),
+        user.id,
+      );
 
       // A refresh token the provider no longer accepts (signed out elsewhere): the page says so and offers the sign-in form.
-      const refreshToken = await page.evaluate(() => sessionStorage.getItem('notes-refresh-token'));
+      const refreshToken = (await page.context().cookies())[0]?.value;
       const current = bearers.at(-1)!;
       assert.equal((await call(clockedNotes.url, 'POST', '/auth/logout', { token: current })).status, 204);
       assert.ok(refreshToken);
       await page.getByRole('button', { name: 'Search' }).click();
       await page.locator('#signed-out-status').filter({ hasText: 'Your session has ended. Sign in again.' }).waitFor();
-      assert.equal(await page.evaluate(() => sessionStorage.getItem('notes-refresh-token')), null);
+      assert.deepEqual(await page.context().cookies(), [], 'the refused cookie was cleared');
       assertClean(w, [401]);
       assertSameOrigin(w, clockedNotes.url);
     } finally {
@@ -305,11 +387,11 @@ describe('notes web app in Chromium', { skip: browserSkip }, () => {
     }
   });
 
-  it('an outage of the provider is shown in the API\'s words and keeps the tab\'s session for when it is back', async () => {
+  it("an outage of the provider is shown in the API's words and keeps the tab's session for when it is back", async () => {
     // The real idp behind a switch: while down, every request to it is answered 503.
     const down = { now: false };
     const upstream = await startUpstream(idp.url, () => (down.now ? { status: 503, body: { message: 'down' } } : 'forward'));
-    const behind = await startNotes({ ...idp, url: upstream.url });
+    const behind = await startNotes({ idp: { ...idp, url: upstream.url } });
     try {
       const user = await signUp(behind.url, 'outage');
       const page = await (await newContext()).newPage();
@@ -318,18 +400,25 @@ describe('notes web app in Chromium', { skip: browserSkip }, () => {
       await page.locator('#signed-out').waitFor();
       down.now = true;
       await signInByForm(page, user.email);
-      await page.locator('#signin-error').filter({ hasText: 'Identity provider unavailable, try again shortly' }).waitFor();
+      await page
+        .locator('#signin-error')
+        .filter({ hasText: 'The sign-in service cannot be reached just now. Try again in a moment.' })
+        .waitFor();
       down.now = false;
       await signInByForm(page, user.email);
       await page.locator('#signed-in').waitFor();
-      const refreshToken = await page.evaluate(() => sessionStorage.getItem('notes-refresh-token'));
+      const refreshToken = (await page.context().cookies())[0]?.value;
+      assert.ok(refreshToken);
 
       // A reload during the outage cannot renew the session, but does not end it. (The service's
       // refresh answers 503 only after supabase-js has retried for about 25 s.)
       down.now = true;
       await page.reload();
-      await page.locator('#page-error').filter({ hasText: 'Your session could not be restored: Identity provider unavailable' }).waitFor({ timeout: 45_000 });
-      assert.equal(await page.evaluate(() => sessionStorage.getItem('notes-refresh-token')), refreshToken);
+      await page
+        .locator('#page-error')
+        .filter({ hasText: 'Your session could not be restored. The sign-in service cannot be reached just now.' })
+        .waitFor({ timeout: 45_000 });
+      assert.equal((await page.context().cookies())[0]?.value, refreshToken, 'an outage does not end the session');
       await assertAccessible(page, 'outage');
       down.now = false;
       await page.reload();
@@ -343,13 +432,18 @@ describe('notes web app in Chromium', { skip: browserSkip }, () => {
     }
   });
 
-  it('the reset-password page reads the recovery link\'s fragment, wipes it from the address, and explains a bad link', async () => {
+  it("the reset-password page reads the recovery link's fragment, wipes it from the address, and explains a bad link", async () => {
     const page = await (await newContext()).newPage();
     const w = watch(page);
     // The provider's answer for an expired or used link.
-    await page.goto(`${notes.url}/reset-password#error=access_denied&error_code=otp_expired&error_description=Email+link+is+invalid+or+has+expired`);
+    await page.goto(
+      `${notes.url}/reset-password#error=access_denied&error_code=otp_expired&error_description=Email+link+is+invalid+or+has+expired`,
+    );
     await page.locator('#link-problem').waitFor();
-    assert.equal(await page.locator('#problem-text').textContent(), 'Email link is invalid or has expired. Reset links work once and for a limited time; ask for a new one.');
+    assert.equal(
+      await page.locator('#problem-text').textContent(),
+      'This reset link has expired or was already used. Reset links work once and for a limited time; ask for a new one.',
+    );
     assert.equal(new URL(page.url()).hash, '');
     assert.equal(await page.locator('#reset-form').isHidden(), true);
     await assertAccessible(page, 'reset link problem');
@@ -358,13 +452,15 @@ describe('notes web app in Chromium', { skip: browserSkip }, () => {
     // Opened without a link's session.
     await page.goto(`${notes.url}/reset-password`);
     await page.locator('#link-problem').waitFor();
-    assert.match(await page.locator('#problem-text').textContent() ?? '', /opens from the link in a password-reset email/);
+    assert.match((await page.locator('#problem-text').textContent()) ?? '', /opens from the link in a password-reset email/);
 
     // With a session in the fragment: the form, which checks the two entries agree before sending anything.
     const user = await signUp(notes.url, 'reset-form');
     // The link comes from elsewhere (a mail): a whole navigation, not a change of this page's fragment.
     await page.goto('about:blank');
-    await page.goto(`${notes.url}/reset-password#access_token=${user.token}&refresh_token=${user.refreshToken}&expires_at=${Math.floor(Date.now() / 1000) + 3600}&expires_in=3600&token_type=bearer&type=recovery`);
+    await page.goto(
+      `${notes.url}/reset-password#access_token=${user.token}&refresh_token=${user.refreshToken}&expires_at=${Math.floor(Date.now() / 1000) + 3600}&expires_in=3600&token_type=bearer&type=recovery`,
+    );
     await page.locator('#reset-form').waitFor();
     assert.equal(new URL(page.url()).hash, '');
     assert.equal(await page.locator('#username').inputValue(), user.email);
@@ -393,9 +489,10 @@ describe('notes web app in Chromium', { skip: browserSkip }, () => {
     // The idp mails through a real SMTP server. Notes is reached at the address its mails link to
     // (NOTES_PUBLIC_URL, a port known before it starts, forwarded to the service).
     const smtp = await startSmtp();
-    const mailingIdp = await startIdp({ env: { SMTP_URL: smtp.url } });
+    // Notes listens on a port chosen at start: the idp allows its pages on any local port.
+    const mailingIdp = await startIdp({ env: { SMTP_URL: smtp.url, IDP_REDIRECT_URLS: 'http://127.0.0.1:*/**' } });
     const publicUrl = `http://127.0.0.1:${await freePort()}`;
-    const mailingNotes = await startNotes(mailingIdp, { NOTES_PUBLIC_URL: publicUrl });
+    const mailingNotes = await startNotes({ idp: mailingIdp, env: { NOTES_PUBLIC_URL: publicUrl } });
     const forward = await forwardPort(Number(new URL(publicUrl).port), mailingNotes.url);
     try {
       const user = await signUp(mailingNotes.url, 'recover');
@@ -417,11 +514,11 @@ describe('notes web app in Chromium', { skip: browserSkip }, () => {
       await page.locator('#reset-form').waitFor();
       assert.equal(new URL(page.url()).hash, '', 'the tokens left the address bar');
 
-      // The provider's refusal of a weak password, in the API's words.
+      // The provider's refusal of a weak password, in words for a person.
       await page.getByLabel('New password', { exact: true }).fill('abc');
       await page.getByLabel('New password again').fill('abc');
       await page.getByRole('button', { name: 'Change password' }).click();
-      await page.locator('#reset-error').filter({ hasText: 'Password is too weak' }).waitFor();
+      await page.locator('#reset-error').filter({ hasText: 'This password is too short. Use at least 6 characters' }).waitFor();
       await page.getByLabel('New password', { exact: true }).fill('a brand new passphrase');
       await page.getByLabel('New password again').fill('a brand new passphrase');
       const logout = page.waitForResponse((r) => r.url().endsWith('/auth/logout'));
@@ -442,7 +539,7 @@ describe('notes web app in Chromium', { skip: browserSkip }, () => {
       await page.goto(link);
       await page.waitForURL(`${publicUrl}/reset-password`);
       await page.locator('#link-problem').waitFor();
-      assert.match(await page.locator('#problem-text').textContent() ?? '', /invalid or has expired/);
+      assert.match((await page.locator('#problem-text').textContent()) ?? '', /expired or was already used/);
       assertClean(w, [400]);
       // Same origin throughout, but for the mailed link itself (the idp's, which redirects back).
       assertSameOrigin({ ...w, urls: w.urls.filter((u) => !u.startsWith(`${mailingIdp.url}/auth/v1/verify?`)) }, publicUrl);
@@ -450,6 +547,159 @@ describe('notes web app in Chromium', { skip: browserSkip }, () => {
       await forward.close();
       await mailingNotes.close();
       await mailingIdp.close();
+      await smtp.close();
+    }
+  });
+
+  it("notes' own mail link: opened by a scanner it spends nothing; clicked in the mail it opens a new tab, uses the token only on Continue", async () => {
+    // The idp as npm start configures it for notes: its mails link to notes' page with the token hash.
+    const smtp = await startSmtp();
+    const mailingIdp = await startIdp({
+      env: {
+        SMTP_URL: smtp.url,
+        MAIL_FROM: 'Notes <noreply@localhost>',
+        IDP_MAILER_SITE_NAME: 'Notes',
+        IDP_MAILER_OFFER_CODE: 'false',
+        IDP_MAILER_LINK_RECOVERY: '{{ .RedirectTo }}?token_hash={{ .TokenHash }}&type=recovery',
+        // Notes' pages are another origin (its port is picked below), as npm start allows them.
+        IDP_REDIRECT_URLS: 'http://127.0.0.1:*/**',
+      },
+    });
+    const publicUrl = `http://127.0.0.1:${await freePort()}`;
+    const mailingNotes = await startNotes({ idp: mailingIdp, env: { NOTES_PUBLIC_URL: publicUrl } });
+    const forward = await forwardPort(Number(new URL(publicUrl).port), mailingNotes.url);
+    try {
+      const user = await signUp(mailingNotes.url, 'scanned');
+      const context = await newContext();
+      const page = await context.newPage();
+      await page.goto(`${publicUrl}/forgot-password`);
+      await page.getByLabel('Email', { exact: true }).fill(user.email);
+      await page.getByRole('button', { name: 'Send the link' }).click();
+      await page.locator('#sent').waitFor();
+
+      const mail = await smtp.waitForMail(user.email);
+      assert.equal(mail.subject, 'Reset your Notes password');
+      assert.doesNotMatch(mail.text, /code/i);
+      const link = linkIn(mail, `${publicUrl}/reset-password?token_hash=`);
+      // A mail scanner fetches the link, twice, and even renders it: nothing is spent.
+      for (let i = 0; i < 2; i++) assert.equal((await fetch(link)).status, 200);
+      const scanner = await context.newPage();
+      const scanned = watch(scanner);
+      await scanner.goto(link);
+      await scanner.locator('#continue-form').waitFor();
+      await scanner.close();
+      assert.ok(!scanned.urls.some((u) => u.endsWith('/auth/verify')), 'opening the page verified the link');
+
+      // The person clicks the link in the mail: a new tab, which cannot reach back into the mail's window.
+      const inbox = await context.newPage();
+      await inbox.setContent(mail.html ?? '');
+      const [tab] = await Promise.all([
+        context.waitForEvent('page'),
+        inbox.getByRole('link', { name: 'Reset your Notes password' }).click(),
+      ]);
+      const w = watch(tab);
+      await tab.locator('#continue-form').waitFor();
+      assert.equal(await tab.evaluate(() => window.opener), null);
+      assert.equal(new URL(tab.url()).search, '', 'the token hash left the address bar');
+      await assertAccessible(tab, 'reset link, before continuing');
+      await assertNoSidewaysScroll(tab, 'reset link, before continuing');
+      await screenshots(tab, 'notes-reset-password-continue');
+      const verified = tab.waitForResponse((r) => r.url().endsWith('/auth/verify'));
+      await tab.getByRole('button', { name: 'Continue' }).click();
+      assert.equal((await verified).status(), 200);
+      await tab.locator('#reset-form').waitFor();
+      assert.equal(await tab.locator('#username').inputValue(), user.email);
+
+      // A common password: refused, in words.
+      await tab.getByLabel('New password', { exact: true }).fill('password1');
+      await tab.getByLabel('New password again').fill('password1');
+      await tab.getByRole('button', { name: 'Change password' }).click();
+      await tab.locator('#reset-error').filter({ hasText: 'one of the most commonly used' }).waitFor();
+      await tab.getByLabel('New password', { exact: true }).fill('a brand new passphrase');
+      await tab.getByLabel('New password again').fill('a brand new passphrase');
+      await tab.getByRole('button', { name: 'Change password' }).click();
+      await tab.locator('#done').waitFor();
+      const login = await call(mailingNotes.url, 'POST', '/auth/login', {
+        body: { email: user.email, password: 'a brand new passphrase' },
+      });
+      assert.equal(login.status, 200);
+
+      // Used once: the link opened again says so after Continue, in words.
+      await tab.goto(link);
+      await tab.getByRole('button', { name: 'Continue' }).click();
+      await tab.locator('#link-problem').waitFor();
+      assert.equal(
+        await tab.locator('#problem-text').textContent(),
+        'This reset link has expired or was already used. Reset links work once and for a limited time; ask for a new one.',
+      );
+      await assertAccessible(tab, 'reset link used');
+      assertClean(w, [400, 401]);
+      assertSameOrigin(w, publicUrl);
+    } finally {
+      await forward.close();
+      await mailingNotes.close();
+      await mailingIdp.close();
+      await smtp.close();
+    }
+  });
+
+  it('the forgot-password page says what went wrong in words, never the API text', async () => {
+    const page = await (await newContext()).newPage();
+    const w = watch(page);
+    await page.goto(`${notes.url}/forgot-password`);
+    await page.getByLabel('Email', { exact: true }).fill('not an address');
+    await page.getByRole('button', { name: 'Send the link' }).click();
+    await page.locator('#forgot-error').filter({ hasText: 'This does not look like an email address' }).waitFor();
+    assert.equal(await page.getByLabel('Email', { exact: true }).getAttribute('aria-invalid'), 'true');
+    assert.doesNotMatch((await page.locator('#forgot-error').textContent()) ?? '', /must be|valid email/);
+    assertClean(w, [400]);
+  });
+
+  it('the confirm page: opening the link confirms nothing, the button does, once; the used link says so in words', async () => {
+    const smtp = await startSmtp();
+    const confirmingIdp = await startIdp({
+      env: {
+        SMTP_URL: smtp.url,
+        IDP_AUTOCONFIRM: 'false',
+        IDP_MAILER_SITE_NAME: 'Notes',
+        IDP_MAILER_OFFER_CODE: 'false',
+        IDP_MAILER_LINK_SIGNUP: '{{ .RedirectTo }}?token_hash={{ .TokenHash }}&type=signup',
+        // Notes' pages are another origin (its port is picked below), as npm start allows them.
+        IDP_REDIRECT_URLS: 'http://127.0.0.1:*/**',
+      },
+    });
+    const publicUrl = `http://127.0.0.1:${await freePort()}`;
+    const confirmingNotes = await startNotes({ idp: confirmingIdp, env: { NOTES_PUBLIC_URL: publicUrl } });
+    const forward = await forwardPort(Number(new URL(publicUrl).port), confirmingNotes.url);
+    try {
+      const email = uniqueEmail('confirm-page');
+      const login = () => call(confirmingNotes.url, 'POST', '/auth/login', { body: { email, password: PASSWORD } });
+      assert.equal((await call(confirmingNotes.url, 'POST', '/auth/register', { body: { email, password: PASSWORD } })).status, 201);
+      const link = linkIn(await smtp.waitForMail(email), `${publicUrl}/confirm?token_hash=`);
+      const page = await (await newContext()).newPage();
+      const w = watch(page);
+      await page.goto(link);
+      await page.locator('#confirm-form').waitFor();
+      assert.equal(new URL(page.url()).search, '', 'the token hash left the address bar');
+      assert.equal((await login()).status, 401, 'showing the page confirmed the address');
+      await assertAccessible(page, 'confirm');
+      await assertNoSidewaysScroll(page, 'confirm');
+      await screenshots(page, 'notes-confirm');
+      await page.getByRole('button', { name: 'Confirm my address' }).click();
+      await page.locator('#done').waitFor();
+      assert.equal((await login()).status, 200);
+
+      await page.goto(link);
+      await page.getByRole('button', { name: 'Confirm my address' }).click();
+      await page.locator('#link-problem').waitFor();
+      assert.match((await page.locator('#problem-text').textContent()) ?? '', /^This confirmation link has expired or was already used\./);
+      await assertAccessible(page, 'confirm link used');
+      assertClean(w, [401]);
+      assertSameOrigin(w, publicUrl);
+    } finally {
+      await forward.close();
+      await confirmingNotes.close();
+      await confirmingIdp.close();
       await smtp.close();
     }
   });

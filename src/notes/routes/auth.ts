@@ -1,22 +1,24 @@
 import { Type } from '@sinclair/typebox';
-import { HttpError } from '../../kit/errors.js';
-import type { App } from '../../kit/http.js';
+import { HttpError } from '../../kit/http/errors.js';
+import type { App } from '../../kit/http/app.js';
 import type { Identity } from '../identity.js';
-import { EMAIL_INVALID, PASSWORD_TOO_WEAK, REFRESH_REFUSED } from '../identity.js';
+import { EMAIL_INVALID, LINK_REFUSED, PASSWORD_TOO_WEAK, REFRESH_REFUSED } from '../identity.js';
 import {
   BEARER_SECURITY,
   CredentialsBody,
   ErrorMessage,
   Errors,
+  LinkSession,
   LoginSession,
   NewPassword,
   PasswordResetRequest,
   RefreshRequest,
   RegisteredUser,
+  VerifyLinkRequest,
 } from '../schemas.js';
 import { callers, installBearerAuth } from '../bearer-auth.js';
 import type { TokenVerifier } from '../token-verifier.js';
-import { described } from '../../kit/openapi.js';
+import { described } from '../../kit/http/openapi.js';
 
 // Public routes: sign-up and login, forwarded to the identity provider with the caller's address
 // (request.ip, which believes X-Forwarded-For only from TRUST_PROXY), so that the provider's
@@ -29,6 +31,8 @@ const credentialsRequired = () => new HttpError(400, 'email and password are req
 export async function authRoutes(app: App, { identity, publicUrl }: { identity: Identity; publicUrl: string }): Promise<void> {
   // The page the recovery link leads to, with the session in its fragment.
   const resetPage = `${publicUrl.replace(/\/+$/, '')}/reset-password`;
+  // The page a sign-up's confirmation mail leads to, when the provider confirms addresses by mail.
+  const confirmPage = `${publicUrl.replace(/\/+$/, '')}/confirm`;
   app.post(
     '/register',
     {
@@ -40,8 +44,6 @@ export async function authRoutes(app: App, { identity, publicUrl }: { identity: 
         response: {
           201: RegisteredUser,
           400: Errors.invalid('email and password are required'),
-          413: Errors.tooLarge,
-          415: Errors.mediaType,
           429: Errors.rateLimited,
           503: Errors.unavailable,
         },
@@ -49,7 +51,7 @@ export async function authRoutes(app: App, { identity, publicUrl }: { identity: 
     },
     async (request, reply) => {
       if (request.validationError) throw credentialsRequired();
-      return reply.code(201).send(await identity.register(request.body, request.ip));
+      return reply.code(201).send(await identity.register(request.body, request.ip, confirmPage));
     },
   );
 
@@ -65,8 +67,6 @@ export async function authRoutes(app: App, { identity, publicUrl }: { identity: 
           200: LoginSession,
           400: Errors.invalid('email and password are required'),
           401: described(ErrorMessage, 'No user with this email and password', { message: 'Invalid login credentials' }),
-          413: Errors.tooLarge,
-          415: Errors.mediaType,
           429: Errors.rateLimited,
           503: Errors.unavailable,
         },
@@ -87,15 +87,13 @@ export async function authRoutes(app: App, { identity, publicUrl }: { identity: 
         summary: 'Mail a password recovery link to the address (202 whether or not it belongs to anyone)',
         description:
           'The identity provider mails a link to <NOTES_PUBLIC_URL>/reset-password with the session in the URL fragment (#access_token=…&type=recovery); ' +
-          'that page sets the new password with POST /auth/password. A second request for one address within the provider\'s mail interval answers 202 and sends nothing.',
+          "that page sets the new password with POST /auth/password. A second request for one address within the provider's mail interval answers 202 and sends nothing.",
         body: PasswordResetRequest,
         response: {
           202: described(Type.Object({ message: Type.String() }), 'Accepted: a mail goes out if the address belongs to a user', {
             message: 'If this address belongs to an account, a password reset link is on its way',
           }),
           400: Errors.invalid(EMAIL_INVALID),
-          413: Errors.tooLarge,
-          415: Errors.mediaType,
           429: Errors.rateLimited,
           503: Errors.unavailable,
         },
@@ -105,6 +103,36 @@ export async function authRoutes(app: App, { identity, publicUrl }: { identity: 
       if (request.validationError) throw new HttpError(400, EMAIL_INVALID);
       await identity.requestPasswordReset(request.body.email, resetPage, request.ip);
       return reply.code(202).send({ message: 'If this address belongs to an account, a password reset link is on its way' });
+    },
+  );
+
+  app.post(
+    '/verify',
+    {
+      attachValidation: true,
+      schema: {
+        tags: ['auth'],
+        summary: "Use a mailed link's token when the person confirms: a session for its one step",
+        description:
+          'The pages a mailed link opens (/reset-password, /confirm) show a button and send the token hash here only when it is pressed, so a ' +
+          "mail scanner that opens the link spends nothing. The provider's refresh token stays here: the session serves the page's one step " +
+          '(POST /auth/password, then POST /auth/logout).',
+        body: VerifyLinkRequest,
+        response: {
+          200: LinkSession,
+          400: Errors.invalid('token_hash and type (recovery or signup) are required'),
+          401: described(ErrorMessage, 'The link was used, has expired, was replaced by a newer one, or never existed', {
+            message: LINK_REFUSED,
+          }),
+          429: Errors.rateLimited,
+          503: Errors.unavailable,
+        },
+      },
+    },
+    async (request) => {
+      if (request.validationError) throw new HttpError(400, 'token_hash and type (recovery or signup) are required');
+      const session = await identity.verifyLink(request.body.token_hash, request.body.type, request.ip);
+      return { access_token: session.access_token, expires_at: session.expires_at };
     },
   );
 
@@ -119,9 +147,9 @@ export async function authRoutes(app: App, { identity, publicUrl }: { identity: 
         response: {
           200: LoginSession,
           400: Errors.invalid('refresh_token is required'),
-          401: described(ErrorMessage, 'The provider refused the refresh token (unknown, revoked or already used)', { message: REFRESH_REFUSED }),
-          413: Errors.tooLarge,
-          415: Errors.mediaType,
+          401: described(ErrorMessage, 'The provider refused the refresh token (unknown, revoked or already used)', {
+            message: REFRESH_REFUSED,
+          }),
           429: Errors.rateLimited,
           503: Errors.unavailable,
         },
@@ -135,7 +163,10 @@ export async function authRoutes(app: App, { identity, publicUrl }: { identity: 
 }
 
 /** Routes of /auth that act for a signed-in caller: the plugin installs the bearer check itself. */
-export async function sessionRoutes(app: App, { identity, verifyToken }: { identity: Identity; verifyToken: TokenVerifier }): Promise<void> {
+export async function sessionRoutes(
+  app: App,
+  { identity, verifyToken }: { identity: Identity; verifyToken: TokenVerifier },
+): Promise<void> {
   installBearerAuth(app, verifyToken);
   app.post(
     '/logout',
@@ -144,7 +175,8 @@ export async function sessionRoutes(app: App, { identity, verifyToken }: { ident
         tags: ['auth'],
         security: BEARER_SECURITY,
         summary: "End the caller's session at the identity provider",
-        description: 'The access token stops working at once in IDP_VERIFY=remote (at its expiry in local); its refresh token stops working.',
+        description:
+          'The access token stops working at once in IDP_VERIFY=remote (at its expiry in local); its refresh token stops working.',
         response: {
           204: described(Type.Null(), 'Signed out'),
           401: Errors.noToken,
@@ -174,8 +206,6 @@ export async function sessionRoutes(app: App, { identity, verifyToken }: { ident
             message: PASSWORD_TOO_WEAK,
           }),
           401: Errors.noToken,
-          413: Errors.tooLarge,
-          415: Errors.mediaType,
           429: Errors.rateLimited,
           503: Errors.unavailable,
         },

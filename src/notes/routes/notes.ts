@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
-import { described } from '../../kit/openapi.js';
-import { HttpError } from '../../kit/errors.js';
-import type { App } from '../../kit/http.js';
+import { described } from '../../kit/http/openapi.js';
+import { HttpError } from '../../kit/http/errors.js';
+import type { App } from '../../kit/http/app.js';
 import { callers, installBearerAuth } from '../bearer-auth.js';
 import type { NotesStore } from '../notes-store.js';
 import type { TokenVerifier } from '../token-verifier.js';
@@ -60,7 +60,12 @@ export async function notesRoutes(app: App, { store, verifyToken }: { store: Not
         security: BEARER_SECURITY,
         summary: 'Create a note owned by the caller',
         body: NewNote,
-        response: { 201: Note, 400: Errors.invalid('body/title must NOT have fewer than 1 characters'), 413: Errors.tooLarge, 415: Errors.mediaType, ...authFailures, 500: Errors.storeFailed },
+        response: {
+          201: Note,
+          400: Errors.invalid('body/title must NOT have fewer than 1 characters'),
+          ...authFailures,
+          500: Errors.storeFailed,
+        },
       },
     },
     async (request, reply) => reply.code(201).send(await store.create(callers.get(request).accessToken, request.body)),
@@ -81,8 +86,6 @@ export async function notesRoutes(app: App, { store, verifyToken }: { store: Not
           200: Note,
           400: Errors.invalid('body must contain at least one of title, body'),
           404: Errors.notFound,
-          413: Errors.tooLarge,
-          415: Errors.mediaType,
           ...authFailures,
           500: Errors.storeFailed,
         },
@@ -91,7 +94,8 @@ export async function notesRoutes(app: App, { store, verifyToken }: { store: Not
     async (request) => {
       const id = noteId(request);
       const changes = request.body;
-      if (changes.title === undefined && changes.body === undefined) throw new HttpError(400, 'body must contain at least one of title, body');
+      if (changes.title === undefined && changes.body === undefined)
+        throw new HttpError(400, 'body must contain at least one of title, body');
       // Another user's note and a missing one look the same: RLS leaves nothing to update.
       const updated = await store.update(callers.get(request).accessToken, id, changes);
       if (updated.length === 0) throw noteNotFound();
@@ -127,7 +131,10 @@ export async function notesRoutes(app: App, { store, verifyToken }: { store: Not
  * is the same 404 as a missing one, answered without asking the store. On PATCH a body that breaks
  * its rules is a 400, but only for an id that could name a note.
  */
-function noteId(request: { validationError?: { validationContext?: string; message: string } | undefined; params: { id: string } }): string {
+function noteId(request: {
+  validationError?: { validationContext?: string; message: string } | undefined;
+  params: { id: string };
+}): string {
   const error = request.validationError;
   if (error && (error.validationContext === 'params' || !/^[0-9]{1,19}$/.test(request.params.id))) throw noteNotFound();
   const id = BigInt(request.params.id);

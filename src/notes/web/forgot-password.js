@@ -1,8 +1,21 @@
-import { say } from '/assets/api.js';
+import { ApiError, formatWait, say } from '/assets/api.js';
 import { request } from '/assets/notes/session.js';
 
 const form = document.getElementById('forgot-form');
 const errorBox = document.getElementById('forgot-error');
+
+/** The words for a refusal: what happened and what to do, never the API's own text. */
+function inWords(err) {
+  if (!(err instanceof ApiError)) return 'Something went wrong. Try again.';
+  if (err.status === 0) return err.message; // already in words: the service could not be reached
+  if (err.status === 400) return 'This does not look like an email address. Check it and try again.';
+  if (err.status === 429) {
+    return err.retryAfter
+      ? `Too many requests from here. Try again in ${formatWait(err.retryAfter)}.`
+      : 'Too many requests from here. Try again later.';
+  }
+  return 'The link could not be sent just now. Try again in a few minutes.';
+}
 
 form.addEventListener('submit', async (event) => {
   event.preventDefault();
@@ -22,7 +35,9 @@ form.addEventListener('submit', async (event) => {
     await request('/auth/password-reset', { method: 'POST', body: { email } });
   } catch (err) {
     button.disabled = false;
-    return say(errorBox, err.message);
+    if (err instanceof ApiError && err.status === 400) input.setAttribute('aria-invalid', 'true');
+    say(errorBox, inWords(err));
+    return input.focus();
   }
   document.getElementById('sent-to').textContent = email;
   form.hidden = true;

@@ -1,7 +1,24 @@
-import { ApiError, el, formatInstant, formatNumber, say } from '/assets/api.js';
-import { authorized, onSessionEnded, register, resume, SessionEnded, signedInEmail, signIn, signOut } from '/assets/notes/session.js';
+import { el, formatInstant, formatNumber, say } from '/assets/api.js';
+import {
+  authorized,
+  explain,
+  onSessionEnded,
+  register,
+  resume,
+  SessionEnded,
+  signedInEmail,
+  signIn,
+  signOut,
+} from '/assets/notes/session.js';
 
 const PER_PAGE = 10;
+/** The service's limits, shown as counters beside the fields rather than cutting what is typed. */
+const LIMITS = { title: 200, body: 10_000 };
+/** A note being edited is saved this long after the last keystroke. */
+const AUTOSAVE_MS = 1500;
+/** The list shows the start of each note: its first lines, up to this many characters. */
+const PREVIEW_LINES = 3;
+const PREVIEW_CHARACTERS = 240;
 const $ = (id) => document.getElementById(id);
 const signedOutBox = $('signed-out');
 const signedInBox = $('signed-in');
@@ -9,6 +26,7 @@ const list = $('notes');
 const statusBox = $('notes-status');
 const errorBox = $('notes-error');
 const state = { q: '', page: 1, last: 1, notes: new Map() };
+const characters = (text) => [...text].length;
 
 function showSignedOut(message) {
   $('loading').hidden = true;
@@ -35,13 +53,43 @@ onSessionEnded((err) => {
 /** A refusal of a call: an ended session has already switched the page; the rest is shown in `box`. */
 function handle(err, box = errorBox) {
   if (err instanceof SessionEnded) return;
-  say(box, err.message);
+  say(box, explain(err));
 }
 
 function markInvalid(input, invalid) {
   if (invalid) input.setAttribute('aria-invalid', 'true');
   else input.removeAttribute('aria-invalid');
 }
+
+// ---- counters: the limits shown as the person types ----------------------------------------------
+
+/** The counter of a field (`<output data-counts="<input id>">`), updated as it is typed in. */
+function count(input) {
+  const out = input.form.querySelector(`output[data-counts="${input.id}"]`);
+  if (!out) return;
+  const limit = LIMITS[input.name];
+  const used = characters(input.value);
+  out.textContent = `${formatNumber(used)} / ${formatNumber(limit)}`;
+  out.classList.toggle('over', used > limit);
+}
+
+/** The first field over its limit, with what to say about it; undefined when both fit. */
+function overLimit(form) {
+  const title = form.elements.title;
+  const body = form.elements.body;
+  if (characters(title.value) > LIMITS.title)
+    return { input: title, text: `The title is ${formatNumber(characters(title.value))} characters long; at most 200 fit. Shorten it.` };
+  if (characters(body.value) > LIMITS.body)
+    return {
+      input: body,
+      text: `The text is ${formatNumber(characters(body.value))} characters long; at most 10,000 fit. Shorten it, or split it into two notes.`,
+    };
+  return undefined;
+}
+
+document.addEventListener('input', (event) => {
+  if (event.target.matches('input[name="title"], textarea[name="body"]')) count(event.target);
+});
 
 // ---- signing in and up ------------------------------------------------------------------------
 
@@ -52,7 +100,7 @@ function credentials(form, errorOut) {
   markInvalid(form.elements.email, !email);
   markInvalid(form.elements.password, email && !password);
   if (!email || !password) {
-    say(errorOut, 'Enter your email and a password.');
+    say(errorOut, 'Enter your email address and a password.');
     (email ? form.elements.password : form.elements.email).focus();
     return undefined;
   }
@@ -69,6 +117,7 @@ async function enter() {
   state.q = '';
   state.page = 1;
   $('q').value = '';
+  for (const input of $('create-form').querySelectorAll('input, textarea')) count(input);
   await load();
   $('new-title').focus();
 }
@@ -86,7 +135,7 @@ $('signin-form').addEventListener('submit', async (event) => {
     await signIn(input.email, input.password);
     await enter();
   } catch (err) {
-    say(errorOut, err.message);
+    say(errorOut, explain(err));
     form.elements.password.focus();
   } finally {
     button.disabled = false;
@@ -107,17 +156,18 @@ $('signup-form').addEventListener('submit', async (event) => {
     await register(input.email, input.password);
   } catch (err) {
     button.disabled = false;
-    say(errorOut, err.message);
-    markInvalid(form.elements.password, /password/i.test(err.message));
-    return (/password/i.test(err.message) ? form.elements.password : form.elements.email).focus();
+    const text = explain(err);
+    say(errorOut, text);
+    markInvalid(form.elements.password, /password/i.test(text));
+    return (/password/i.test(text) ? form.elements.password : form.elements.email).focus();
   }
   try {
     await signIn(input.email, input.password);
     await enter();
   } catch (err) {
     // Registered, but not signed in: the provider wants the address confirmed first.
-    if (err instanceof ApiError && err.status === 401) say($('signup-status'), 'Account created. Confirm your address with the link we emailed you, then sign in.');
-    else say(errorOut, err.message);
+    if (err.status === 401) say($('signup-status'), 'Account created. Confirm your address with the link we emailed you, then sign in.');
+    else say(errorOut, explain(err));
   } finally {
     button.disabled = false;
   }
@@ -149,6 +199,8 @@ async function load() {
     return load();
   }
   $('total').textContent = `(${formatNumber(total)}${state.q ? ' matching' : ''})`;
+  // A pager only when there is more than one page.
+  $('pager').hidden = state.last <= 1;
   $('page-label').textContent = `Page ${state.page} of ${state.last}`;
   $('prev').disabled = state.page <= 1;
   $('next').disabled = state.page >= state.last;
@@ -158,13 +210,21 @@ async function load() {
   list.replaceChildren(...result.data.map((n) => el('li', { class: 'note card', 'data-id': n.id }, noteView(n))));
 }
 
+/** The start of a note's text: its first lines, cut at a word, with "…" when there is more. */
+function preview(body) {
+  const lines = body.split('\n').filter((line) => line.trim() !== '');
+  let text = lines.slice(0, PREVIEW_LINES).join('\n');
+  if (text.length > PREVIEW_CHARACTERS) text = text.slice(0, PREVIEW_CHARACTERS).replace(/\s+\S*$/, '');
+  return text.length < body.trim().length ? `${text}…` : text;
+}
+
 function noteView(note) {
   const edited = note.updated_at && note.updated_at !== note.created_at;
   return el(
     'article',
     { 'aria-labelledby': `note-${note.id}-title` },
     el('h3', { id: `note-${note.id}-title`, class: 'break' }, note.title),
-    note.body ? el('p', { class: 'note-body break' }, note.body) : null,
+    note.body ? el('p', { class: 'note-body break' }, preview(note.body)) : null,
     el(
       'p',
       { class: 'note-meta muted' },
@@ -180,15 +240,35 @@ function noteView(note) {
   );
 }
 
+/** A field with its label and its counter. */
+function counted(id, label, control) {
+  return el(
+    'div',
+    { class: 'field' },
+    el(
+      'div',
+      { class: 'label-row' },
+      el('label', { for: id }, label),
+      el('output', { class: 'counter', 'data-counts': id, 'aria-live': 'off' }),
+    ),
+    control,
+  );
+}
+
 function editView(note) {
   const id = `edit-${note.id}`;
   return el(
     'form',
     { class: 'edit-form', 'aria-label': `Edit ${note.title}`, novalidate: true },
-    el('div', { class: 'field' }, el('label', { for: `${id}-title` }, 'Title'), el('input', { id: `${id}-title`, name: 'title', type: 'text', required: true, maxlength: 200, value: note.title, autocomplete: 'off' })),
-    el('div', { class: 'field' }, el('label', { for: `${id}-body` }, 'Text'), el('textarea', { id: `${id}-body`, name: 'body', rows: 4, maxlength: 10000 }, note.body ?? '')),
+    counted(
+      `${id}-title`,
+      'Title',
+      el('input', { id: `${id}-title`, name: 'title', type: 'text', required: true, value: note.title, autocomplete: 'off' }),
+    ),
+    counted(`${id}-body`, 'Text', el('textarea', { id: `${id}-body`, name: 'body', rows: 8 }, note.body ?? '')),
     el('p', { class: 'message error', role: 'alert', hidden: true }),
-    el('div', { class: 'actions' }, el('button', { type: 'submit' }, 'Save'), el('button', { type: 'button', class: 'secondary', 'data-action': 'cancel' }, 'Cancel')),
+    el('p', { class: 'autosave hint', role: 'status' }, 'Changes are saved as you type. Escape or Done closes the note.'),
+    el('div', { class: 'actions' }, el('button', { type: 'submit' }, 'Done')),
   );
 }
 
@@ -199,9 +279,82 @@ function itemOf(id) {
 function showNote(note, focusAction) {
   const item = itemOf(note.id);
   if (!item) return;
+  editors.get(String(note.id))?.stop();
+  editors.delete(String(note.id));
   item.replaceChildren(noteView(note));
   if (focusAction) item.querySelector(`button[data-action="${focusAction}"]`)?.focus();
 }
+
+// ---- editing: saved as it is typed ---------------------------------------------------------------
+
+/** The open editors by note id: what is saved, and the save planned after the last keystroke. */
+const editors = new Map();
+
+/**
+ * An editor of one note. Typing plans a save AUTOSAVE_MS after the last
+ * keystroke; `flush()` saves now what is not saved yet. A title that is
+ * empty or over its limit is not saved (the form says why) until it is fixed.
+ */
+function startEditor(note, form) {
+  const status = form.querySelector('.autosave');
+  const errorOut = form.querySelector('.message.error');
+  let saved = { title: note.title, body: note.body ?? '' };
+  let timer;
+  let saving = Promise.resolve(true);
+  const typed = () => ({ title: form.elements.title.value, body: form.elements.body.value });
+  const dirty = () => {
+    const now = typed();
+    return now.title !== saved.title || now.body !== saved.body;
+  };
+  async function save() {
+    clearTimeout(timer);
+    if (!dirty()) return true;
+    const problem = !form.elements.title.value.trim() ? { input: form.elements.title, text: 'Enter a title.' } : overLimit(form);
+    markInvalid(form.elements.title, problem?.input === form.elements.title);
+    markInvalid(form.elements.body, problem?.input === form.elements.body);
+    if (problem) {
+      say(errorOut, problem.text);
+      status.textContent = 'Not saved yet.';
+      return false;
+    }
+    say(errorOut, '');
+    const sending = typed();
+    status.textContent = 'Saving…';
+    try {
+      const { data } = await authorized(`/notes/${encodeURIComponent(note.id)}`, { method: 'PATCH', body: sending });
+      saved = { title: data.title, body: data.body ?? '' };
+      state.notes.set(String(data.id), data);
+      status.textContent = dirty() ? 'Saving…' : `Saved at ${new Date().toLocaleTimeString(undefined, { timeStyle: 'short' })}.`;
+      return true;
+    } catch (err) {
+      status.textContent = 'Not saved.';
+      handle(err, errorOut);
+      return false;
+    }
+  }
+  const editor = {
+    dirty,
+    /** Saves what is not saved yet, after any save under way. */
+    flush: () => {
+      saving = saving.then(save);
+      return saving;
+    },
+    planSave: () => {
+      clearTimeout(timer);
+      status.textContent = 'Editing…';
+      timer = setTimeout(() => editor.flush(), AUTOSAVE_MS);
+    },
+    stop: () => clearTimeout(timer),
+  };
+  editors.set(String(note.id), editor);
+  for (const input of form.querySelectorAll('input, textarea')) count(input);
+  return editor;
+}
+
+list.addEventListener('input', (event) => {
+  const form = event.target.closest('form.edit-form');
+  if (form) editors.get(form.closest('li').dataset.id)?.planSave();
+});
 
 let deleting;
 list.addEventListener('click', (event) => {
@@ -213,10 +366,10 @@ list.addEventListener('click', (event) => {
   if (action === 'edit') {
     say(statusBox, '');
     const item = itemOf(note.id);
-    item.replaceChildren(editView(note));
+    const form = editView(note);
+    item.replaceChildren(form);
+    startEditor(note, form);
     item.querySelector('input').focus();
-  } else if (action === 'cancel') {
-    showNote(note, 'edit');
   } else if (action === 'delete') {
     deleting = note;
     $('delete-name').textContent = note.title;
@@ -225,39 +378,62 @@ list.addEventListener('click', (event) => {
   }
 });
 
+/**
+ * Closes a note's editor. What autosave could not save yet (a save that
+ * failed, a title left empty) is asked about first: discard it, or keep editing.
+ */
+async function close(note) {
+  const id = String(note.id);
+  const editor = editors.get(id);
+  if (editor?.dirty() && !(await editor.flush()) && !(await discardConfirmed(state.notes.get(id) ?? note))) {
+    return itemOf(id)?.querySelector('input')?.focus();
+  }
+  showNote(state.notes.get(id) ?? note, 'edit');
+}
+
+/** The discard dialog: resolves true when the person chooses to discard their changes. */
+function discardConfirmed(note) {
+  const dialog = $('discard-dialog');
+  $('discard-name').textContent = note.title;
+  dialog.returnValue = '';
+  dialog.showModal();
+  return new Promise((resolve) => dialog.addEventListener('close', () => resolve(dialog.returnValue === 'discard'), { once: true }));
+}
+$('discard-dialog')
+  .querySelector('[data-close]')
+  .addEventListener('click', () => $('discard-dialog').close());
+
 list.addEventListener('keydown', (event) => {
   const form = event.target.closest('form.edit-form');
   if (event.key !== 'Escape' || !form) return;
+  event.preventDefault();
   const note = state.notes.get(form.closest('li').dataset.id);
-  if (note) showNote(note, 'edit');
+  if (note) close(note);
 });
 
 list.addEventListener('submit', async (event) => {
   const form = event.target.closest('form.edit-form');
   if (!form) return;
   event.preventDefault();
-  const note = state.notes.get(form.closest('li').dataset.id);
-  const errorOut = form.querySelector('.message.error');
-  const title = form.elements.title.value;
-  markInvalid(form.elements.title, !title.trim());
-  if (!title.trim()) {
-    say(errorOut, 'Enter a title.');
-    return form.elements.title.focus();
-  }
-  const save = form.querySelector('button[type="submit"]');
-  save.disabled = true;
-  try {
-    const { data } = await authorized(`/notes/${encodeURIComponent(note.id)}`, { method: 'PATCH', body: { title, body: form.elements.body.value } });
-    state.notes.set(String(data.id), data);
-    showNote(data, 'edit');
-    say(statusBox, 'Note saved.');
-  } catch (err) {
-    save.disabled = false;
-    handle(err, errorOut);
-  }
+  const id = form.closest('li').dataset.id;
+  const editor = editors.get(id);
+  const done = form.querySelector('button[type="submit"]');
+  done.disabled = true;
+  const ok = await editor.flush();
+  done.disabled = false;
+  if (!ok) return form.querySelector('[aria-invalid="true"]')?.focus();
+  showNote(state.notes.get(id), 'edit');
+  say(statusBox, 'Note saved.');
 });
 
-$('delete-dialog').querySelector('[data-close]').addEventListener('click', () => $('delete-dialog').close());
+// Leaving the page with a change autosave has not sent yet: the browser asks first.
+window.addEventListener('beforeunload', (event) => {
+  if ([...editors.values()].some((e) => e.dirty())) event.preventDefault();
+});
+
+$('delete-dialog')
+  .querySelector('[data-close]')
+  .addEventListener('click', () => $('delete-dialog').close());
 
 $('delete-form').addEventListener('submit', async (event) => {
   event.preventDefault();
@@ -266,8 +442,10 @@ $('delete-form').addEventListener('submit', async (event) => {
     await authorized(`/notes/${encodeURIComponent(deleting.id)}`, { method: 'DELETE' });
   } catch (err) {
     // Gone already (another tab): the list is out of date, so it is reloaded as after a delete.
-    if (!(err instanceof ApiError && err.status === 404)) return handle(err, $('delete-error'));
+    if (err.status !== 404) return handle(err, $('delete-error'));
   }
+  editors.get(String(deleting.id))?.stop();
+  editors.delete(String(deleting.id));
   dialog.close();
   say(statusBox, 'Note deleted.');
   await load();
@@ -281,10 +459,12 @@ $('create-form').addEventListener('submit', async (event) => {
   say(errorOut, '');
   say(statusBox, '');
   const title = form.elements.title.value;
-  markInvalid(form.elements.title, !title.trim());
-  if (!title.trim()) {
-    say(errorOut, 'Enter a title.');
-    return form.elements.title.focus();
+  const problem = !title.trim() ? { input: form.elements.title, text: 'Enter a title.' } : overLimit(form);
+  markInvalid(form.elements.title, problem?.input === form.elements.title);
+  markInvalid(form.elements.body, problem?.input === form.elements.body);
+  if (problem) {
+    say(errorOut, problem.text);
+    return problem.input.focus();
   }
   const body = { title };
   if (form.elements.body.value !== '') body.body = form.elements.body.value;
@@ -293,6 +473,7 @@ $('create-form').addEventListener('submit', async (event) => {
   try {
     await authorized('/notes', { method: 'POST', body });
     form.reset();
+    for (const input of form.querySelectorAll('input, textarea')) count(input);
     say(statusBox, 'Note added.');
     // Newest first: the new note heads the first page of the unfiltered list.
     state.q = '';
@@ -323,12 +504,12 @@ $('next').addEventListener('click', () => {
   load();
 });
 
-// ---- start: resume the tab's session, if it has one -------------------------------------------
+// ---- start: resume this browser's session, if it has one ----------------------------------------
 
 try {
   if (await resume()) await enter();
   else if (signedOutBox.hidden) showSignedOut('');
 } catch (err) {
   showSignedOut('');
-  say($('page-error'), `Your session could not be restored: ${err.message}`);
+  say($('page-error'), `Your session could not be restored. ${explain(err)}`);
 }

@@ -1,17 +1,20 @@
-import { ApiError, api } from '/assets/api.js';
+import { ApiError, api, formatWait } from '/assets/api.js';
 
-// The signed-in session of this tab and every call to the notes API.
+// The signed-in session of this browser and every call to the notes API.
 //
 // Where the tokens live (OWASP's advice for browser apps: nothing sensitive in
-// localStorage, whose content every script of the origin reads for ever):
+// storage a script can read):
 // - the access token only in memory, in this module: a reload forgets it;
-// - the refresh token in sessionStorage: this tab only, gone when it closes,
-//   so a reload resumes the session with one refresh and nothing outlives the tab.
+// - the refresh token in an HttpOnly cookie the service sets and only its
+//   /auth/browser/ routes receive (docs/notes.md, "Sessions in the browser"):
+//   no script reads it, and every tab of this browser, or the app after a
+//   restart, resumes the session with one refresh.
 // The access token is renewed shortly before it expires, and once more when the
 // API refuses it anyway (a clock that is off, a computer that slept through the
-// timer), so the user never meets an expired session while the refresh token holds.
+// timer), so the user never meets an expired session while the cookie holds.
 
-const REFRESH_TOKEN_KEY = 'notes-refresh-token';
+/** Sent with every call that reads the cookie: a page of another site cannot send it. */
+const CSRF = { 'x-csrf-protection': '1' };
 /** Renewed this long before expiry (at most half the token's lifetime). */
 const REFRESH_LEAD_MS = 60_000;
 /** A token this close to its expiry is renewed before a call rather than sent. */
@@ -60,34 +63,35 @@ async function currentToken() {
 }
 
 /**
- * Trades the stored refresh token for a new session. `stale`: the access token
- * the caller found wanting; when another call renewed it meanwhile, that one is used.
+ * Trades the cookie's refresh token for a new session. `stale`: the access
+ * token the caller found wanting; when another call renewed it meanwhile, that one is used.
  */
 function refresh(stale) {
   if (refreshing) return refreshing;
-  if (access && stale !== undefined && access.token !== stale && access.expiresAt - Date.now() > EXPIRY_MARGIN_MS) return Promise.resolve(access.token);
+  if (access && stale !== undefined && access.token !== stale && access.expiresAt - Date.now() > EXPIRY_MARGIN_MS)
+    return Promise.resolve(access.token);
   refreshing = (async () => {
-    const refreshToken = sessionStorage.getItem(REFRESH_TOKEN_KEY);
-    if (!refreshToken) throw end();
+    let data;
     try {
-      const { data } = await request('/auth/refresh', { method: 'POST', body: { refresh_token: refreshToken } });
-      keep(data);
-      return data.access_token;
+      ({ data } = await request('/auth/browser/refresh', { method: 'POST', headers: CSRF }));
     } catch (err) {
       // Refused (revoked, used, unknown): the session is over. An outage or a 429 leaves it for another try.
       if (err instanceof ApiError && (err.status === 400 || err.status === 401)) throw end();
       throw err;
     }
+    // No cookie: nobody is signed in on this browser.
+    if (!data) throw end();
+    keep(data);
+    return data.access_token;
   })().finally(() => {
     refreshing = undefined;
   });
   return refreshing;
 }
 
-/** Keeps a session answered by login or refresh, and plans its renewal. */
+/** Keeps a session answered by sign-in or refresh, and plans its renewal. */
 function keep(session) {
   access = { token: session.access_token, expiresAt: session.expires_at * 1000 };
-  sessionStorage.setItem(REFRESH_TOKEN_KEY, session.refresh_token);
   plan(Math.max(0, access.expiresAt - Date.now() - Math.min(REFRESH_LEAD_MS, (access.expiresAt - Date.now()) / 2)));
 }
 
@@ -103,13 +107,12 @@ function plan(delay) {
 function forget() {
   access = undefined;
   clearTimeout(timer);
-  sessionStorage.removeItem(REFRESH_TOKEN_KEY);
 }
 
-/** Forgets the session and tells the page; answers the error to throw. */
+/** Forgets the session and, when there was one in this page, tells it; answers the error to throw. */
 function end() {
   const ended = new SessionEnded();
-  const hadSession = access !== undefined || sessionStorage.getItem(REFRESH_TOKEN_KEY) !== null;
+  const hadSession = access !== undefined;
   forget();
   if (hadSession) for (const listener of endedListeners) listener(ended);
   return ended;
@@ -121,7 +124,7 @@ export function onSessionEnded(listener) {
 }
 
 export async function signIn(email, password) {
-  const { data } = await request('/auth/login', { method: 'POST', body: { email, password } });
+  const { data } = await request('/auth/browser/login', { method: 'POST', body: { email, password }, headers: CSRF });
   keep(data);
 }
 
@@ -129,17 +132,20 @@ export async function register(email, password) {
   await request('/auth/register', { method: 'POST', body: { email, password } });
 }
 
-/** Ends the session at the provider (its refresh token stops working) and here, even when the provider cannot be told. */
+/** Ends the session at the provider (its refresh token stops working, the cookie is cleared) and here, even when the provider cannot be told. */
 export async function signOut() {
-  const token = access?.token;
+  try {
+    const token = await currentToken();
+    await request('/auth/browser/logout', { method: 'POST', token, headers: CSRF });
+  } catch {
+    // Ended already, or the provider unreachable: this page forgets the session all the same.
+  }
   forget();
-  if (token) await request('/auth/logout', { method: 'POST', token }).catch(() => {});
 }
 
-/** After a reload: true when the tab's refresh token still gives a session, false when there is none (or it was refused). */
+/** As the app opens: true when this browser's cookie still gives a session, false when there is none (or it was refused). */
 export async function resume() {
   if (access) return true;
-  if (!sessionStorage.getItem(REFRESH_TOKEN_KEY)) return false;
   try {
     await refresh();
     return true;
@@ -163,4 +169,22 @@ export function tokenClaims(token) {
 /** The signed-in user's address, from the access token's claims. */
 export function signedInEmail() {
   return access ? tokenClaims(access.token).email : undefined;
+}
+
+/** A refusal of the API in words for a person: what to do, and waits in minutes. */
+export function explain(err) {
+  if (!(err instanceof ApiError)) return 'Something went wrong on this page. Reload it and try again.';
+  const m = err.message;
+  if (err.status === 0 || err instanceof SessionEnded) return m;
+  if (err.status === 429)
+    return `Too many attempts from your address. You can try again in ${err.retryAfter ? formatWait(err.retryAfter) : 'a minute'}.`;
+  if (err.status === 503 || /unavailable/i.test(m)) return 'The sign-in service cannot be reached just now. Try again in a moment.';
+  if (/title must NOT have more than/.test(m)) return 'The title is longer than 200 characters.';
+  if (/body must NOT have more than/.test(m)) return 'The text is longer than 10,000 characters.';
+  if (/email and password are required/.test(m)) return 'Enter your email address and a password.';
+  if (err.status === 400 && /email/i.test(m) && /valid email|invalid format|must be a valid/i.test(m))
+    return 'Enter a valid email address, such as name@example.com.';
+  if (err.status === 404) return 'This note no longer exists: it may have been deleted in another tab.';
+  if (err.status >= 500) return 'The service could not do this just now. Try again in a moment.';
+  return m;
 }
