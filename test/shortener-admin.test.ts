@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import { after, before, describe, it, mock } from 'node:test';
-import { type Pool } from '../src/kit/db.js';
-import type { App } from '../src/kit/http.js';
+import type { Pool } from '../src/kit/db.js';
+import type { App } from '../src/kit/http/app.js';
 import { ADMIN_NOT_CONFIGURED } from '../src/shortener/admin-auth.js';
 import { MAX_CODE_ATTEMPTS } from '../src/shortener/links.js';
 import { LinkRepository } from '../src/shortener/repository.js';
@@ -10,7 +10,7 @@ import { RESERVED_CODE_PREFIXES, isReservedCode } from '../src/shortener/reserve
 import { watchQueries } from './helpers/database.js';
 import {
   assertEnvelope,
-  buildShortener,
+  startShortener,
   createCode,
   createLink,
   scriptedCodes,
@@ -20,7 +20,7 @@ import {
   withShortener,
 } from './helpers/shortener.js';
 
-const ADMIN_KEY = 'k'.repeat(20) + '-admin-key-for-tests';
+const ADMIN_KEY = `${'k'.repeat(20)}-admin-key-for-tests`;
 const AUTH = { authorization: `Bearer ${ADMIN_KEY}` };
 
 let shortener: RunningShortener;
@@ -28,7 +28,7 @@ let app: App;
 let pool: Pool;
 
 before(async () => {
-  shortener = await buildShortener({ env: { SHORTENER_ADMIN_KEY: ADMIN_KEY } });
+  shortener = await startShortener({ env: { SHORTENER_ADMIN_KEY: ADMIN_KEY } });
   ({ app, pool } = shortener);
 });
 
@@ -40,7 +40,11 @@ const withApp = <T>(fn: (app: App) => Promise<T>, options: ShortenerOptions = {}
 
 /** Inserts a link directly, so created_at and URLs the create path would refuse can be set. */
 async function insertLink(code: string, url: string, secondsAgo: number): Promise<void> {
-  await pool.query(`INSERT INTO links (code, original_url, created_at) VALUES ($1, $2, now() - make_interval(secs => $3))`, [code, url, secondsAgo]);
+  await pool.query(`INSERT INTO links (code, original_url, created_at) VALUES ($1, $2, now() - make_interval(secs => $3))`, [
+    code,
+    url,
+    secondsAgo,
+  ]);
 }
 
 async function list(query: string, headers: Record<string, string> = AUTH) {
@@ -107,7 +111,10 @@ describe('admin auth', () => {
     assert.equal((await app.inject({ method: 'HEAD', url: '/api/links' })).statusCode, 401);
     assert.equal((await app.inject({ method: 'HEAD', url: '/api/links', headers: AUTH })).statusCode, 200);
     // The scheme is case-insensitive (RFC 7235).
-    assert.equal((await app.inject({ method: 'GET', url: '/api/links', headers: { authorization: `bearer ${ADMIN_KEY}` } })).statusCode, 200);
+    assert.equal(
+      (await app.inject({ method: 'GET', url: '/api/links', headers: { authorization: `bearer ${ADMIN_KEY}` } })).statusCode,
+      200,
+    );
   });
 
   it('compares digests of equal length with crypto.timingSafeEqual, whatever length was sent', async () => {
@@ -135,7 +142,7 @@ describe('admin auth', () => {
     const queries = watchQueries(pool);
     try {
       const invalid = [
-        { method: 'GET', url: '/api/links?page=0&per_page=5000&q=' + 'x'.repeat(5000) },
+        { method: 'GET', url: `/api/links?page=0&per_page=5000&q=${'x'.repeat(5000)}` },
         { method: 'PATCH', url: '/api/links/abcdefg', payload: { max_visits: 'many', nonsense: 1 } },
         { method: 'PATCH', url: '/api/links/abcdefg', payload: '{not json', headers: { 'content-type': 'application/json' } },
         { method: 'PATCH', url: '/api/links/abcdefg', payload: 'text', headers: { 'content-type': 'text/plain' } },
@@ -158,7 +165,9 @@ describe('GET /api/links', () => {
     await insertLink('OrdA001', 'https://order.test/oldest', 300);
     await insertLink('OrdA002', 'https://order.test/middle', 200);
     await insertLink('OrdA003', 'https://order.test/newest', 100);
-    await pool.query("UPDATE links SET clicks = 7, max_visits = 10, disabled = true, expires_at = '2030-01-02T03:04:05Z' WHERE code = 'OrdA002'");
+    await pool.query(
+      "UPDATE links SET clicks = 7, max_visits = 10, disabled = true, expires_at = '2030-01-02T03:04:05Z' WHERE code = 'OrdA002'",
+    );
     const { res, body } = await list('?q=order.test');
     assert.equal(res.statusCode, 200);
     assert.equal(body.status, 200);
@@ -167,17 +176,35 @@ describe('GET /api/links', () => {
       ['OrdA003', 'OrdA002', 'OrdA001'],
     );
     const middle = body.data[1]!;
-    assert.deepEqual(Object.keys(middle).sort(), ['clicks', 'code', 'createdAt', 'disabled', 'expires_at', 'max_visits', 'original_url', 'short_url']);
-    assert.deepEqual({ ...middle, createdAt: undefined }, {
-      code: 'OrdA002',
-      short_url: 'https://sho.rt/OrdA002',
-      original_url: 'https://order.test/middle',
-      clicks: 7,
-      createdAt: undefined,
-      expires_at: '2030-01-02T03:04:05.000Z',
-      max_visits: 10,
-      disabled: true,
-    });
+    assert.deepEqual(Object.keys(middle).sort(), [
+      'clicks',
+      'code',
+      'createdAt',
+      'disabled',
+      'expires_at',
+      'max_visits',
+      'original_url',
+      'rules',
+      'short_url',
+      'tags',
+      'title',
+    ]);
+    assert.deepEqual(
+      { ...middle, createdAt: undefined },
+      {
+        code: 'OrdA002',
+        short_url: 'https://sho.rt/OrdA002',
+        original_url: 'https://order.test/middle',
+        clicks: 7,
+        createdAt: undefined,
+        expires_at: '2030-01-02T03:04:05.000Z',
+        max_visits: 10,
+        disabled: true,
+        title: null,
+        tags: [],
+        rules: null,
+      },
+    );
     assert.match(String(middle.createdAt), /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
     assert.deepEqual(body.data[0]!.expires_at, null);
     assert.deepEqual(body.data[0]!.max_visits, null);
@@ -234,21 +261,30 @@ describe('GET /api/links', () => {
     );
     assert.equal(
       res.headers.link,
-      '</api/links?q=paging.test&page=1&per_page=2>; rel="first", </api/links?q=paging.test&page=1&per_page=2>; rel="prev", ' +
-        '</api/links?q=paging.test&page=3&per_page=2>; rel="next", </api/links?q=paging.test&page=3&per_page=2>; rel="last"',
+      '</api/links?page=1&per_page=2&q=paging.test>; rel="first", </api/links?page=1&per_page=2&q=paging.test>; rel="prev", ' +
+        '</api/links?page=3&per_page=2&q=paging.test>; rel="next", </api/links?page=3&per_page=2&q=paging.test>; rel="last"',
     );
     const first = await list('?q=paging.test&per_page=2');
-    assert.equal(first.res.headers.link, '</api/links?q=paging.test&page=1&per_page=2>; rel="first", </api/links?q=paging.test&page=2&per_page=2>; rel="next", </api/links?q=paging.test&page=3&per_page=2>; rel="last"');
+    assert.equal(
+      first.res.headers.link,
+      '</api/links?page=1&per_page=2&q=paging.test>; rel="first", </api/links?page=2&per_page=2&q=paging.test>; rel="next", </api/links?page=3&per_page=2&q=paging.test>; rel="last"',
+    );
     const last = await list('?q=paging.test&page=3&per_page=2');
-    assert.deepEqual(last.body.data.map((l) => l.code), ['Page001']);
+    assert.deepEqual(
+      last.body.data.map((l) => l.code),
+      ['Page001'],
+    );
     assert.doesNotMatch(String(last.res.headers.link), /rel="next"/);
     const past = await list('?q=paging.test&page=9&per_page=2');
     assert.deepEqual(past.body.data, []);
     assert.equal(past.res.headers['x-total-count'], '5');
-    assert.match(String(past.res.headers.link), /page=3&per_page=2>; rel="prev"/);
+    assert.match(String(past.res.headers.link), /page=3&per_page=2&q=paging.test>; rel="prev"/);
     // Default per_page is 50; q with characters that need escaping in a URL is kept encoded.
     const odd = await list(`?q=${encodeURIComponent('a b&c=d')}`);
-    assert.equal(odd.res.headers.link, '</api/links?q=a%20b%26c%3Dd&page=1&per_page=50>; rel="first", </api/links?q=a%20b%26c%3Dd&page=1&per_page=50>; rel="last"');
+    assert.equal(
+      odd.res.headers.link,
+      '</api/links?page=1&per_page=50&q=a%20b%26c%3Dd>; rel="first", </api/links?page=1&per_page=50&q=a%20b%26c%3Dd>; rel="last"',
+    );
     assert.equal(odd.res.headers['x-total-count'], '0');
   });
 
@@ -289,7 +325,10 @@ describe('PATCH /api/links/:code', () => {
       const { rows } = await pool.query('SELECT expires_at, max_visits, disabled FROM links WHERE code = $1', [code]);
       return rows[0] as { expires_at: Date | null; max_visits: number | null; disabled: boolean };
     };
-    let row = await step({ expires_at: '2031-06-01T12:00:00+02:00' }, { expires_at: '2031-06-01T10:00:00.000Z', max_visits: null, disabled: false });
+    let row = await step(
+      { expires_at: '2031-06-01T12:00:00+02:00' },
+      { expires_at: '2031-06-01T10:00:00.000Z', max_visits: null, disabled: false },
+    );
     assert.equal(row.expires_at?.toISOString(), '2031-06-01T10:00:00.000Z');
     row = await step({ max_visits: 3 }, { expires_at: '2031-06-01T10:00:00.000Z', max_visits: 3, disabled: false });
     assert.equal(row.max_visits, 3);
@@ -332,8 +371,8 @@ describe('PATCH /api/links/:code', () => {
       [{ disabled: 'true' }, 'body/disabled'],
       [{ disabled: null }, 'body/disabled'],
       [{ disabled: 1 }, 'body/disabled'],
-      [{}, 'at least one of expires_at, max_visits, disabled'],
-      [{ unknown_field: 1 }, 'at least one of expires_at, max_visits, disabled'],
+      [{}, 'at least one of url, title, tags, expires_at, max_visits, disabled'],
+      [{ unknown_field: 1 }, 'at least one of url, title, tags, expires_at, max_visits, disabled'],
       [[], 'body'],
       [{ disabled: true, max_visits: 0 }, 'body/max_visits'],
     ] as const) {
@@ -348,7 +387,7 @@ describe('PATCH /api/links/:code', () => {
   it('a malformed code is a 404 without any query; an unknown code is a 404', async () => {
     const queries = watchQueries(pool);
     try {
-      for (const code of ['abc', 'abcdefgh', '..%2Fetc', 'abc-efg', '%C3%A9bcdefg']) {
+      for (const code of ['ab', 'a'.repeat(65), '..%2Fetc', 'abc.efg', '%C3%A9bcdefg']) {
         for (const method of ['PATCH', 'DELETE'] as const) {
           const res = await app.inject({ method, url: `/api/links/${code}`, payload: { disabled: true }, headers: AUTH });
           assert.equal(res.statusCode, 404, `${method} ${code}`);
@@ -392,7 +431,10 @@ describe('DELETE /api/links/:code', () => {
     const { rows } = await pool.query('SELECT code FROM deleted_codes WHERE code = $1', [code]);
     assert.equal(rows.length, 1);
     const listed = await list(`?q=${code}`);
-    assert.deepEqual(listed.body.data.filter((l) => l.code === code), []);
+    assert.deepEqual(
+      listed.body.data.filter((l) => l.code === code),
+      [],
+    );
   });
 
   it('never issues a deleted code again: a generator that yields it gets another code', async () => {
@@ -405,7 +447,7 @@ describe('DELETE /api/links/:code', () => {
         assert.equal(res.status, 201, JSON.stringify(res.body));
         assert.equal((res.body.data as { code: string }).code, 'Other01');
       },
-      { generateCode: script.generateCode },
+      { deps: { generateCode: script.generateCode } },
     );
     assert.deepEqual(script.drawn, [deleted, 'Other01']);
     assert.equal((await pool.query('SELECT 1 FROM links WHERE code = $1', [deleted])).rowCount, 0);
@@ -417,7 +459,7 @@ describe('DELETE /api/links/:code', () => {
         assert.equal(res.status, 503);
         assertEnvelope(res.body, 503, 'Service Unavailable');
       },
-      { generateCode: stuckScript.generateCode },
+      { deps: { generateCode: stuckScript.generateCode } },
     );
     assert.equal(stuckScript.drawn.length, MAX_CODE_ATTEMPTS);
     assert.equal((await pool.query('SELECT 1 FROM links WHERE code = $1', [deleted])).rowCount, 0);
@@ -449,7 +491,7 @@ describe('DELETE /api/links/:code', () => {
           assert.equal(res.status, 201, JSON.stringify(res.body));
           assert.equal((res.body.data as { code: string }).code, 'Other02');
         },
-        { generateCode: script.generateCode },
+        { deps: { generateCode: script.generateCode } },
       );
       assert.deepEqual(script.drawn, [code, 'Other02']);
       assert.equal((await pool.query('SELECT 1 FROM links WHERE code = $1', [code])).rowCount, 0);
@@ -475,7 +517,7 @@ describe('reserved codes', () => {
           issued.push((res.body.data as { code: string }).code);
         }
       },
-      { generateCode: script.generateCode },
+      { deps: { generateCode: script.generateCode } },
     );
     assert.deepEqual(script.drawn, sequence);
     assert.deepEqual(issued, ['Normal0', 'Normal1']);
@@ -493,12 +535,20 @@ describe('reserved codes', () => {
   });
 });
 
-describe('DELETE /api/links/:code and the link\'s visits', () => {
+describe("DELETE /api/links/:code and the link's visits", () => {
   it('takes the visits with it: the visits endpoint and the stats page answer 404, no visit row is left, other links keep theirs', async () => {
     const code = await createCode(app, 'https://example.com/visited-then-deleted');
     const kept = await createCode(app, 'https://example.com/kept');
-    for (const [c, ip] of [[code, '192.0.2.1'], [code, '192.0.2.2'], [kept, '192.0.2.1']] as const) {
-      assert.equal((await app.inject({ method: 'GET', url: `/${c}`, headers: { 'user-agent': 'Mozilla/5.0 Firefox/121.0' }, remoteAddress: ip })).statusCode, 302);
+    for (const [c, ip] of [
+      [code, '192.0.2.1'],
+      [code, '192.0.2.2'],
+      [kept, '192.0.2.1'],
+    ] as const) {
+      assert.equal(
+        (await app.inject({ method: 'GET', url: `/${c}`, headers: { 'user-agent': 'Mozilla/5.0 Firefox/121.0' }, remoteAddress: ip }))
+          .statusCode,
+        302,
+      );
     }
     const rowsOf = async (c: string) => {
       const { rows } = await pool.query<{ counts: number; visitors: number }>(
@@ -510,7 +560,7 @@ describe('DELETE /api/links/:code and the link\'s visits', () => {
     assert.deepEqual(await rowsOf(code), { counts: 1, visitors: 2 });
     assert.equal((await app.inject({ method: 'DELETE', url: `/api/links/${code}`, headers: AUTH })).statusCode, 200);
 
-    const visits = await app.inject({ method: 'GET', url: `/api/links/${code}/visits` });
+    const visits = await app.inject({ method: 'GET', url: `/api/links/${code}/visits`, headers: AUTH });
     assert.equal(visits.statusCode, 404);
     assert.equal(assertEnvelope(visits.json(), 404, 'Not Found'), 'Link not found');
     const page = await app.inject({ method: 'GET', url: `/stats/${code}` });
@@ -518,7 +568,7 @@ describe('DELETE /api/links/:code and the link\'s visits', () => {
     assert.match(page.body, /<title>Link not found<\/title>/);
     assert.deepEqual(await rowsOf(code), { counts: 0, visitors: 0 });
     assert.deepEqual(await rowsOf(kept), { counts: 1, visitors: 1 });
-    const keptVisits = await app.inject({ method: 'GET', url: `/api/links/${kept}/visits` });
+    const keptVisits = await app.inject({ method: 'GET', url: `/api/links/${kept}/visits`, headers: AUTH });
     assert.equal((keptVisits.json() as { data: { totals: { visits: number } } }).data.totals.visits, 1);
   });
 });

@@ -69,7 +69,7 @@ describe('randomCode', () => {
     // Guards the guard: the same statistic on `byte % 62` exceeds the threshold.
     const counts = new Array<number>(62).fill(0);
     const n = 200_000;
-    for (let i = 0; i < n; i++) counts[i % 256 % 62]! += 1;
+    for (let i = 0; i < n; i++) counts[(i % 256) % 62]! += 1;
     const expected = n / 62;
     const chiSquare = counts.reduce((sum, observed) => sum + (observed - expected) ** 2 / expected, 0);
     assert.ok(chiSquare > 150, `biased chi-square ${chiSquare.toFixed(1)}`);
@@ -77,9 +77,16 @@ describe('randomCode', () => {
 });
 
 describe('code pattern (rule 4)', () => {
-  it('accepts exactly 7 ASCII letters and digits', () => {
-    for (const good of ['abcdefg', 'ABCDEFG', '0123456', 'aZ09bY8']) assert.ok(isWellFormedCode(good), good);
-    for (const bad of ['', 'abcdef', 'abcdefgh', 'abc-def', 'abc_def', 'abc.def', '../etc', 'abcdéfg', 'abcdef\n', ' abcdef', 'abc\u0000def', 'ａｂｃｄｅｆｇ']) {
+  it('generated codes are exactly 7 ASCII letters and digits', () => {
+    for (const good of ['abcdefg', 'ABCDEFG', '0123456', 'aZ09bY8']) assert.match(good, CODE_PATTERN);
+    for (const bad of ['abcdef', 'abcdefgh', 'abc-def', 'abc_def']) assert.doesNotMatch(bad, CODE_PATTERN);
+  });
+
+  it('a well-formed code is a generated one or a chosen one: 3 to 64 of A-Z a-z 0-9 _ -', () => {
+    for (const good of ['abcdefg', 'ABCDEFG', '0123456', 'aZ09bY8', 'abc', 'abcdef', 'abcdefgh', 'abc-def', 'abc_def', 'x'.repeat(64)]) {
+      assert.ok(isWellFormedCode(good), good);
+    }
+    for (const bad of ['', 'ab', 'x'.repeat(65), 'abc.def', '../etc', 'abcdéfg', 'abcdef\n', ' abcdef', 'abc\u0000def', 'ａｂｃｄｅｆｇ']) {
       assert.ok(!isWellFormedCode(bad), JSON.stringify(bad));
       assert.doesNotMatch(bad, CODE_PATTERN);
     }

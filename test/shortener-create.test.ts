@@ -2,14 +2,14 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { domainToASCII } from 'node:url';
 import fc from 'fast-check';
-import { canonicalIp } from '../src/kit/client-ip.js';
+import { canonicalIp } from '../src/kit/http/client-ip.js';
 import { createPool } from '../src/kit/db.js';
-import type { App } from '../src/kit/http.js';
+import type { App } from '../src/kit/http/app.js';
 import { CODE_PATTERN } from '../src/shortener/codes.js';
 import { MAX_CODE_ATTEMPTS } from '../src/shortener/links.js';
 import {
   assertEnvelope,
-  buildShortener,
+  startShortener,
   countLinks,
   createCode,
   createLink,
@@ -25,7 +25,8 @@ import { fileDatabase } from './helpers/database.js';
 
 const db = fileDatabase(shortenerDatabase, 5);
 
-const withApp = <T>(fn: (app: App, shortener: RunningShortener) => Promise<T>, options: ShortenerOptions = {}) => withShortener({ pool: db.pool, ...options }, fn);
+const withApp = <T>(fn: (app: App, shortener: RunningShortener) => Promise<T>, options: ShortenerOptions = {}) =>
+  withShortener({ pool: db.pool, ...options }, fn);
 
 /** A valid http URL of exactly `length` characters. */
 function urlOfLength(length: number): string {
@@ -34,19 +35,25 @@ function urlOfLength(length: number): string {
 }
 
 describe('POST /api/links: success', () => {
-  it('answers 201 with exactly the spec body, and the row exists', async () => {
+  it("answers 201 with the spec body plus the link's one-time manage token, and the row exists", async () => {
     await withApp(async (app) => {
       const before = await countLinks(db.pool);
       const res = await createLink(app, 'https://example.com/a/long/path?q=1#frag');
       assert.equal(res.status, 201);
       assert.match(String(res.headers['content-type']), /^application\/json/);
-      const data = res.body.data as { code: string; short_url: string; original_url: string };
+      const data = res.body.data as { code: string; short_url: string; original_url: string; manage_token: string };
       assert.deepEqual(res.body, {
         status: 201,
         response: 'Created',
         message: 'Short link created successfully',
-        data: { code: data.code, short_url: `https://sho.rt/${data.code}`, original_url: 'https://example.com/a/long/path?q=1#frag' },
+        data: {
+          code: data.code,
+          short_url: `https://sho.rt/${data.code}`,
+          original_url: 'https://example.com/a/long/path?q=1#frag',
+          manage_token: data.manage_token,
+        },
       });
+      assert.match(data.manage_token, /^[A-Za-z0-9_-]{43}$/);
       assert.match(data.code, /^[0-9a-zA-Z]{7}$/);
       assert.equal(await countLinks(db.pool), before + 1);
       const { rows } = await db.pool.query('SELECT original_url, clicks FROM links WHERE code = $1', [data.code]);
@@ -142,10 +149,14 @@ describe('POST /api/links: validation (rule 1) gives 400 and inserts nothing', (
     ['a hexadecimal IPv4 host', 'http://0x7f.1/', /host/],
     ['an IPv4 host as one number', 'http://2130706433/', /host/],
     ['a zero-padded IPv4 host (read as octal)', 'http://010.0.0.1/', /host/],
+    // A short link of this service (BASE_URL https://sho.rt), in either scheme: a chain of redirects.
+    ['a short link of this service', 'https://sho.rt/aZ3k9Qx', /link of this shortener already/],
+    ['a short link of this service over http, in capitals', 'HTTP://SHO.RT/aZ3k9Qx', /link of this shortener already/],
+    ['a page of this service', 'https://sho.rt/stats/aZ3k9Qx?x=1', /link of this shortener already/],
   ];
 
   let app: App;
-  before(async () => ({ app } = await buildShortener({ pool: db.pool })));
+  before(async () => ({ app } = await startShortener({ pool: db.pool })));
   after(() => app.close());
 
   for (const [name, url, message] of cases) {
@@ -159,6 +170,23 @@ describe('POST /api/links: validation (rule 1) gives 400 and inserts nothing', (
       assert.equal(await countLinks(db.pool), before);
     });
   }
+
+  it('accepts a link to the same host on another port, another host, or outside a BASE_URL path', async () => {
+    await withApp(async (app) => {
+      assert.equal((await createLink(app, 'https://sho.rt:8443/aZ3k9Qx')).status, 201);
+      assert.equal((await createLink(app, 'https://www.sho.rt/aZ3k9Qx')).status, 201);
+    });
+    await withApp(
+      async (app) => {
+        assert.equal((await createLink(app, 'https://example.com/elsewhere')).status, 201);
+        assert.equal((await createLink(app, 'https://example.com/s-not-the-base/x')).status, 201);
+        const own = await createLink(app, 'https://example.com/s/aZ3k9Qx');
+        assert.equal(own.status, 400);
+        assert.match(assertEnvelope(own.body, 400, 'Bad Request'), /link of this shortener already/);
+      },
+      { env: { BASE_URL: 'https://example.com/s' } },
+    );
+  });
 
   it('rejects a body that is not an object', async () => {
     await withApp(async (app) => {
@@ -237,7 +265,7 @@ describe('POST /api/links: code allocation (rule 2)', () => {
           assert.equal(res.status, 201, JSON.stringify(res.body));
           assert.equal((res.body.data as { code: string }).code, fresh);
         },
-        { generateCode: script.generateCode },
+        { deps: { generateCode: script.generateCode } },
       );
       assert.deepEqual(script.drawn, [existing, fresh]);
       assert.equal(await countLinks(db.pool), before + 1);
@@ -261,7 +289,7 @@ describe('POST /api/links: code allocation (rule 2)', () => {
           assertEnvelope(res.body, 503, 'Service Unavailable');
           assert.equal(res.headers['retry-after'], '1');
         },
-        { generateCode: script.generateCode },
+        { deps: { generateCode: script.generateCode } },
       );
       assert.equal(MAX_CODE_ATTEMPTS, 5);
       assert.equal(script.drawn.length, 5);
@@ -271,7 +299,7 @@ describe('POST /api/links: code allocation (rule 2)', () => {
 
   it('does not retry an error other than a duplicate code', async () => {
     // The CHECK constraint on code rejects this one: a different database error than a unique violation.
-    const script = scriptedCodes('bad-cod');
+    const script = scriptedCodes('bad.cod');
     const before = await countLinks(db.pool);
     await withApp(
       async (app, { logs }) => {
@@ -284,7 +312,7 @@ describe('POST /api/links: code allocation (rule 2)', () => {
         assert.match(logs.text(), /links_code_check/);
       },
       {
-        generateCode: script.generateCode,
+        deps: { generateCode: script.generateCode },
         env: { LOG_LEVEL: 'error' },
       },
     );
@@ -292,7 +320,10 @@ describe('POST /api/links: code allocation (rule 2)', () => {
     assert.equal(await countLinks(db.pool), before);
   });
 
-  for (const [route, next] of [['healthz', 'Normal1'], ['metrics', 'Normal2']] as const) {
+  for (const [route, next] of [
+    ['healthz', 'Normal1'],
+    ['metrics', 'Normal2'],
+  ] as const) {
     it(`never issues a code that is a path of the service (${route})`, async () => {
       const script = scriptedCodes(route, next);
       await withApp(
@@ -301,7 +332,7 @@ describe('POST /api/links: code allocation (rule 2)', () => {
           assert.equal(res.status, 201);
           assert.equal((res.body.data as { code: string }).code, next);
         },
-        { generateCode: script.generateCode },
+        { deps: { generateCode: script.generateCode } },
       );
       assert.deepEqual(script.drawn, [route, next]);
       const { rowCount } = await db.pool.query('SELECT 1 FROM links WHERE code = $1', [route]);
@@ -321,7 +352,7 @@ describe('POST /api/links: code allocation (rule 2)', () => {
         const health = await app.inject({ method: 'GET', url: '/healthz' });
         assert.deepEqual(health.json(), { status: 'ok' });
       },
-      { generateCode: script.generateCode },
+      { deps: { generateCode: script.generateCode } },
     );
     assert.equal(script.drawn.length, 5);
     assert.equal(await countLinks(db.pool), before);
@@ -354,7 +385,7 @@ describe('POST /api/links: failures never leak', () => {
 
   it('a missing table gives a 500 envelope with no internal message or stack', async () => {
     // A database of its own, since this one loses its table.
-    const { app, pool: brokenPool, close } = await buildShortener();
+    const { app, pool: brokenPool, close } = await startShortener();
     try {
       await brokenPool.query('DROP TABLE links CASCADE');
       const create = await createLink(app, 'https://example.com/');
@@ -367,7 +398,11 @@ describe('POST /api/links: failures never leak', () => {
       const redirect = await app.inject({ method: 'GET', url: '/abcdefg' });
       assert.equal(redirect.statusCode, 503);
       assert.equal(redirect.headers['retry-after'], '1');
-      assert.deepEqual(redirect.json(), { status: 503, response: 'Service Unavailable', message: 'Service temporarily unavailable, try again shortly' });
+      assert.deepEqual(redirect.json(), {
+        status: 503,
+        response: 'Service Unavailable',
+        message: 'Service temporarily unavailable, try again shortly',
+      });
     } finally {
       await close();
     }
@@ -376,7 +411,7 @@ describe('POST /api/links: failures never leak', () => {
 
 describe('POST /api/links: the URL shown is where the redirect goes', () => {
   let app: App;
-  before(async () => ({ app } = await buildShortener({ pool: db.pool })));
+  before(async () => ({ app } = await startShortener({ pool: db.pool })));
   after(() => app.close());
 
   /**
@@ -396,14 +431,22 @@ describe('POST /api/links: the URL shown is where the redirect goes', () => {
     return domainToASCII(read) === reached;
   }
 
-  async function createAndFollow(url: string): Promise<{ status: number; shown?: string; stats?: string; location?: string; body: unknown }> {
+  async function createAndFollow(
+    url: string,
+  ): Promise<{ status: number; shown?: string; stats?: string; location?: string; body: unknown }> {
     const res = await createLink(app, url);
     if (res.status !== 201) return { status: res.status, body: res.body };
     const { code, original_url } = res.body.data as { code: string; original_url: string };
     const stats = (await app.inject({ method: 'GET', url: `/api/links/${code}` })).json() as { data: { original_url: string } };
     const redirect = await app.inject({ method: 'GET', url: `/${code}` });
     assert.equal(redirect.statusCode, 302);
-    return { status: 201, shown: original_url, stats: stats.data.original_url, location: String(redirect.headers.location), body: res.body };
+    return {
+      status: 201,
+      shown: original_url,
+      stats: stats.data.original_url,
+      location: String(redirect.headers.location),
+      body: res.body,
+    };
   }
 
   it('ordinary URLs are echoed exactly as submitted, by create and by stats', async () => {
@@ -429,9 +472,44 @@ describe('POST /api/links: the URL shown is where the redirect goes', () => {
   it('property: for every accepted URL, the Location host is the host a reader sees in the echoed URL', async () => {
     // Pieces that make parsers disagree, glued at random after an http(s) scheme.
     const piece = fc.constantFrom(
-      'good.com', 'evil.com', 'a', '.', '@', ':', ':80', ':pass@', '\\', '/', '//', '\t', '\n', '\r', ' ', '?', '#',
-      '%2e', '%40', '%2f', '%61', '0x7f', '1', '127', '010', '0', '[::1]', '[::ffff:127.0.0.1]', '[', ']',
-      'bücher', 'ＥＸＡＭＰＬＥ', '。', '１２７', '\u200b', '\u00ad', 'xn--bcher-kva', 'com',
+      'good.com',
+      'evil.com',
+      'a',
+      '.',
+      '@',
+      ':',
+      ':80',
+      ':pass@',
+      '\\',
+      '/',
+      '//',
+      '\t',
+      '\n',
+      '\r',
+      ' ',
+      '?',
+      '#',
+      '%2e',
+      '%40',
+      '%2f',
+      '%61',
+      '0x7f',
+      '1',
+      '127',
+      '010',
+      '0',
+      '[::1]',
+      '[::ffff:127.0.0.1]',
+      '[',
+      ']',
+      'bücher',
+      'ＥＸＡＭＰＬＥ',
+      '。',
+      '１２７',
+      '\u200b',
+      '\u00ad',
+      'xn--bcher-kva',
+      'com',
     );
     const scheme = fc.constantFrom('http://', 'https://', 'HTTP://', 'http:', 'http:/', 'http:///', 'http:\\\\', ' https://');
     const hostile = fc.tuple(scheme, fc.array(piece, { minLength: 1, maxLength: 8 })).map(([s, parts]) => s + parts.join(''));
@@ -468,9 +546,9 @@ describe('POST /api/links: any body', () => {
     await withApp(async (app) => {
       const url = fc.oneof(
         fc.webUrl({ withQueryParameters: true, withFragments: true }),
-        fc.constantFrom('http:', 'https:', 'javascript:', 'data:', 'ftp:', 'file:', 'mailto:', 'ws:', 'blob:', 'about:', '').chain((scheme) =>
-          fc.string({ unit: 'binary', maxLength: 40 }).map((rest) => `${scheme}${rest}`),
-        ),
+        fc
+          .constantFrom('http:', 'https:', 'javascript:', 'data:', 'ftp:', 'file:', 'mailto:', 'ws:', 'blob:', 'about:', '')
+          .chain((scheme) => fc.string({ unit: 'binary', maxLength: 40 }).map((rest) => `${scheme}${rest}`)),
         fc.jsonValue(),
         fc.string({ unit: 'binary', maxLength: 80 }),
       );

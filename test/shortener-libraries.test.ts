@@ -13,7 +13,7 @@ const LIBRARIES = ['ua-parser-js', 'isbot', 'qrcode', 'uplot'];
 const require = createRequire(import.meta.url);
 const project = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { dependencies: Record<string, string> };
 
-describe('the shortener\'s libraries', () => {
+describe("the shortener's libraries", () => {
   for (const name of LIBRARIES) {
     it(`${name} is a runtime dependency under a permissive licence`, () => {
       assert.ok(project.dependencies[name], `${name} is not in dependencies`);

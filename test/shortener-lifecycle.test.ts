@@ -1,11 +1,19 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { manualClock } from '../src/kit/clock.js';
-import { type Pool } from '../src/kit/db.js';
-import type { App } from '../src/kit/http.js';
+import type { Pool } from '../src/kit/db.js';
+import type { App } from '../src/kit/http/app.js';
 import { watchQueries } from './helpers/database.js';
 import { sampleValue, scrape } from './helpers/metrics.js';
-import { assertEnvelope, buildShortener, clicksOf, createLink, type RunningShortener } from './helpers/shortener.js';
+import {
+  assertEnvelope,
+  startShortener,
+  clicksOf,
+  createLink,
+  type RunningShortener,
+  TEST_ADMIN_AUTH,
+  TEST_ADMIN_KEY,
+} from './helpers/shortener.js';
 import { uniqueIp } from './helpers/client-ips.js';
 
 // A link may expire, stop after max_visits, or be disabled: it then answers
@@ -18,14 +26,19 @@ let pool: Pool;
 const clock = manualClock(START);
 
 before(async () => {
-  shortener = await buildShortener({ clock });
+  shortener = await startShortener({ clock, env: { SHORTENER_ADMIN_KEY: TEST_ADMIN_KEY } });
   ({ app, pool } = shortener);
 });
 
 after(() => shortener.close());
 
 async function create(body: Record<string, unknown>): Promise<string> {
-  const res = await app.inject({ method: 'POST', url: '/api/links', payload: { url: 'https://example.com/life', ...body }, remoteAddress: uniqueIp() });
+  const res = await app.inject({
+    method: 'POST',
+    url: '/api/links',
+    payload: { url: 'https://example.com/life', ...body },
+    remoteAddress: uniqueIp(),
+  });
   assert.equal(res.statusCode, 201, res.body);
   return (res.json() as { data: { code: string } }).data.code;
 }
@@ -53,7 +66,7 @@ async function stats(code: string): Promise<Record<string, unknown>> {
 describe('POST /api/links with expires_at and max_visits', () => {
   it('echoes them in data and in stats; a link without them keeps the old fields exactly', async () => {
     const res = await createLink(app, 'https://example.com/plain');
-    assert.deepEqual(Object.keys(res.body.data as object).sort(), ['code', 'original_url', 'short_url']);
+    assert.deepEqual(Object.keys(res.body.data as object).sort(), ['code', 'manage_token', 'original_url', 'short_url']);
 
     const withLimits = await app.inject({
       method: 'POST',
@@ -78,6 +91,8 @@ describe('POST /api/links with expires_at and max_visits', () => {
       [{ expires_at: '2026-12-01' }, /expires_at/],
       [{ expires_at: '2026-12-01T10:00:00' }, /expires_at/],
       [{ expires_at: '2026-02-30T10:00:00Z' }, /expires_at/],
+      // In UTC this is in the year 10000, which ISO 8601's four-digit years cannot show.
+      [{ expires_at: '9999-12-31T23:59:59-01:00' }, /expires_at/],
       [{ expires_at: 1795392000000 }, /expires_at/],
       [{ expires_at: null }, /expires_at/],
       [{ expires_at: '2026-11-20T09:59:59Z' }, /expires_at must be in the future/],
@@ -115,7 +130,7 @@ describe('410 Gone', () => {
       assert.equal(await clicksOf(pool, code), 1);
       assert.equal(await visitTotal(code), 1);
       assert.equal((await stats(code)).state, 'expired');
-      const visits = await app.inject({ method: 'GET', url: `/api/links/${code}/visits` });
+      const visits = await app.inject({ method: 'GET', headers: TEST_ADMIN_AUTH, url: `/api/links/${code}/visits` });
       assert.equal(visits.statusCode, 200);
       const data = (visits.json() as { data: { state: string; totals: { visits: number } } }).data;
       assert.equal(data.state, 'expired');
@@ -163,7 +178,7 @@ describe('max_visits under concurrency', () => {
   });
 
   it('holds across two instances on one database, over real HTTP', async () => {
-    const { app: other } = await buildShortener({ pool, clock });
+    const { app: other } = await startShortener({ pool, clock });
     try {
       const codes = [await create({ max_visits: 10 }), await create({ max_visits: 1 }), await create({ max_visits: 37 })];
       const ports: number[] = [];
@@ -179,7 +194,11 @@ describe('max_visits under concurrency', () => {
           return { code, status: res.status };
         }),
       );
-      for (const [code, cap] of [[codes[0]!, 10], [codes[1]!, 1], [codes[2]!, 37]] as const) {
+      for (const [code, cap] of [
+        [codes[0]!, 10],
+        [codes[1]!, 1],
+        [codes[2]!, 37],
+      ] as const) {
         const mine = statuses.filter((s) => s.code === code);
         assert.equal(mine.filter((s) => s.status === 302).length, cap, code);
         assert.equal(mine.filter((s) => s.status === 410).length, 50 - cap, code);

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { createPool } from '../src/kit/db.js';
-import type { App } from '../src/kit/http.js';
+import type { App } from '../src/kit/http/app.js';
 import { CREATE_LIMIT } from '../src/shortener/app.js';
 import { labelValues, sampleValue, scrape } from './helpers/metrics.js';
 import { clicksOf, createCode, createLink, shortenerDatabase, type ShortenerOptions, withShortener } from './helpers/shortener.js';
@@ -17,7 +17,10 @@ describe('shortener metrics', () => {
   it('count redirects by outcome, click batches, create refusals; label only route templates, never codes, URLs or addresses', async () => {
     await withApp(async (app) => {
       const limitedIp = '198.51.100.77';
-      const codes = [await createCode(app, 'https://example.com/distinctive-target-a1'), await createCode(app, 'https://example.com/distinctive-target-b2')];
+      const codes = [
+        await createCode(app, 'https://example.com/distinctive-target-a1'),
+        await createCode(app, 'https://example.com/distinctive-target-b2'),
+      ];
       // Concurrent visits share click batches; the batches add up to every visit.
       const visits = 24;
       const answers = await Promise.all(
@@ -25,7 +28,7 @@ describe('shortener metrics', () => {
       );
       assert.ok(answers.every((r) => r.statusCode === 302));
       assert.equal((await app.inject({ method: 'GET', url: '/Qq0Ww9E' })).statusCode, 404);
-      assert.equal((await app.inject({ method: 'GET', url: '/zz-bad' })).statusCode, 404);
+      assert.equal((await app.inject({ method: 'GET', url: '/zz.bad' })).statusCode, 404);
       // A HEAD is a look, not a visit.
       assert.equal((await app.inject({ method: 'HEAD', url: `/${codes[0]}` })).statusCode, 302);
       for (let i = 0; i <= CREATE_LIMIT.max; i++) await createLink(app, 'https://example.com/limited', limitedIp);
@@ -44,7 +47,10 @@ describe('shortener metrics', () => {
         sampleValue(text, 'http_request_duration_seconds_count', { method: 'GET', route: '/:code', status_class: '3xx' }),
         visits,
       );
-      assert.equal(sampleValue(text, 'http_request_duration_seconds_count', { method: 'POST', route: '/api/links', status_class: '4xx' }), 2);
+      assert.equal(
+        sampleValue(text, 'http_request_duration_seconds_count', { method: 'POST', route: '/api/links', status_class: '4xx' }),
+        2,
+      );
       assert.ok(sampleValue(text, 'db_pool_connections', { pool: 'main', state: 'idle' })! >= 1);
       assert.equal(sampleValue(text, 'db_pool_waiting_requests', { pool: 'main' }), 0);
 
@@ -90,7 +96,12 @@ describe('shortener metrics', () => {
           const res = await app.inject({ method: 'GET', url: '/metrics', remoteAddress: '203.0.113.5' });
           assert.equal(res.statusCode, 401);
           assert.equal(res.headers.location, undefined);
-          const ok = await app.inject({ method: 'GET', url: '/metrics', remoteAddress: '203.0.113.5', headers: { authorization: 'Bearer shortener-metrics-token-42' } });
+          const ok = await app.inject({
+            method: 'GET',
+            url: '/metrics',
+            remoteAddress: '203.0.113.5',
+            headers: { authorization: 'Bearer shortener-metrics-token-42' },
+          });
           assert.equal(ok.statusCode, 200);
         },
         { env: { METRICS_TOKEN: 'shortener-metrics-token-42' } },

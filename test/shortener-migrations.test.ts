@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import { manualClock } from '../src/kit/clock.js';
 import { createPool, migrate, type Pool } from '../src/kit/db.js';
 import { freshDatabase, type TestDatabase } from './helpers/database.js';
-import { buildShortener, shortenerMigrations } from './helpers/shortener.js';
+import { startShortener, shortenerMigrations } from './helpers/shortener.js';
 
 // An existing database (links and clicks under 001 only) is brought forward
 // by the later migrations without losing a link or a click.
@@ -33,9 +33,11 @@ describe('shortener migrations on a database with data', () => {
        FROM generate_series(1, 500) AS i`,
     );
     const snapshot = async () =>
-      (await pool.query<{ code: string; original_url: string; clicks: number; created_at: Date }>(
-        'SELECT code, original_url, clicks, created_at FROM links ORDER BY code',
-      )).rows;
+      (
+        await pool.query<{ code: string; original_url: string; clicks: number; created_at: Date }>(
+          'SELECT code, original_url, clicks, created_at FROM links ORDER BY code',
+        )
+      ).rows;
     const before = await snapshot();
 
     const applied = await migrate(pool, 'shortener', await shortenerMigrations());
@@ -44,12 +46,12 @@ describe('shortener migrations on a database with data', () => {
     const { rows } = await pool.query(
       'SELECT count(*)::int AS n, sum(clicks)::int AS clicks, bool_or(disabled) AS disabled, count(expires_at)::int AS expiring, count(max_visits)::int AS capped FROM links',
     );
-    assert.deepEqual(rows[0], { n: 500, clicks: 7 * (500 * 501) / 2, disabled: false, expiring: 0, capped: 0 });
+    assert.deepEqual(rows[0], { n: 500, clicks: (7 * (500 * 501)) / 2, disabled: false, expiring: 0, capped: 0 });
     const visits = await pool.query('SELECT count(*)::int AS n FROM visit_counts');
     assert.equal(visits.rows[0].n, 0);
 
     // Old links work: stats unchanged plus state, and a redirect counts a click with its visit.
-    const { app } = await buildShortener({ pool, clock: manualClock(Date.UTC(2026, 10, 20, 12)) });
+    const { app } = await startShortener({ pool, clock: manualClock(Date.UTC(2026, 10, 20, 12)) });
     try {
       const stats = await app.inject({ method: 'GET', url: '/api/links/Old0003' });
       assert.deepEqual((stats.json() as { data: unknown }).data, {
@@ -70,6 +72,76 @@ describe('shortener migrations on a database with data', () => {
       assert.deepEqual(await migrate(pool, 'shortener', await shortenerMigrations()), []);
     } finally {
       await app.close();
+    }
+  });
+});
+
+describe('upgrade from the release before owners (migrations 001-005) with data', () => {
+  it('keeps links, clicks, visits and tombstones; old links get no token or owner, the admin key manages them, and they can be edited', async () => {
+    const all = await shortenerMigrations();
+    const previous = all.filter((m) => m.name < '006');
+    assert.deepEqual(
+      previous.map((m) => m.name),
+      ['001_links.sql', '002_link_lifecycle.sql', '003_visits.sql', '004_deleted_codes.sql', '005_visit_days.sql'],
+    );
+    const old = await freshDatabase('shortener', previous);
+    const oldPool = createPool(old.url, { max: 4 });
+    const adminKey = `upgrade-admin-${'k'.repeat(24)}`;
+    try {
+      await oldPool.query(
+        `INSERT INTO links (code, original_url, clicks, max_visits, created_at)
+         SELECT 'Prv' || lpad(i::text, 4, '0'), 'https://example.com/prev/' || i, i, CASE WHEN i % 2 = 0 THEN 1000 END, now() - interval '1 day'
+         FROM generate_series(1, 200) AS i`,
+      );
+      await oldPool.query(
+        `INSERT INTO visit_counts (code, hour, class, referrer, browser, os, device, visits)
+         VALUES ('Prv0005', date_trunc('hour', now()) - interval '2 hours', 'human', '(direct)', 'Chrome', 'Linux', 'desktop', 5)`,
+      );
+      await oldPool.query("INSERT INTO deleted_codes (code) VALUES ('Gone123')");
+      const snapshot = async () =>
+        (await oldPool.query('SELECT code, original_url, clicks, max_visits, created_at FROM links ORDER BY code')).rows;
+      const before = await snapshot();
+
+      const applied = await migrate(oldPool, 'shortener', all);
+      assert.deepEqual(
+        applied,
+        all.filter((m) => m.name >= '006').map((m) => m.name),
+      );
+      assert.deepEqual(await snapshot(), before);
+      const { rows } = await oldPool.query(
+        'SELECT count(manage_token_hash)::int AS tokens, count(owner_key_id)::int AS owners, count(title)::int AS titles FROM links',
+      );
+      assert.deepEqual(rows[0], { tokens: 0, owners: 0, titles: 0 });
+
+      const { app } = await startShortener({ pool: oldPool, env: { SHORTENER_ADMIN_KEY: adminKey } });
+      try {
+        const admin = { authorization: `Bearer ${adminKey}` };
+        const visits = await app.inject({ method: 'GET', url: '/api/links/Prv0005/visits?interval=hour', headers: admin });
+        assert.equal(visits.statusCode, 200);
+        assert.equal((visits.json() as { data: { totals: { visits: number } } }).data.totals.visits, 5);
+        // No token was ever issued for an old link: none manages it but the admin (and manager keys).
+        assert.equal(
+          (await app.inject({ method: 'GET', url: '/api/links/Prv0005/visits', headers: { authorization: `Bearer ${'A'.repeat(43)}` } }))
+            .statusCode,
+          403,
+        );
+        const edited = await app.inject({
+          method: 'PATCH',
+          url: '/api/links/Prv0006',
+          payload: { url: 'https://example.com/prev/6-moved' },
+          headers: admin,
+        });
+        assert.equal(edited.statusCode, 200);
+        assert.equal((await app.inject({ method: 'GET', url: '/Prv0006' })).headers.location, 'https://example.com/prev/6-moved');
+        // The tombstone of the previous release still keeps its code from being chosen again.
+        const reuse = await app.inject({ method: 'POST', url: '/api/links', payload: { url: 'https://example.com/x', alias: 'Gone123' } });
+        assert.equal(reuse.statusCode, 409);
+      } finally {
+        await app.close();
+      }
+    } finally {
+      await oldPool.end();
+      await old.drop();
     }
   });
 });

@@ -53,7 +53,10 @@ describe('configuration errors stop the process', { concurrency: true }, () => {
   const cases: Array<[Record<string, string>, RegExp[]]> = [
     [{ BASE_URL: 'ftp://x' }, [/^config error: BASE_URL .*http/m]],
     [{ PORT: 'abc' }, [/^config error: PORT .*whole number/m]],
-    [{ BASE_URL: 'not a url', PORT: '99999', LOG_LEVEL: 'loud' }, [/^config error: BASE_URL/m, /^config error: PORT/m, /^config error: LOG_LEVEL/m]],
+    [
+      { BASE_URL: 'not a url', PORT: '99999', LOG_LEVEL: 'loud' },
+      [/^config error: BASE_URL/m, /^config error: PORT/m, /^config error: LOG_LEVEL/m],
+    ],
     [{ REDIS_URL: 'http://127.0.0.1:6379' }, [/^config error: REDIS_URL must start with redis:\/\/ or rediss:\/\//m]],
   ];
   for (const [env, lines] of cases) {
@@ -81,7 +84,10 @@ describe('graceful shutdown', () => {
     lockHolder.on('error', () => {});
     const agent = new http.Agent({ keepAlive: true });
     try {
-      await admin.query('INSERT INTO links (code, original_url) VALUES ($1, $2) ON CONFLICT DO NOTHING', [code, 'https://example.com/drain']);
+      await admin.query('INSERT INTO links (code, original_url) VALUES ($1, $2) ON CONFLICT DO NOTHING', [
+        code,
+        'https://example.com/drain',
+      ]);
       await waitFor(() => /listening on/.test(server.stdout()), 30_000, `the server to listen (stderr: ${server.stderr()})`);
 
       // Hold the link's row so the click UPDATE blocks: the redirects are then provably in flight.
@@ -115,7 +121,11 @@ describe('graceful shutdown', () => {
         'the click UPDATE to wait on the row lock',
       );
       // Every request has reached a handler before the signal (the server logs each one).
-      await waitFor(() => (server.stdout().match(/"msg":"incoming request"/g) ?? []).length === 50, 15_000, 'the server to receive all 50 requests');
+      await waitFor(
+        () => (server.stdout().match(/"msg":"incoming request"/g) ?? []).length === 50,
+        15_000,
+        'the server to receive all 50 requests',
+      );
 
       server.child.kill('SIGTERM');
       await waitFor(() => /SIGTERM: draining/.test(server.stdout()), 10_000, 'the server to start draining');

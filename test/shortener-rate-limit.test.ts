@@ -2,10 +2,10 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { describe, it } from 'node:test';
 import { manualClock } from '../src/kit/clock.js';
-import type { App } from '../src/kit/http.js';
+import type { App } from '../src/kit/http/app.js';
 import { connectRedis } from '../src/kit/redis.js';
 import { CREATE_LIMIT } from '../src/shortener/app.js';
-import { assertEnvelope, buildShortener, countLinks, shortenerDatabase, withShortener } from './helpers/shortener.js';
+import { assertEnvelope, startShortener, countLinks, shortenerDatabase, withShortener } from './helpers/shortener.js';
 import { waitReady, withoutRedis } from './helpers/redis.js';
 import { fileDatabase } from './helpers/database.js';
 
@@ -261,7 +261,13 @@ describe('one window per client, however its address is spelled (behind a truste
   it('IPv6 in upper case, with leading zeros or brackets is one client', async () => {
     await withApp(
       async (app) => {
-        await assertOneWindow(app, ['2001:db8:2::1', '2001:DB8:2::1', '2001:0db8:0002::0001', '[2001:db8:2::1]:443', '2001:db8:2:0:0:0:0:1']);
+        await assertOneWindow(app, [
+          '2001:db8:2::1',
+          '2001:DB8:2::1',
+          '2001:0db8:0002::0001',
+          '[2001:db8:2::1]:443',
+          '2001:db8:2:0:0:0:0:1',
+        ]);
       },
       { TRUST_PROXY: '127.0.0.1' },
     );
@@ -275,6 +281,26 @@ describe('one window per client, however its address is spelled (behind a truste
         const next = await viaProxy(app, '2001:db8:3:1::1');
         assert.equal(next.status, 201);
         assert.equal(next.remaining, '9');
+      },
+      { TRUST_PROXY: '127.0.0.1' },
+    );
+  });
+
+  it('many /64s of one /48 together get 16 times the limit; another /48 is unaffected', async () => {
+    await withApp(
+      async (app) => {
+        // 160 creates spread over 16 /64s of 2001:db8:7::/48, each /64 within its own 10.
+        for (let i = 0; i < 160; i++) {
+          const attempt = await viaProxy(app, `2001:db8:7:${(i % 16).toString(16)}::1`);
+          assert.equal(attempt.status, 201, `request ${i + 1}`);
+        }
+        // A fresh /64 of the same /48 is refused: the site has used its 16x (the headers report the site's window).
+        const refused = await viaProxy(app, '2001:db8:7:ff::1');
+        assert.equal(refused.status, 429, JSON.stringify(refused.body));
+        assert.equal(refused.limit, '160');
+        assert.equal(refused.remaining, '0');
+        // Another /48 keeps its own windows.
+        assert.equal((await viaProxy(app, '2001:db8:8::1')).status, 201);
       },
       { TRUST_PROXY: '127.0.0.1' },
     );
@@ -338,8 +364,8 @@ describe('create rate limit with Redis', { skip: withoutRedis }, () => {
     const redisB = connectRedis(redisUrl, () => {});
     await waitReady(redisA);
     await waitReady(redisB);
-    const { app: appA } = await buildShortener({ pool: db.pool, redis: redisA });
-    const { app: appB } = await buildShortener({ pool: db.pool, redis: redisB });
+    const { app: appA } = await startShortener({ pool: db.pool, redis: redisA });
+    const { app: appB } = await startShortener({ pool: db.pool, redis: redisB });
     try {
       await redisA.del(key);
       const before = await countLinks(db.pool);
@@ -351,7 +377,10 @@ describe('create rate limit with Redis', { skip: withoutRedis }, () => {
       assert.equal(statuses.filter((s) => s === 429).length, 20, statuses.join(','));
       assert.equal(await countLinks(db.pool), before + 10);
       // The remaining counts seen across both instances are exactly 9..0, each once.
-      const remaining = attempts.filter((a) => a.status === 201).map((a) => Number(a.remaining)).sort((x, y) => x - y);
+      const remaining = attempts
+        .filter((a) => a.status === 201)
+        .map((a) => Number(a.remaining))
+        .sort((x, y) => x - y);
       assert.deepEqual(remaining, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
       for (const a of attempts.filter((x) => x.status === 429)) {
         assert.ok(Number(a.retryAfter) >= 59 && Number(a.retryAfter) <= 60, `Retry-After ${String(a.retryAfter)}`);
@@ -371,7 +400,7 @@ describe('create rate limit with Redis', { skip: withoutRedis }, () => {
 
   it('with Redis unreachable, create is still limited in-process and never fails', async () => {
     const dead = connectRedis('redis://127.0.0.1:1', () => {});
-    const { app } = await buildShortener({ pool: db.pool, redis: dead });
+    const { app } = await startShortener({ pool: db.pool, redis: dead });
     try {
       for (let i = 1; i <= 10; i++) {
         const attempt = await create(app, { ip: '203.0.113.99' });

@@ -4,32 +4,32 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, beforeEach, describe, it } from 'node:test';
 import fc from 'fast-check';
 import { createPool } from '../src/kit/db.js';
-import type { App } from '../src/kit/http.js';
+import type { App } from '../src/kit/http/app.js';
 import { LinkRepository } from '../src/shortener/repository.js';
 import type { Visit } from '../src/shortener/visits.js';
 import { fileDatabase, watchQueries } from './helpers/database.js';
-import { assertEnvelope, buildShortener, clicksOf, createCode, shortenerDatabase } from './helpers/shortener.js';
+import { assertEnvelope, startShortener, clicksOf, createCode, shortenerDatabase } from './helpers/shortener.js';
 
 const db = fileDatabase(shortenerDatabase);
 let app: App;
 
 beforeEach(async () => {
-  ({ app } = await buildShortener({ pool: db.pool }));
+  ({ app } = await startShortener({ pool: db.pool }));
 });
 
 afterEach(async () => {
   await app.close();
 });
 
-// Paths whose code fails ^[0-9a-zA-Z]{7}$ once decoded, or never reaches a route at all.
+// Paths whose code fails ^[A-Za-z0-9_-]{3,64}$ once decoded, or never reaches a route at all.
 const MALFORMED = [
-  '/abcdef',
-  '/abcdefgh',
+  '/ab',
+  `/${'a'.repeat(65)}`,
   '/..%2F..%2Fetc',
   '/%2e%2e%2f',
   '/%2e%2e%2fetc%2fpasswd',
-  '/abc-def',
-  '/abc_def',
+  '/abc.def',
+  '/abc~def',
   '/abcd%20fg',
   '/%C3%A9abcdef',
   '/abcd%E2%82%ACf',
@@ -153,7 +153,7 @@ describe('any path', () => {
         } finally {
           watch.stop();
         }
-        const wellFormed = /^[0-9a-zA-Z]{7}$/.test(raw);
+        const wellFormed = /^[A-Za-z0-9_-]{3,64}$/.test(raw);
         assert.equal(watch.queries.length > 0, wellFormed, `${url}: ${watch.queries.length} queries`);
         if (raw === code) {
           assert.equal(res.statusCode, stats ? 200 : 302, url);
@@ -242,10 +242,17 @@ describe('click batches under contention', () => {
           const subset = codes.filter((_, j) => (i + j) % 3 !== 0);
           const ordered = i % 2 ? subset : [...subset].reverse();
           const visits = ordered.map((code) => ({ code, ordinal: 1, visit: { ...CONTENTION_VISIT, referrer: `r${i % 4}.example` } }));
-          return repo.addClicks(ordered, subset.map(() => 1), visits, new Date()).then((urls) => {
-            assert.equal(urls.size, subset.length);
-            committed += subset.length;
-          });
+          return repo
+            .addClicks(
+              ordered,
+              subset.map(() => 1),
+              visits,
+              new Date(),
+            )
+            .then((urls) => {
+              assert.equal(urls.size, subset.length);
+              committed += subset.length;
+            });
         }),
       );
       for (const r of results) if (r.status === 'rejected') failures.push(String((r.reason as Error).message));
@@ -377,7 +384,7 @@ describe('health, readiness and docs', () => {
     assert.deepEqual(ready.json(), { status: 'ready' });
 
     const deadPool = createPool('postgres://postgres@127.0.0.1:1/none', { connectionTimeoutMillis: 500 });
-    const { app: deadApp } = await buildShortener({ pool: deadPool });
+    const { app: deadApp } = await startShortener({ pool: deadPool });
     try {
       const res = await deadApp.inject({ method: 'GET', url: '/readyz' });
       assert.equal(res.statusCode, 503);

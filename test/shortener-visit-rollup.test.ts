@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { manualClock } from '../src/kit/clock.js';
-import type { App } from '../src/kit/http.js';
+import type { App } from '../src/kit/http/app.js';
 import { randomCode } from '../src/shortener/codes.js';
 import { LinkService, VISIT_DAY_SETTLE_MS } from '../src/shortener/links.js';
 import { LinkRepository } from '../src/shortener/repository.js';
 import { fileDatabase } from './helpers/database.js';
-import { createCode, shortenerDatabase, withShortener } from './helpers/shortener.js';
+import { createCode, shortenerDatabase, TEST_ADMIN_AUTH, TEST_ADMIN_KEY, withShortener } from './helpers/shortener.js';
 
 // The daily rollups of visits (migration 005) are a copy the report reads
 // instead of hourly rows: every report is the same before and after them.
@@ -46,7 +46,7 @@ const QUERIES = [
 async function reports(app: App, code: string): Promise<unknown[]> {
   return Promise.all(
     QUERIES.map(async (q) => {
-      const res = await app.inject({ method: 'GET', url: `/api/links/${code}/visits${q}` });
+      const res = await app.inject({ method: 'GET', headers: TEST_ADMIN_AUTH, url: `/api/links/${code}/visits${q}` });
       assert.equal(res.statusCode, 200, q);
       return (res.json() as { data: unknown }).data;
     }),
@@ -54,14 +54,14 @@ async function reports(app: App, code: string): Promise<unknown[]> {
 }
 
 async function rolledBefore(): Promise<string> {
-  const { rows } = await db.pool.query<{ before: string }>("SELECT before::text AS before FROM visit_rollup");
+  const { rows } = await db.pool.query<{ before: string }>('SELECT before::text AS before FROM visit_rollup');
   return rows[0]!.before;
 }
 
 describe('daily rollups of visits', () => {
   it('change no report, roll each day once (also when instances race), and leave the last hour of settling alone', async () => {
     const clock = manualClock(Date.UTC(2026, 10, 12, 9, 15));
-    await withShortener({ pool: db.pool, clock }, async (app) => {
+    await withShortener({ pool: db.pool, clock, env: { SHORTENER_ADMIN_KEY: TEST_ADMIN_KEY } }, async (app) => {
       const code = await createCode(app, 'https://example.com/rolled');
       const quiet = await createCode(app, 'https://example.com/quiet');
       // Visits on 9 days, a few hours each, ending today (2026-11-20) at 10:00.
@@ -83,7 +83,7 @@ describe('daily rollups of visits', () => {
       assert.equal(await rolledBefore(), '2026-11-20');
       assert.ok(a + b >= 8, `${a} + ${b} days`);
       const { rows } = await db.pool.query<{ days: number; visits: number }>(
-        "SELECT count(DISTINCT day)::int AS days, sum(visits)::int AS visits FROM visit_days WHERE code = $1",
+        'SELECT count(DISTINCT day)::int AS days, sum(visits)::int AS visits FROM visit_days WHERE code = $1',
         [code],
       );
       const { rows: hourlyRows } = await db.pool.query<{ visits: number }>(
@@ -117,7 +117,9 @@ describe('daily rollups of visits', () => {
     const { rows } = await db.pool.query<{ code: string }>('SELECT DISTINCT code FROM visit_days');
     assert.ok(rows.length > 0);
     await db.pool.query('DELETE FROM links WHERE code = ANY($1)', [rows.map((r) => r.code)]);
-    const left = await db.pool.query<{ n: number }>('SELECT (SELECT count(*) FROM visit_days)::int + (SELECT count(*) FROM visitor_days)::int AS n');
+    const left = await db.pool.query<{ n: number }>(
+      'SELECT (SELECT count(*) FROM visit_days)::int + (SELECT count(*) FROM visitor_days)::int AS n',
+    );
     assert.equal(left.rows[0]!.n, 0);
   });
 });

@@ -1,13 +1,22 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { manualClock } from '../src/kit/clock.js';
-import type { App } from '../src/kit/http.js';
+import type { App } from '../src/kit/http/app.js';
 import { randomCode } from '../src/shortener/codes.js';
 import { LinkService } from '../src/shortener/links.js';
 import { LinkRepository } from '../src/shortener/repository.js';
 import { AgentParser, classifyAgent, DIRECT, referrerHost } from '../src/shortener/visits.js';
 import { fileDatabase, watchQueries } from './helpers/database.js';
-import { assertEnvelope, buildShortener, clicksOf, createCode, shortenerDatabase, withShortener } from './helpers/shortener.js';
+import {
+  assertEnvelope,
+  startShortener,
+  clicksOf,
+  createCode,
+  shortenerDatabase,
+  TEST_ADMIN_AUTH,
+  TEST_ADMIN_KEY,
+  withShortener,
+} from './helpers/shortener.js';
 
 // Visit analytics: what a counted redirect records, that it commits with the
 // click, that nothing identifying is kept, and the visits endpoint.
@@ -55,16 +64,21 @@ const BOT_AGENTS = [
 const db = fileDatabase(shortenerDatabase);
 
 /** A shortener on this file's database with a clock of its own, set to `start`. */
-function withApp<T>(fn: (app: App, clock: ReturnType<typeof manualClock>) => Promise<T>, start = Date.UTC(2026, 10, 20, 10, 30)): Promise<T> {
+function withApp<T>(
+  fn: (app: App, clock: ReturnType<typeof manualClock>) => Promise<T>,
+  start = Date.UTC(2026, 10, 20, 10, 30),
+): Promise<T> {
   const clock = manualClock(start);
-  return withShortener({ pool: db.pool, clock }, (app) => fn(app, clock));
+  return withShortener({ pool: db.pool, clock, env: { SHORTENER_ADMIN_KEY: TEST_ADMIN_KEY } }, (app) => fn(app, clock));
 }
 
 const visit = (app: App, code: string, headers: Record<string, string> = {}, ip = '203.0.113.9') =>
   app.inject({ method: 'GET', url: `/${code}`, headers, remoteAddress: ip });
 
 async function visitTotal(code: string): Promise<number> {
-  const { rows } = await db.pool.query<{ n: number }>('SELECT coalesce(sum(visits), 0)::int AS n FROM visit_counts WHERE code = $1', [code]);
+  const { rows } = await db.pool.query<{ n: number }>('SELECT coalesce(sum(visits), 0)::int AS n FROM visit_counts WHERE code = $1', [
+    code,
+  ]);
   return rows[0]!.n;
 }
 
@@ -192,7 +206,12 @@ describe('privacy', () => {
         'Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots) PrivacyCanary',
         'curl/8.4.0-PrivacyCanary',
       ];
-      for (const ip of ips) for (const ua of agents) assert.equal((await visit(app, code, { 'user-agent': ua, referer: 'https://ref.example/path?user=PrivacyCanary' }, ip)).statusCode, 302);
+      for (const ip of ips)
+        for (const ua of agents)
+          assert.equal(
+            (await visit(app, code, { 'user-agent': ua, referer: 'https://ref.example/path?user=PrivacyCanary' }, ip)).statusCode,
+            302,
+          );
       const { rows: tables } = await db.pool.query<{ table_name: string }>(
         "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' AND table_name <> 'schema_migrations'",
       );
@@ -204,7 +223,16 @@ describe('privacy', () => {
       }
       assert.match(dump, /ref\.example/, 'the dump is not empty');
       const hex = (text: string) => Buffer.from(text).toString('hex');
-      for (const needle of ['192.0.2.77', '192.0.2.78', '2001:db8::4242', 'PrivacyCanary', 'Gecko/20100101', 'rv:121.0', 'api.slack.com', '/path?user']) {
+      for (const needle of [
+        '192.0.2.77',
+        '192.0.2.78',
+        '2001:db8::4242',
+        'PrivacyCanary',
+        'Gecko/20100101',
+        'rv:121.0',
+        'api.slack.com',
+        '/path?user',
+      ]) {
         assert.ok(!dump.includes(needle), `found ${needle}`);
         assert.ok(!dump.includes(hex(needle)), `found ${needle} as hex`);
       }
@@ -214,15 +242,21 @@ describe('privacy', () => {
   it('the visitor key changes with the UTC day, instances share the day salt, and past salts are deleted', async () => {
     await withApp(async (app, clock) => {
       const code = await createCode(app, 'https://example.com/salt');
-      const { app: other } = await buildShortener({ pool: db.pool, clock });
+      const { app: other } = await startShortener({ pool: db.pool, clock });
       try {
         const headers = { 'user-agent': HUMAN_AGENTS[0]! };
         await visit(app, code, headers, '192.0.2.10');
         await visit(other, code, headers, '192.0.2.10');
         const keys = async () =>
-          (await db.pool.query<{ day: string; key: string }>("SELECT day::text, encode(visitor_key, 'hex') AS key FROM daily_visitors WHERE code = $1 ORDER BY day", [code])).rows;
+          (
+            await db.pool.query<{ day: string; key: string }>(
+              "SELECT day::text, encode(visitor_key, 'hex') AS key FROM daily_visitors WHERE code = $1 ORDER BY day",
+              [code],
+            )
+          ).rows;
         assert.equal((await keys()).length, 1, 'two instances, one visitor on one day');
-        const salts = async () => (await db.pool.query<{ day: string }>('SELECT day::text FROM visitor_salts ORDER BY day')).rows.map((r) => r.day);
+        const salts = async () =>
+          (await db.pool.query<{ day: string }>('SELECT day::text FROM visitor_salts ORDER BY day')).rows.map((r) => r.day);
         assert.deepEqual(await salts(), ['2026-11-20']);
 
         clock.advance(24 * 3_600_000);
@@ -255,7 +289,7 @@ describe('GET /api/links/:code/visits', () => {
       clock.advance(-3 * 24 * 3_600_000);
       await visit(app, code, { 'user-agent': BOT_AGENTS[0]! });
       clock.advance(3 * 24 * 3_600_000);
-      const res = await app.inject({ method: 'GET', url: `/api/links/${code}/visits` });
+      const res = await app.inject({ method: 'GET', headers: TEST_ADMIN_AUTH, url: `/api/links/${code}/visits` });
       assert.equal(res.statusCode, 200);
       const body = res.json() as VisitsBody & { status: number; response: string; message: string };
       assert.equal(body.status, 200);
@@ -270,11 +304,20 @@ describe('GET /api/links/:code/visits', () => {
       assert.equal(d.series[0]!.start, '2026-10-21T00:00:00.000Z');
       assert.equal(d.series.at(-1)!.start, '2026-11-20T00:00:00.000Z');
       assert.equal(d.series.filter((b) => b.visits === 0).length, 29);
-      assert.deepEqual(d.series.find((b) => b.start === '2026-11-17T00:00:00.000Z'), { start: '2026-11-17T00:00:00.000Z', visits: 1, humans: 0 });
+      assert.deepEqual(
+        d.series.find((b) => b.start === '2026-11-17T00:00:00.000Z'),
+        { start: '2026-11-17T00:00:00.000Z', visits: 1, humans: 0 },
+      );
       assert.deepEqual(d.series.at(-1), { start: '2026-11-20T00:00:00.000Z', visits: 1, humans: 1 });
       assert.deepEqual(d.totals, { visits: 2, humans: 1, bots: 1, previews: 0, unique_visitors: 2 });
-      assert.equal(d.totals.visits, d.series.reduce((s, b) => s + b.visits, 0));
-      assert.deepEqual(d.devices, [{ name: '(unknown)', visits: 1 }, { name: 'desktop', visits: 1 }]);
+      assert.equal(
+        d.totals.visits,
+        d.series.reduce((s, b) => s + b.visits, 0),
+      );
+      assert.deepEqual(d.devices, [
+        { name: '(unknown)', visits: 1 },
+        { name: 'desktop', visits: 1 },
+      ]);
     });
   });
 
@@ -283,11 +326,19 @@ describe('GET /api/links/:code/visits', () => {
       const code = await createCode(app, 'https://example.com/hours');
       // Referrer i gets i+1 visits, all in the 10:00 hour; one more at 12:05.
       for (let i = 0; i < 12; i++) {
-        await Promise.all(Array.from({ length: i + 1 }, () => visit(app, code, { 'user-agent': HUMAN_AGENTS[i % HUMAN_AGENTS.length]!, referer: `https://r${i}.example/x` })));
+        await Promise.all(
+          Array.from({ length: i + 1 }, () =>
+            visit(app, code, { 'user-agent': HUMAN_AGENTS[i % HUMAN_AGENTS.length]!, referer: `https://r${i}.example/x` }),
+          ),
+        );
       }
       clock.set(Date.UTC(2026, 10, 20, 12, 5));
       await visit(app, code, { 'user-agent': PREVIEW_AGENTS[0]! });
-      const res = await app.inject({ method: 'GET', url: `/api/links/${code}/visits?from=2026-11-20T09:45:00Z&to=2026-11-20T13:00:00%2B00:00&interval=hour` });
+      const res = await app.inject({
+        method: 'GET',
+        headers: TEST_ADMIN_AUTH,
+        url: `/api/links/${code}/visits?from=2026-11-20T09:45:00Z&to=2026-11-20T13:00:00%2B00:00&interval=hour`,
+      });
       assert.equal(res.statusCode, 200, res.body);
       const d = (res.json() as VisitsBody).data;
       assert.deepEqual(
@@ -300,7 +351,10 @@ describe('GET /api/links/:code/visits', () => {
         ],
       );
       assert.deepEqual(d.totals, { visits: 79, humans: 78, bots: 0, previews: 1, unique_visitors: d.totals.unique_visitors });
-      assert.equal(d.totals.visits, d.series.reduce((s, b) => s + b.visits, 0));
+      assert.equal(
+        d.totals.visits,
+        d.series.reduce((s, b) => s + b.visits, 0),
+      );
       assert.equal(d.referrers.length, 10);
       assert.deepEqual(d.referrers.slice(0, 3), [
         { name: 'r11.example', visits: 12 },
@@ -309,10 +363,20 @@ describe('GET /api/links/:code/visits', () => {
       ]);
       for (let i = 1; i < d.referrers.length; i++) assert.ok(d.referrers[i - 1]!.visits >= d.referrers[i]!.visits);
       assert.ok(d.browsers.length > 1 && d.operating_systems.length > 1);
-      assert.equal(d.browsers.reduce((s, b) => s + b.visits, 0), 79);
+      assert.equal(
+        d.browsers.reduce((s, b) => s + b.visits, 0),
+        79,
+      );
       // to = 12:00 leaves out the 12:05 visit's hour.
-      const early = await app.inject({ method: 'GET', url: `/api/links/${code}/visits?from=2026-11-20T10:00:00Z&to=2026-11-20T12:00:00Z&interval=hour` });
-      assert.deepEqual(((early.json() as VisitsBody).data.series).map((b) => b.visits), [78, 0]);
+      const early = await app.inject({
+        method: 'GET',
+        headers: TEST_ADMIN_AUTH,
+        url: `/api/links/${code}/visits?from=2026-11-20T10:00:00Z&to=2026-11-20T12:00:00Z&interval=hour`,
+      });
+      assert.deepEqual(
+        (early.json() as VisitsBody).data.series.map((b) => b.visits),
+        [78, 0],
+      );
     });
   });
 
@@ -334,13 +398,13 @@ describe('GET /api/links/:code/visits', () => {
         ['from=2026-11-01&from=2026-11-02', /from/],
       ];
       for (const [query, pattern] of cases) {
-        const res = await app.inject({ method: 'GET', url: `/api/links/${code}/visits?${query}` });
+        const res = await app.inject({ method: 'GET', headers: TEST_ADMIN_AUTH, url: `/api/links/${code}/visits?${query}` });
         assert.equal(res.statusCode, 400, `${query}: ${res.body}`);
         assert.match(assertEnvelope(res.json(), 400, 'Bad Request'), pattern, query);
       }
       // The longest ranges allowed.
       for (const query of ['from=2026-01-01&to=2026-02-01&interval=hour', 'from=2025-01-01&to=2026-01-02']) {
-        const res = await app.inject({ method: 'GET', url: `/api/links/${code}/visits?${query}` });
+        const res = await app.inject({ method: 'GET', headers: TEST_ADMIN_AUTH, url: `/api/links/${code}/visits?${query}` });
         assert.equal(res.statusCode, 200, `${query}: ${res.body}`);
       }
     });
@@ -350,8 +414,8 @@ describe('GET /api/links/:code/visits', () => {
     await withApp(async (app) => {
       const watch = watchQueries(db.pool);
       try {
-        for (const url of ['/api/links/abc/visits', '/api/links/abcdefgh/visits', '/api/links/abc-def/visits?interval=hour']) {
-          const res = await app.inject({ method: 'GET', url });
+        for (const url of ['/api/links/ab/visits', '/api/links/a.b.c/visits', '/api/links/abc%20def/visits?interval=hour']) {
+          const res = await app.inject({ method: 'GET', url, headers: TEST_ADMIN_AUTH });
           assert.equal(res.statusCode, 404, url);
           assertEnvelope(res.json(), 404, 'Not Found');
         }
@@ -359,7 +423,7 @@ describe('GET /api/links/:code/visits', () => {
         watch.stop();
       }
       assert.deepEqual(watch.queries, []);
-      const unknown = await app.inject({ method: 'GET', url: '/api/links/zzzzzzz/visits' });
+      const unknown = await app.inject({ method: 'GET', headers: TEST_ADMIN_AUTH, url: '/api/links/zzzzzzz/visits' });
       assert.equal(unknown.statusCode, 404);
       assertEnvelope(unknown.json(), 404, 'Not Found');
     });
@@ -381,7 +445,10 @@ describe('privacy of the logs', () => {
       assert.deepEqual([direct.statusCode, forwarded.statusCode], [302, 302]);
       const lines = logs.lines();
       assert.ok(lines.filter((l) => l.msg === 'incoming request').length >= 3, 'requests are logged');
-      assert.ok(lines.some((l) => (l.req as { url?: string } | undefined)?.url === `/${code}`), 'with their URL');
+      assert.ok(
+        lines.some((l) => (l.req as { url?: string } | undefined)?.url === `/${code}`),
+        'with their URL',
+      );
       const text = logs.text();
       for (const needle of ['192.0.2.201', '2001:db8::5151', 'LogCanary', 'Gecko/20100101', 'remoteAddress', 'remotePort']) {
         assert.ok(!text.includes(needle), `found ${needle} in the logs`);
@@ -404,7 +471,7 @@ describe('GET /api/links/:code/visits at the edges of time', () => {
         ['to=1970-01-02', 30],
       ];
       for (const [query, buckets] of cases) {
-        const res = await app.inject({ method: 'GET', url: `/api/links/${code}/visits?${query}` });
+        const res = await app.inject({ method: 'GET', headers: TEST_ADMIN_AUTH, url: `/api/links/${code}/visits?${query}` });
         assert.equal(res.statusCode, 200, `${query}: ${res.body}`);
         const d = (res.json() as VisitsBody).data;
         assert.equal(d.series.length, buckets, query);
@@ -415,7 +482,7 @@ describe('GET /api/links/:code/visits at the edges of time', () => {
 });
 
 describe('unique visitors', () => {
-  it('are the sum of each UTC day\'s distinct (address, agent) pairs over the days the range touches', async () => {
+  it("are the sum of each UTC day's distinct (address, agent) pairs over the days the range touches", async () => {
     await withApp(async (app, clock) => {
       const code = await createCode(app, 'https://example.com/uniques');
       const [firefox, chrome] = [HUMAN_AGENTS[2]!, HUMAN_AGENTS[0]!];
@@ -428,7 +495,7 @@ describe('unique visitors', () => {
       await visit(app, code, { 'user-agent': firefox }, '192.0.2.50');
       await visit(app, code, { 'user-agent': firefox }, '192.0.2.50');
       const totals = async (query: string) => {
-        const res = await app.inject({ method: 'GET', url: `/api/links/${code}/visits?${query}` });
+        const res = await app.inject({ method: 'GET', headers: TEST_ADMIN_AUTH, url: `/api/links/${code}/visits?${query}` });
         assert.equal(res.statusCode, 200, res.body);
         const { visits, unique_visitors } = (res.json() as VisitsBody).data.totals;
         return { visits, unique_visitors };
@@ -452,7 +519,10 @@ describe('top lists', () => {
       });
       for (const { name, n } of rows) {
         // Spread over two hours and two classes, so a name's visits are summed across rows.
-        for (const [hour, cls, share] of [['2026-11-20T08:00:00Z', 'human', Math.ceil(n / 2)], ['2026-11-20T09:00:00Z', 'bot', Math.floor(n / 2)]] as const) {
+        for (const [hour, cls, share] of [
+          ['2026-11-20T08:00:00Z', 'human', Math.ceil(n / 2)],
+          ['2026-11-20T09:00:00Z', 'bot', Math.floor(n / 2)],
+        ] as const) {
           if (share === 0) continue;
           await db.pool.query(
             `INSERT INTO visit_counts (code, hour, class, referrer, browser, os, device, visits) VALUES ($1, $2, $3, $4, $4, $4, $4, $5)`,
@@ -460,7 +530,11 @@ describe('top lists', () => {
           );
         }
       }
-      const res = await app.inject({ method: 'GET', url: `/api/links/${code}/visits?from=2026-11-20&to=2026-11-21` });
+      const res = await app.inject({
+        method: 'GET',
+        headers: TEST_ADMIN_AUTH,
+        url: `/api/links/${code}/visits?from=2026-11-20&to=2026-11-21`,
+      });
       assert.equal(res.statusCode, 200, res.body);
       const d = (res.json() as VisitsBody).data;
       const expected = [
@@ -476,7 +550,10 @@ describe('top lists', () => {
         { name: 'n06', visits: 6 },
       ];
       for (const list of ['referrers', 'browsers', 'operating_systems', 'devices'] as const) assert.deepEqual(d[list], expected, list);
-      assert.equal(d.totals.visits, rows.reduce((s, r) => s + r.n, 0));
+      assert.equal(
+        d.totals.visits,
+        rows.reduce((s, r) => s + r.n, 0),
+      );
     });
   });
 });

@@ -1,20 +1,21 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { type Pool } from '../src/kit/db.js';
-import type { App } from '../src/kit/http.js';
-import { buildShortener, createCode, type RunningShortener } from './helpers/shortener.js';
+import type { Pool } from '../src/kit/db.js';
+import type { App } from '../src/kit/http/app.js';
+import { startShortener, createCode, type RunningShortener } from './helpers/shortener.js';
 
 // The web pages as HTTP resources (what a browser is sent), without a browser:
 // test/browser/ drives them in Chromium.
 
-const PAGE_CSP = "default-src 'self';script-src 'self';style-src 'self';img-src 'self' data:;connect-src 'self';frame-ancestors 'none';base-uri 'none';form-action 'self'";
+const PAGE_CSP =
+  "default-src 'self';script-src 'self';style-src 'self';img-src 'self' data:;connect-src 'self';frame-ancestors 'none';base-uri 'none';form-action 'self'";
 
 let shortener: RunningShortener;
 let app: App;
 let pool: Pool;
 
 before(async () => {
-  shortener = await buildShortener();
+  shortener = await startShortener();
   ({ app, pool } = shortener);
 });
 
@@ -43,6 +44,47 @@ describe('shortener web pages', () => {
       assert.equal(res.statusCode, 404, url);
       assert.match(res.body, /<h1>Link not found<\/h1>/, url);
     }
+  });
+
+  it('a dead short link: a browser gets a page saying why, an API client the envelope, and neither is stored', async () => {
+    const browser = { accept: 'text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8' };
+    const [disabled, expired, exhausted] = [await createCode(app), await createCode(app), await createCode(app)];
+    await pool.query('UPDATE links SET disabled = true WHERE code = $1', [disabled]);
+    await pool.query("UPDATE links SET expires_at = '2026-01-31T23:59:00Z' WHERE code = $1", [expired]);
+    await pool.query('UPDATE links SET max_visits = 3, clicks = 3 WHERE code = $1', [exhausted]);
+    const cases: Array<[string, number, string, RegExp]> = [
+      [disabled, 410, 'Link disabled', /has been disabled by the people who run this service, so it no longer leads anywhere\./],
+      [expired, 410, 'Link expired', /expired on 31 January 2026 at 23:59 UTC, so it no longer leads anywhere\./],
+      [exhausted, 410, 'Link used up', /allowed 3 visits, and all of them have been used/],
+      ['zzzzzzz', 404, 'Link not found', /There is no short link with this code/],
+      ['..%2Fetc', 404, 'Link not found', /There is no short link with this code/],
+    ];
+    for (const [code, status, title, words] of cases) {
+      const page = await app.inject({ method: 'GET', url: `/${code}`, headers: browser });
+      assert.equal(page.statusCode, status, code);
+      assert.equal(page.headers['content-type'], 'text/html; charset=utf-8');
+      assert.equal(page.headers['cache-control'], 'no-store', code);
+      assert.equal(page.headers['content-security-policy'], PAGE_CSP);
+      assert.match(page.body, new RegExp(`<title>${title}</title>`));
+      assert.match(page.body, new RegExp(`<h1>${title}</h1>`));
+      assert.match(page.body, words);
+      assert.doesNotMatch(page.body, /\{\{|<script/);
+      // A HEAD from a browser: the same status and headers, no body.
+      const head = await app.inject({ method: 'HEAD', url: `/${code}`, headers: browser });
+      assert.equal(head.statusCode, status);
+      assert.equal(head.headers['cache-control'], 'no-store');
+      // An API client (no Accept, JSON, or anything): the contract's envelope, not stored either.
+      for (const accept of [undefined, 'application/json', '*/*', 'application/json, text/html']) {
+        const res = await app.inject({ method: 'GET', url: `/${code}`, headers: accept ? { accept } : {} });
+        assert.equal(res.statusCode, status, `${code} ${accept}`);
+        assert.match(String(res.headers['content-type']), /^application\/json/);
+        assert.equal(res.headers['cache-control'], 'no-store', `${code} ${accept}`);
+        assert.equal(res.json().status, status);
+      }
+    }
+    // Enabled again, the same browser request is redirected: nothing above was cacheable.
+    await pool.query('UPDATE links SET disabled = false WHERE code = $1', [disabled]);
+    assert.equal((await app.inject({ method: 'GET', url: `/${disabled}`, headers: browser })).statusCode, 302);
   });
 
   it('serves the assets (uPlot from its package) with their types, and 304 when unchanged', async () => {

@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { HttpError } from '../kit/errors.js';
+import { HttpError } from '../kit/http/errors.js';
 
 const digest = (value: string) => crypto.createHash('sha256').update(value).digest();
 
@@ -27,7 +27,9 @@ export function requireAdminKey(key: string | undefined) {
   return async (request: FastifyRequest, _reply: FastifyReply): Promise<void> => {
     if (key === undefined) throw new HttpError(503, ADMIN_NOT_CONFIGURED);
     if (!adminKeyMatches(request.headers.authorization, key)) {
-      throw new HttpError(401, 'A valid admin key is required: Authorization: Bearer <SHORTENER_ADMIN_KEY>', { 'www-authenticate': 'Bearer' });
+      throw new HttpError(401, 'A valid admin key is required: Authorization: Bearer <SHORTENER_ADMIN_KEY>', {
+        'www-authenticate': 'Bearer',
+      });
     }
   };
 }

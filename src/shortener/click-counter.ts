@@ -1,3 +1,4 @@
+import type { LinkRules } from './link-rules.js';
 import type { BatchVisit, Granted, Refusal } from './repository.js';
 import type { Visit } from './visits.js';
 
@@ -13,9 +14,9 @@ import type { Visit } from './visits.js';
 
 export type AddClicks = (codes: string[], counts: number[], visits: BatchVisit[]) => Promise<Map<string, Granted>>;
 
-/** What became of one click: counted (go to url), refused (the link is gone, and why), or an unknown code. */
+/** What became of one click: counted (go to url, or where its rules say), refused (the link is gone, and why), or an unknown code. */
 export type ClickOutcome =
-  | { counted: true; url: string }
+  | { counted: true; url: string; rules: LinkRules | null }
   | { counted: false; refusal: Refusal; expires_at: Date | null; max_visits: number | null }
   | undefined;
 
@@ -57,7 +58,9 @@ export class ClickCounter {
     this.pending = new Map();
     const codes = [...batch.keys()].sort();
     const visits: BatchVisit[] = [];
-    for (const code of codes) batch.get(code)!.forEach((w, i) => visits.push({ code, ordinal: i + 1, visit: w.visit }));
+    for (const code of codes) {
+      for (const [i, w] of batch.get(code)!.entries()) visits.push({ code, ordinal: i + 1, visit: w.visit });
+    }
     try {
       const decided = await this.addClicks(
         codes,
@@ -69,9 +72,14 @@ export class ClickCounter {
         // The first `granted` clicks (in arrival order) were counted, the same ones whose visits were written.
         batch.get(code)!.forEach((w, i) => {
           if (!result) w.resolve(undefined);
-          else if (i < result.granted) w.resolve({ counted: true, url: result.original_url });
+          else if (i < result.granted) w.resolve({ counted: true, url: result.original_url, rules: result.rules });
           else {
-            w.resolve({ counted: false, refusal: result.refusal ?? 'exhausted', expires_at: result.expires_at, max_visits: result.max_visits });
+            w.resolve({
+              counted: false,
+              refusal: result.refusal ?? 'exhausted',
+              expires_at: result.expires_at,
+              max_visits: result.max_visits,
+            });
           }
         });
       }

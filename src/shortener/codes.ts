@@ -2,6 +2,12 @@ import { randomBytes } from 'node:crypto';
 
 export const CODE_LENGTH = 7;
 export const CODE_PATTERN = /^[0-9a-zA-Z]{7}$/;
+/**
+ * Every code a link can have: the generated ones (CODE_PATTERN) and the ones
+ * chosen at creation, 3 to 64 letters, digits, "_" and "-". Anything else is
+ * malformed (rule 4): a 404 without a database query.
+ */
+export const LINK_CODE_PATTERN = /^[A-Za-z0-9_-]{3,64}$/;
 const ALPHABET = '0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ';
 
 // 256 is not a multiple of 62: bytes from 248 (= 4 × 62) up would make the

@@ -1,13 +1,22 @@
 import { domainToASCII } from 'node:url';
 import { isUniqueViolation } from '../kit/db.js';
-import { HttpError, badRequest } from '../kit/errors.js';
+import { HttpError, badRequest } from '../kit/http/errors.js';
 import { isStorableText } from '../kit/text.js';
 import type { Clock } from '../kit/clock.js';
 import { ClickCounter, type ClickOutcome } from './click-counter.js';
-import { CODE_PATTERN, type CodeGenerator } from './codes.js';
-import { DELETED_CODE_CONSTRAINT, type Link, type LinkRepository, type Refusal, UNIQUE_CODE_CONSTRAINT } from './repository.js';
+import { type CodeGenerator, LINK_CODE_PATTERN } from './codes.js';
+import { newManageToken } from './access.js';
+import {
+  DELETED_CODE_CONSTRAINT,
+  type Link,
+  type LinkRepository,
+  type NewLinkFields,
+  type Refusal,
+  UNIQUE_CODE_CONSTRAINT,
+} from './repository.js';
 import { type VisitRange, type VisitReport, visitReport } from './visit-report.js';
 import { AgentParser, VisitorKeys, isoDay } from './visits.js';
+import { chooseDestination, type LinkRules } from './link-rules.js';
 
 export const MAX_CODE_ATTEMPTS = 5;
 /** How long after its end a day's visits are rolled up into daily rows. */
@@ -79,8 +88,43 @@ export function validateTargetUrl(raw: string): void {
   }
 }
 
-/** Well-formed codes only reach the database (rule 4). */
-export const isWellFormedCode = (code: string) => CODE_PATTERN.test(code);
+/**
+ * Whether `raw` points into this service itself (BASE_URL's host and port, any
+ * path under BASE_URL's path, either scheme): shortening a short link again
+ * only makes a chain of redirects, each counting a click and each able to die.
+ */
+export function isOwnShortLink(raw: string, baseUrl: string): boolean {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    return false;
+  }
+  const own = new URL(baseUrl);
+  if (url.hostname !== own.hostname || url.port !== own.port) return false;
+  const basePath = own.pathname.replace(/\/+$/, '');
+  return url.pathname === basePath || url.pathname.startsWith(`${basePath}/`);
+}
+
+export const OWN_SHORT_LINK =
+  'url is a link of this shortener already: shorten the address it leads to, so visitors are not sent through two redirects';
+
+/** Well-formed codes only reach the database (rule 4): a generated code or a chosen one. */
+export const isWellFormedCode = (code: string) => LINK_CODE_PATTERN.test(code);
+
+export const MAX_TAGS = 10;
+const TAG = /^[a-z0-9][a-z0-9_-]{0,31}$/;
+export const TAGS_RULE = `tags must be a list of at most ${MAX_TAGS} tags, each 1 to 32 of a-z, 0-9, _ and - (upper case is lowered)`;
+
+/** Tags as stored: lower case, each checked, duplicates dropped, in the order given. */
+export function normaliseTags(value: unknown): string[] {
+  if (!Array.isArray(value) || value.length > MAX_TAGS) throw badRequest(`body/${TAGS_RULE}`);
+  const tags = value.map((t) => (typeof t === 'string' ? t.trim().toLowerCase() : ''));
+  if (!tags.every((t) => TAG.test(t))) throw badRequest(`body/${TAGS_RULE}`);
+  return [...new Set(tags)];
+}
+
+export const ALIAS_RULE = 'alias must be 3 to 64 characters of letters A-Z and a-z, digits, "_" and "-"';
 
 /** What a visitor sends that the visit records (coarsened before it is stored). */
 export interface VisitorRequest {
@@ -95,6 +139,14 @@ export type LinkState = 'active' | Refusal;
 export interface LinkLimits {
   expiresAt?: Date;
   maxVisits?: number;
+  /** The API key that creates the link, which then manages it. */
+  ownerKeyId?: number;
+  title?: string;
+  /** A code chosen by the creator instead of a generated one. */
+  alias?: string;
+  tags?: string[];
+  /** Device rules and an A/B split (link-rules.ts), already checked. */
+  rules?: LinkRules | null;
 }
 
 /** Where the lifecycle stands at `now` (disabled first, then expiry, then the visit cap). */
@@ -114,6 +166,11 @@ export function goneMessage(state: Refusal, limits: { expires_at: Date | null; m
 
 export const gone = (state: Refusal, limits: { expires_at: Date | null; max_visits: number | null }) =>
   new HttpError(410, goneMessage(state, limits));
+
+const aliasTaken = (alias: string) =>
+  new HttpError(409, `alias "${alias}" is taken: choose another (codes of deleted links are never reused)`);
+
+const noCodeLeft = () => new HttpError(503, 'Could not allocate a unique short code, please try again', { 'retry-after': '1' });
 
 export class LinkService {
   readonly clicks: ClickCounter;
@@ -137,22 +194,122 @@ export class LinkService {
     });
   }
 
-  /** Inserts with a fresh code, retrying only on a duplicate code (rule 2). */
-  async create(originalUrl: string, limits: LinkLimits = {}): Promise<Link> {
-    validateTargetUrl(originalUrl);
-    if (limits.expiresAt && limits.expiresAt.getTime() <= this.clock()) throw badRequest('expires_at must be in the future');
+  /**
+   * Inserts with a fresh code, retrying only on a duplicate code (rule 2).
+   * Returns the link and its manage token, which exists nowhere else: only its digest is stored.
+   */
+  async create(originalUrl: string, limits: LinkLimits = {}): Promise<{ link: Link; manageToken: string }> {
+    this.check(originalUrl, limits);
+    const manage = newManageToken();
+    if (limits.alias !== undefined) {
+      const { alias, ...fields } = limits;
+      try {
+        return { link: await this.repo.insert(alias, originalUrl, { ...fields, manageTokenHash: manage.hash }), manageToken: manage.token };
+      } catch (err) {
+        // One namespace with generated and deleted codes: the primary key and the tombstones decide, race-free.
+        if (isUniqueViolation(err, UNIQUE_CODE_CONSTRAINT) || isUniqueViolation(err, DELETED_CODE_CONSTRAINT)) throw aliasTaken(alias);
+        throw err;
+      }
+    }
     for (let attempt = 1; attempt <= MAX_CODE_ATTEMPTS; attempt++) {
       const code = this.generateCode();
       if (this.isReservedCode(code)) continue;
       try {
-        return await this.repo.insert(code, originalUrl, limits.expiresAt ?? null, limits.maxVisits ?? null);
+        const fields = { ...limits, manageTokenHash: manage.hash };
+        return { link: await this.repo.insert(code, originalUrl, fields), manageToken: manage.token };
       } catch (err) {
         // Taken by a live link, or once held by a deleted one: either way, another code.
         if (isUniqueViolation(err, UNIQUE_CODE_CONSTRAINT) || isUniqueViolation(err, DELETED_CODE_CONSTRAINT)) continue;
         throw err;
       }
     }
-    throw new HttpError(503, 'Could not allocate a unique short code, please try again', { 'retry-after': '1' });
+    throw noCodeLeft();
+  }
+
+  /** What a create refuses before any insert: rule 1 and its URL rules, an expiry not in the future, a malformed or reserved alias. */
+  private check(originalUrl: string, limits: LinkLimits): void {
+    validateTargetUrl(originalUrl);
+    if (limits.expiresAt && limits.expiresAt.getTime() <= this.clock()) throw badRequest('expires_at must be in the future');
+    if (limits.alias !== undefined) {
+      if (!isWellFormedCode(limits.alias)) throw badRequest(ALIAS_RULE);
+      if (this.isReservedCode(limits.alias)) throw badRequest(`alias "${limits.alias}" is reserved: it names a page of this service`);
+    }
+  }
+
+  /**
+   * Creates many links with the single create's rules and answers, each on its own: a refused one
+   * (its HttpError, as create() would throw it) does not keep the others from being created. All
+   * rows go in one INSERT; only codes that turn out taken are drawn again and go in another, each
+   * item at most MAX_CODE_ATTEMPTS times, as in create(). An alias taken by a live or deleted link,
+   * or by an earlier item of the same batch, is a 409. Every link returned is durable.
+   */
+  async createMany(requests: Array<{ url: string; limits: LinkLimits }>): Promise<Array<{ link: Link; manageToken: string } | HttpError>> {
+    const results: Array<{ link: Link; manageToken: string } | HttpError | undefined> = new Array(requests.length);
+    const pending: Array<{ index: number; code: string; attempts: number; token: string; fields: NewLinkFields }> = [];
+    const inBatch = new Set<string>();
+    // A generated code not reserved and not already used by this batch; undefined once the attempts are spent.
+    const draw = (item: { attempts: number }): string | undefined => {
+      while (item.attempts < MAX_CODE_ATTEMPTS) {
+        item.attempts++;
+        const code = this.generateCode();
+        if (!this.isReservedCode(code) && !inBatch.has(code)) return code;
+      }
+      return undefined;
+    };
+    requests.forEach(({ url, limits }, index) => {
+      try {
+        this.check(url, limits);
+      } catch (err) {
+        if (!(err instanceof HttpError)) throw err;
+        results[index] = err;
+        return;
+      }
+      const { alias, ...rest } = limits;
+      const manage = newManageToken();
+      const item = { index, code: alias ?? '', attempts: 0, token: manage.token, fields: { ...rest, manageTokenHash: manage.hash } };
+      if (alias !== undefined && inBatch.has(alias)) {
+        results[index] = aliasTaken(alias);
+        return;
+      }
+      const code = alias ?? draw(item);
+      if (code === undefined) {
+        results[index] = noCodeLeft();
+        return;
+      }
+      item.code = code;
+      inBatch.add(code);
+      pending.push(item);
+    });
+    const urls = requests.map((r) => r.url);
+    let tombstoneRaces = 0;
+    while (pending.length > 0) {
+      let inserted: Link[];
+      try {
+        inserted = await this.repo.insertMany(pending.map((p) => ({ code: p.code, originalUrl: urls[p.index]!, fields: p.fields })));
+      } catch (err) {
+        // A delete committed a tombstone of one of these codes during the statement: nothing was
+        // inserted, and the next run's NOT EXISTS sees it.
+        if (isUniqueViolation(err, DELETED_CODE_CONSTRAINT) && ++tombstoneRaces <= MAX_CODE_ATTEMPTS) continue;
+        throw err;
+      }
+      const byCode = new Map(inserted.map((link) => [link.code, link]));
+      const retry: typeof pending = [];
+      for (const item of pending) {
+        const link = byCode.get(item.code);
+        if (link) results[item.index] = { link, manageToken: item.token };
+        else if (requests[item.index]!.limits.alias !== undefined) results[item.index] = aliasTaken(item.code);
+        else {
+          const code = draw(item);
+          if (code === undefined) results[item.index] = noCodeLeft();
+          else {
+            inBatch.add(code);
+            retry.push({ ...item, code });
+          }
+        }
+      }
+      pending.splice(0, pending.length, ...retry);
+    }
+    return results as Array<{ link: Link; manageToken: string } | HttpError>;
   }
 
   /**
@@ -161,7 +318,15 @@ export class LinkService {
    */
   async follow(code: string, visitor: VisitorRequest): Promise<ClickOutcome> {
     const visit = await this.visitorKeys.visit(visitor.ip, visitor.userAgent, visitor.referer, this.agents);
-    return this.clicks.record(code, visit);
+    const outcome = await this.clicks.record(code, visit);
+    // The rules came with the row the click statement locked: choosing costs no query.
+    if (outcome?.counted) return { ...outcome, url: chooseDestination(outcome.url, outcome.rules, visit) };
+    return outcome;
+  }
+
+  /** Where a visitor with this User-Agent goes by the link's rules (HEAD, which counts nothing). */
+  destination(link: Pick<Link, 'original_url' | 'rules'>, userAgent: string | undefined): string {
+    return chooseDestination(link.original_url, link.rules, this.agents.families(userAgent));
   }
 
   find(code: string): Promise<Link | undefined> {

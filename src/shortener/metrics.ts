@@ -1,6 +1,6 @@
 import { Counter, Histogram } from 'prom-client';
-import type { App } from '../kit/http.js';
-import { metricsRegistry } from '../kit/metrics.js';
+import type { App } from '../kit/http/app.js';
+import { metricsRegistry } from '../kit/http/metrics.js';
 import { isWellFormedCode } from './links.js';
 
 // The shortener's own figures. Outcomes are read from the answer each route

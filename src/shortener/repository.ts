@@ -1,4 +1,5 @@
 import { type Pool, withTransaction } from '../kit/db.js';
+import type { LinkRules } from './link-rules.js';
 import { DAY_MS, HOUR_MS, isoDay, type SaltStore, type Visit } from './visits.js';
 
 export interface Link {
@@ -9,6 +10,34 @@ export interface Link {
   expires_at: Date | null;
   max_visits: number | null;
   disabled: boolean;
+  /** SHA-256 of the link's manage token (null for links created before tokens existed). Never shown. */
+  manage_token_hash: Buffer | null;
+  /** The API key the link was created with (null: anonymous or by the admin). */
+  owner_key_id: number | null;
+  /** A name for people who manage links; never part of the public stats. */
+  title: string | null;
+  /** Lower-case tags to find the link by; never part of the public stats. */
+  tags: string[];
+  /** Device rules and A/B split (link-rules.ts); null when none. Never part of the public stats. */
+  rules: LinkRules | null;
+}
+
+/** An API key as stored, without its digest. */
+export interface ApiKey {
+  id: number;
+  name: string;
+  role: 'author' | 'manager';
+  created_at: Date;
+  last_used_at: Date | null;
+  revoked_at: Date | null;
+}
+
+const API_KEY_COLUMNS = 'id::int, name, role, created_at, last_used_at, revoked_at';
+
+/** A destination a link had before a change. */
+export interface PastDestination {
+  original_url: string;
+  replaced_at: Date;
 }
 
 /** Why a link no longer redirects. */
@@ -23,6 +52,8 @@ export interface Granted {
   refusal: Refusal | null;
   expires_at: Date | null;
   max_visits: number | null;
+  /** The link's rules, read with the same locked row: the redirect picks its destination without another query. */
+  rules: LinkRules | null;
 }
 
 /** One click of a batch with its visit: the ordinal counts the clicks of its code in arrival order, from 1. */
@@ -41,19 +72,64 @@ export interface VisitRow {
   visits: number;
 }
 
-const LINK_COLUMNS = 'code, original_url, clicks, created_at, expires_at, max_visits, disabled';
+/** Every column of a link the service reads: one list, so every query returns the same shape. */
+const LINK_COLUMNS =
+  'code, original_url, clicks, created_at, expires_at, max_visits, disabled, manage_token_hash, owner_key_id::int, title, tags, rules';
 
 /** The only place that speaks SQL for links and their visits. */
 export class LinkRepository implements SaltStore {
   constructor(private readonly pool: Pool) {}
 
   /** Throws PostgreSQL's unique violation (constraint links_pkey) when the code is taken. */
-  async insert(code: string, originalUrl: string, expiresAt: Date | null = null, maxVisits: number | null = null): Promise<Link> {
+  async insert(code: string, originalUrl: string, fields: NewLinkFields = {}): Promise<Link> {
     const { rows } = await this.pool.query<Link>(
-      `INSERT INTO links (code, original_url, expires_at, max_visits) VALUES ($1, $2, $3, $4) RETURNING ${LINK_COLUMNS}`,
-      [code, originalUrl, expiresAt, maxVisits],
+      `INSERT INTO links (code, original_url, expires_at, max_visits, manage_token_hash, owner_key_id, title, tags, rules)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING ${LINK_COLUMNS}`,
+      [
+        code,
+        originalUrl,
+        fields.expiresAt ?? null,
+        fields.maxVisits ?? null,
+        fields.manageTokenHash ?? null,
+        fields.ownerKeyId ?? null,
+        fields.title ?? null,
+        fields.tags ?? [],
+        fields.rules ? JSON.stringify(fields.rules) : null,
+      ],
     );
     return rows[0]!;
+  }
+
+  /**
+   * Inserts many links in one statement (one transaction, durable when it returns) and returns
+   * those inserted. A row whose code a live link has (ON CONFLICT on the primary key) or a deleted
+   * link had (the tombstone) is left out instead of failing the others; the caller tells which by
+   * what is missing. The trigger of migration 004 stays the guarantee: a tombstone committed by a
+   * delete the NOT EXISTS could not yet see makes the whole statement fail with
+   * deleted_codes_pkey, inserting nothing, and the caller runs it again.
+   */
+  async insertMany(rows: Array<{ code: string; originalUrl: string; fields: NewLinkFields }>): Promise<Link[]> {
+    const { rows: inserted } = await this.pool.query<Link>(
+      `INSERT INTO links (code, original_url, expires_at, max_visits, manage_token_hash, owner_key_id, title, tags, rules)
+       SELECT b.code, b.url, b.expires_at, b.max_visits, b.hash, b.owner, b.title, ARRAY(SELECT jsonb_array_elements_text(b.tags)), b.rules
+       FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bigint[], $5::bytea[], $6::bigint[], $7::text[], $8::jsonb[], $9::jsonb[])
+              AS b(code, url, expires_at, max_visits, hash, owner, title, tags, rules)
+       WHERE NOT EXISTS (SELECT 1 FROM deleted_codes AS d WHERE d.code = b.code)
+       ON CONFLICT (code) DO NOTHING
+       RETURNING ${LINK_COLUMNS}`,
+      [
+        rows.map((r) => r.code),
+        rows.map((r) => r.originalUrl),
+        rows.map((r) => r.fields.expiresAt ?? null),
+        rows.map((r) => r.fields.maxVisits ?? null),
+        rows.map((r) => r.fields.manageTokenHash ?? null),
+        rows.map((r) => r.fields.ownerKeyId ?? null),
+        rows.map((r) => r.fields.title ?? null),
+        rows.map((r) => JSON.stringify(r.fields.tags ?? [])),
+        rows.map((r) => (r.fields.rules ? JSON.stringify(r.fields.rules) : null)),
+      ],
+    );
+    return inserted;
   }
 
   async find(code: string): Promise<Link | undefined> {
@@ -86,13 +162,13 @@ export class LinkRepository implements SaltStore {
                SELECT * FROM unnest($1::text[], $2::int[]) AS b(code, n)
              ),
              locked AS MATERIALIZED (
-               SELECT l.code, l.original_url, l.clicks, l.max_visits, l.expires_at, l.disabled
+               SELECT l.code, l.original_url, l.clicks, l.max_visits, l.expires_at, l.disabled, l.rules
                FROM links AS l JOIN batch USING (code)
                ORDER BY l.code
                FOR UPDATE OF l
              ),
              decided AS MATERIALIZED (
-               SELECT k.code, k.original_url, k.max_visits, k.expires_at,
+               SELECT k.code, k.original_url, k.max_visits, k.expires_at, k.rules,
                       CASE WHEN k.disabled OR k.expires_at <= $3 THEN 0
                            WHEN k.max_visits IS NULL THEN b.n
                            ELSE least(b.n, greatest(k.max_visits - k.clicks, 0)) END AS granted,
@@ -125,7 +201,7 @@ export class LinkRepository implements SaltStore {
                SELECT DISTINCT code, (hour AT TIME ZONE 'UTC')::date, visitor_key FROM visits
                ON CONFLICT DO NOTHING
              )
-             SELECT code, original_url, granted, refusal, max_visits, expires_at FROM decided`,
+             SELECT code, original_url, granted, refusal, max_visits, expires_at, rules FROM decided`,
       values: [
         codes,
         counts,
@@ -178,7 +254,15 @@ export class LinkRepository implements SaltStore {
    * `wholeDaysEnd` (a UTC midnight; `from` for hourly buckets, so none) are
    * read from the daily rows, the rest from the hourly rows.
    */
-  async visitRows(code: string, from: Date, to: Date, bucketSeconds: number, firstDay: string, endDay: string, wholeDaysEnd: Date): Promise<VisitRow[]> {
+  async visitRows(
+    code: string,
+    from: Date,
+    to: Date,
+    bucketSeconds: number,
+    firstDay: string,
+    endDay: string,
+    wholeDaysEnd: Date,
+  ): Promise<VisitRow[]> {
     const { rows } = await this.pool.query<VisitRow>({
       name: 'links_visit_rows',
       text: `WITH daily_until AS MATERIALIZED (
@@ -266,44 +350,176 @@ export class LinkRepository implements SaltStore {
    * the number of links that match, read in one statement (one snapshot).
    * `search` matches the code exactly or the URL as a case-insensitive substring.
    */
-  async listForAdmin(search: string | undefined, page: { limit: number; offset: number }): Promise<{ total: number; links: AdminLink[] }> {
+  async listForAdmin(
+    search: string | undefined,
+    page: { limit: number; offset: number },
+    ownerKeyId: number | null = null,
+    tag: string | null = null,
+  ): Promise<{ total: number; links: AdminLink[] }> {
     // LIKE's own wildcards and escape character in the search are matched literally.
     const pattern = search === undefined ? null : `%${search.replace(/[\\%_]/g, '\\$&')}%`;
     const { rows } = await this.pool.query<{ total: number } & { [K in keyof AdminLink]: AdminLink[K] | null }>({
       name: 'links_admin_list',
       text: `WITH matched AS (
-               SELECT ${ADMIN_COLUMNS} FROM links
-               WHERE $1::text IS NULL OR code = $1 OR original_url ILIKE $2 ESCAPE '\\'
+               SELECT ${LINK_COLUMNS} FROM links
+               WHERE ($1::text IS NULL OR code = $1 OR original_url ILIKE $2 ESCAPE '\\' OR title ILIKE $2 ESCAPE '\\')
+                 AND ($5::bigint IS NULL OR owner_key_id = $5)
+                 AND ($6::text IS NULL OR tags @> ARRAY[$6::text])
              ), total AS (SELECT count(*) AS total FROM matched)
              SELECT total.total, page.* FROM total
              LEFT JOIN LATERAL (
                SELECT * FROM matched ORDER BY created_at DESC, code DESC LIMIT $3 OFFSET $4
              ) page ON true
              ORDER BY page.created_at DESC, page.code DESC`,
-      values: [search ?? null, pattern, page.limit, page.offset],
+      values: [search ?? null, pattern, page.limit, page.offset, ownerKeyId, tag],
     });
     const total = rows[0]?.total ?? 0;
     return { total, links: rows.filter((row): row is typeof row & AdminLink => row.code !== null) };
   }
 
-  /** Sets the lifecycle fields that are given (undefined leaves a field as it is); undefined for an unknown code. */
-  async updateLifecycle(code: string, changes: LifecycleChanges): Promise<AdminLink | undefined> {
-    const { rows } = await this.pool.query<AdminLink>({
-      name: 'links_admin_update',
-      text: `UPDATE links SET
-               expires_at = CASE WHEN $2::boolean THEN $3::timestamptz ELSE expires_at END,
-               max_visits = CASE WHEN $4::boolean THEN $5::bigint ELSE max_visits END,
-               disabled = COALESCE($6::boolean, disabled)
+  /**
+   * The next page of links for an export, newest first, after the position `after` (the
+   * created_at text and code of the last link of the previous page); the key's own links only
+   * when `ownerKeyId` is set. Keyset paging, so each page is one index range scan (migrations
+   * 007 and 011) however deep the export, and no statement holds a connection between pages.
+   */
+  async exportPage(
+    ownerKeyId: number | null,
+    after: { createdAt: string; code: string } | undefined,
+    limit: number,
+  ): Promise<Array<Link & { position: string }>> {
+    const { rows } = await this.pool.query<Link & { position: string }>({
+      name: 'links_export_page',
+      text: `SELECT ${LINK_COLUMNS}, created_at::text AS position FROM links
+             WHERE ($1::bigint IS NULL OR owner_key_id = $1)
+               AND ($2::timestamptz IS NULL OR (created_at, code) < ($2::timestamptz, $3::text))
+             ORDER BY created_at DESC, code DESC
+             LIMIT $4`,
+      values: [ownerKeyId, after?.createdAt ?? null, after?.code ?? null, limit],
+    });
+    return rows;
+  }
+
+  /**
+   * The next page of a link's hourly visit rows for an export, in the order of their primary key,
+   * after the key of the last row of the previous page.
+   */
+  async visitExportPage(code: string, after: VisitExportRow | undefined, limit: number): Promise<VisitExportRow[]> {
+    const { rows } = await this.pool.query<VisitExportRow>({
+      name: 'visits_export_page',
+      text: `SELECT hour, class, referrer, browser, os, device, visits::bigint FROM visit_counts
              WHERE code = $1
-             RETURNING ${ADMIN_COLUMNS}`,
+               AND ($2::timestamptz IS NULL OR (hour, class, referrer, browser, os, device) > ($2::timestamptz, $3::text, $4::text, $5::text, $6::text, $7::text))
+             ORDER BY hour, class, referrer, browser, os, device
+             LIMIT $8`,
       values: [
         code,
-        changes.expiresAt !== undefined,
-        changes.expiresAt ?? null,
-        changes.maxVisits !== undefined,
-        changes.maxVisits ?? null,
-        changes.disabled ?? null,
+        after?.hour ?? null,
+        after?.class ?? null,
+        after?.referrer ?? null,
+        after?.browser ?? null,
+        after?.os ?? null,
+        after?.device ?? null,
+        limit,
       ],
+    });
+    return rows;
+  }
+
+  /**
+   * Sets the fields that are given (undefined leaves a field as it is);
+   * undefined for an unknown code. A new destination is written with the old
+   * one into link_destinations, in one transaction under the link's row lock,
+   * so two concurrent changes each record the destination they replaced. The
+   * redirect reads original_url and rules in its own statement (no cache), so
+   * the next click on any instance follows the change.
+   */
+  updateLink(code: string, changes: LinkChanges): Promise<AdminLink | undefined> {
+    return withTransaction(this.pool, async (client) => {
+      const { rows: before } = await client.query<{ original_url: string }>('SELECT original_url FROM links WHERE code = $1 FOR UPDATE', [
+        code,
+      ]);
+      if (before.length === 0) return undefined;
+      const { rows } = await client.query<AdminLink>(
+        `UPDATE links SET
+           expires_at = CASE WHEN $2::boolean THEN $3::timestamptz ELSE expires_at END,
+           max_visits = CASE WHEN $4::boolean THEN $5::bigint ELSE max_visits END,
+           disabled = COALESCE($6::boolean, disabled),
+           original_url = COALESCE($7::text, original_url),
+           title = CASE WHEN $8::boolean THEN $9::text ELSE title END,
+           tags = COALESCE($10::text[], tags),
+           rules = CASE WHEN $11::boolean THEN $12::jsonb ELSE rules END
+         WHERE code = $1
+         RETURNING ${LINK_COLUMNS}`,
+        [
+          code,
+          changes.expiresAt !== undefined,
+          changes.expiresAt ?? null,
+          changes.maxVisits !== undefined,
+          changes.maxVisits ?? null,
+          changes.disabled ?? null,
+          changes.url ?? null,
+          changes.title !== undefined,
+          changes.title ?? null,
+          changes.tags ?? null,
+          changes.rules !== undefined,
+          changes.rules ? JSON.stringify(changes.rules) : null,
+        ],
+      );
+      const old = before[0]!.original_url;
+      if (changes.url !== undefined && changes.url !== old) {
+        await client.query('INSERT INTO link_destinations (code, original_url) VALUES ($1, $2)', [code, old]);
+      }
+      return rows[0];
+    });
+  }
+
+  /** The destinations a link had before, latest first. */
+  async pastDestinations(code: string): Promise<PastDestination[]> {
+    const { rows } = await this.pool.query<PastDestination>(
+      'SELECT original_url, replaced_at FROM link_destinations WHERE code = $1 ORDER BY replaced_at DESC, id DESC LIMIT 100',
+      [code],
+    );
+    return rows;
+  }
+
+  async insertApiKey(name: string, role: ApiKey['role'], keyHash: Buffer): Promise<ApiKey> {
+    const { rows } = await this.pool.query<ApiKey>(
+      `INSERT INTO api_keys (name, role, key_hash) VALUES ($1, $2, $3) RETURNING ${API_KEY_COLUMNS}`,
+      [name, role, keyHash],
+    );
+    return rows[0]!;
+  }
+
+  async listApiKeys(): Promise<ApiKey[]> {
+    const { rows } = await this.pool.query<ApiKey>(`SELECT ${API_KEY_COLUMNS} FROM api_keys ORDER BY id`);
+    return rows;
+  }
+
+  /** Revokes a key (once; a second revoke keeps the first time); undefined for an unknown id. */
+  async revokeApiKey(id: number): Promise<ApiKey | undefined> {
+    const { rows } = await this.pool.query<ApiKey>(
+      `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1 RETURNING ${API_KEY_COLUMNS}`,
+      [id],
+    );
+    return rows[0];
+  }
+
+  /**
+   * The live key with this digest, recording its use. last_used_at is written
+   * at most once a minute per key, so a busy key does not rewrite its row on
+   * every request.
+   */
+  async useApiKey(keyHash: Buffer): Promise<ApiKey | undefined> {
+    const { rows } = await this.pool.query<ApiKey>({
+      name: 'api_keys_use',
+      text: `WITH k AS (SELECT ${API_KEY_COLUMNS} FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL),
+                  touched AS (
+                    UPDATE api_keys SET last_used_at = now()
+                    WHERE id = (SELECT id FROM k) AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')
+                  )
+             SELECT * FROM k`,
+      values: [keyHash],
     });
     return rows[0];
   }
@@ -318,7 +534,7 @@ export class LinkRepository implements SaltStore {
     const { rows } = await this.pool.query<AdminLink>({
       name: 'links_admin_delete',
       text: `WITH gone AS (
-               DELETE FROM links WHERE code = $1 RETURNING ${ADMIN_COLUMNS}
+               DELETE FROM links WHERE code = $1 RETURNING ${LINK_COLUMNS}
              ), tombstone AS (
                INSERT INTO deleted_codes (code) SELECT code FROM gone
              )
@@ -334,18 +550,38 @@ export const UNIQUE_CODE_CONSTRAINT = 'links_pkey';
 /** Raised (by a trigger) when a create picks the code of a deleted link: a duplicate code, retried like one. */
 export const DELETED_CODE_CONSTRAINT = 'deleted_codes_pkey';
 
-/** A link with its lifecycle fields, as the admin API shows it. */
-export interface AdminLink extends Link {
-  expires_at: Date | null;
-  max_visits: number | null;
-  disabled: boolean;
+/** A link as the admin API shows it (the same row as everywhere else). */
+export type AdminLink = Link;
+
+/** One hourly row of a link's visits, as stored. */
+export interface VisitExportRow {
+  hour: Date;
+  class: string;
+  referrer: string;
+  browser: string;
+  os: string;
+  device: string;
+  visits: number;
 }
 
-/** What an admin may change; a field left undefined keeps its value, null clears it. */
-export interface LifecycleChanges {
+/** What a create sets besides the code and URL. */
+export interface NewLinkFields {
+  expiresAt?: Date | null;
+  maxVisits?: number | null;
+  manageTokenHash?: Buffer | null;
+  ownerKeyId?: number | null;
+  title?: string | null;
+  tags?: string[];
+  rules?: LinkRules | null;
+}
+
+/** What a link's manager may change; a field left undefined keeps its value, null clears it. */
+export interface LinkChanges {
   expiresAt?: Date | null;
   maxVisits?: number | null;
   disabled?: boolean;
+  url?: string;
+  title?: string | null;
+  tags?: string[];
+  rules?: LinkRules | null;
 }
-
-const ADMIN_COLUMNS = 'code, original_url, clicks, created_at, expires_at, max_visits, disabled';

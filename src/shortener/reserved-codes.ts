@@ -9,7 +9,14 @@
 // one of them in a shared link.
 export const RESERVED_CODE_PREFIXES = ['admin', 'api', 'assets', 'docs', 'healthz', 'metrics', 'readyz', 'stats'] as const;
 
+/**
+ * Chosen codes equal to a fixed path under /api/links/: GET /api/links/export would shadow the
+ * stats of a link coded `export`. Exact and case-sensitive, as the router is.
+ */
+export const RESERVED_CODES = ['bulk', 'export'] as const;
+
 export function isReservedCode(code: string): boolean {
+  if ((RESERVED_CODES as readonly string[]).includes(code)) return true;
   const lower = code.toLowerCase();
   return RESERVED_CODE_PREFIXES.some((prefix) => lower.startsWith(prefix));
 }

@@ -1,4 +1,4 @@
-import { badRequest } from '../kit/errors.js';
+import { badRequest } from '../kit/http/errors.js';
 import type { LinkRepository, VisitRow } from './repository.js';
 import { parseIsoTimestamp } from './timestamps.js';
 import { DAY_MS, HOUR_MS, utcDay } from './visits.js';

@@ -1,7 +1,7 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { isbot } from 'isbot';
 import UAParser from 'ua-parser-js';
-import { canonicalIp } from '../kit/client-ip.js';
+import { canonicalIp } from '../kit/http/client-ip.js';
 import type { Clock } from '../kit/clock.js';
 
 // What one counted redirect records. Only coarse dimensions are kept: the

@@ -5,11 +5,23 @@ import { after, before, describe, it } from 'node:test';
 import type { Browser, BrowserContext } from 'playwright-core';
 import type { Clock } from '../../src/kit/clock.js';
 import { createPool, type Pool } from '../../src/kit/db.js';
-import type { App } from '../../src/kit/http.js';
-import { assertAccessible, assertClean, assertNoSidewaysScroll, assertSameOrigin, browserSkip, launchBrowser, type PageWatch, screenshots, tabTo, watch } from '../helpers/browser.js';
+import type { App } from '../../src/kit/http/app.js';
+import {
+  assertAccessible,
+  assertAccessibleInDark,
+  assertClean,
+  assertNoSidewaysScroll,
+  assertSameOrigin,
+  browserSkip,
+  launchBrowser,
+  type PageWatch,
+  screenshots,
+  tabTo,
+  watch,
+} from '../helpers/browser.js';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 import { freePort } from '../helpers/ports.js';
-import { buildShortener, createCode, shortenerMigrations } from '../helpers/shortener.js';
+import { startShortener as startTestShortener, createCode, createLink, shortenerMigrations } from '../helpers/shortener.js';
 
 // The shortener's web pages in a real Chromium, driven by clicks, against the
 // real service (in-process, listening on 127.0.0.1) and PostgreSQL. Screenshots
@@ -30,7 +42,7 @@ async function startShortener(pool: Pool): Promise<Shortener> {
   const shift = { ms: 0 };
   const clock: Clock = () => Date.now() + shift.ms;
   // Its port is known before it starts, since BASE_URL names it.
-  const { app } = await buildShortener({ pool, clock, env: { BASE_URL: origin, SHORTENER_ADMIN_KEY: ADMIN_KEY } });
+  const { app } = await startTestShortener({ pool, clock, env: { BASE_URL: origin, SHORTENER_ADMIN_KEY: ADMIN_KEY } });
   await app.listen({ port, host: '127.0.0.1' });
   return { app, origin, shift };
 }
@@ -50,7 +62,9 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
       // The browser also asks the target for its favicon; only the pages it is sent to count.
       if (req.url !== '/favicon.ico') targetHits.push(req.url ?? '');
       res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
-      res.end('<!doctype html><html lang="en"><head><title>Target page</title></head><body><main><h1>Target page</h1></main></body></html>');
+      res.end(
+        '<!doctype html><html lang="en"><head><title>Target page</title></head><body><main><h1>Target page</h1></main></body></html>',
+      );
     });
     await new Promise<void>((resolve) => target.listen(0, '127.0.0.1', resolve));
     targetOrigin = `http://127.0.0.1:${(target.address() as AddressInfo).port}`;
@@ -77,6 +91,14 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
   /** Requests go to the shortener and to the links' target site (where a redirect lands), nowhere else. */
   const assertOwnOrigins = (w: PageWatch, origin = shortener.origin) => assertSameOrigin(w, origin, targetOrigin);
 
+  /** A link created through the API, with the manage token its create returned. */
+  const createManaged = async (url: string): Promise<{ code: string; token: string }> => {
+    const res = await createLink(shortener.app, url);
+    assert.equal(res.status, 201);
+    const data = res.body.data as { code: string; manage_token: string };
+    return { code: data.code, token: data.manage_token };
+  };
+
   it('creates a link through the form, follows it to the target, and shows the visit on the stats page', async () => {
     const page = await context.newPage();
     const w = watch(page);
@@ -85,11 +107,14 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
     assert.match(home?.headers()['content-security-policy'] ?? '', /script-src 'self'/);
     await assertAccessible(page, 'create page (empty)');
 
-    // A 400 is shown next to the form, in the API's words.
+    // A 400 is shown next to the form, in words for a person, on the field.
     await page.getByLabel('Long URL').fill('ftp://example.com/file');
     await page.getByRole('button', { name: 'Shorten' }).click();
     await page.locator('#create-error').waitFor({ state: 'visible' });
-    assert.match(await page.locator('#create-error').textContent() ?? '', /url protocol "ftp:" is not allowed/);
+    assert.equal(
+      await page.locator('#create-error').textContent(),
+      'Only web addresses can be shortened: they start with http:// or https://.',
+    );
     assert.equal(await page.getByLabel('Long URL').getAttribute('aria-invalid'), 'true');
 
     const destination = `${targetOrigin}/landing?from=browser`;
@@ -99,10 +124,12 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
     await page.getByRole('button', { name: 'Shorten' }).click();
     await page.locator('#result').waitFor({ state: 'visible' });
     assert.equal(await page.locator('#create-error').isHidden(), true);
-    const shortUrl = await page.getByLabel('Short URL').inputValue();
+    const shortUrl = (await page.getByLabel('Short URL').textContent()) ?? '';
     assert.match(shortUrl, new RegExp(`^${shortener.origin}/[0-9a-zA-Z]{7}$`));
     const code = shortUrl.slice(-7);
-    const stored = await pool.query<{ max_visits: string; expires_at: Date }>('SELECT max_visits, expires_at FROM links WHERE code = $1', [code]);
+    const stored = await pool.query<{ max_visits: string; expires_at: Date }>('SELECT max_visits, expires_at FROM links WHERE code = $1', [
+      code,
+    ]);
     assert.equal(Number(stored.rows[0]?.max_visits), 5);
     // The datetime-local value went out with the browser's offset, so the instant is the one typed.
     const typed = await page.evaluate(() => new Date('2099-12-31T23:30').toISOString());
@@ -116,7 +143,9 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
     await page.getByRole('button', { name: 'Copy' }).click();
     await page.locator('#copy-status').waitFor({ state: 'visible' });
     await assertAccessible(page, 'create page (result)');
-    await screenshots(page, 'create');
+    await assertAccessibleInDark(page, 'create page (result)');
+    await screenshots(page, 'shortener-create');
+    await screenshots(page, 'shortener-create', { dark: true });
 
     // Follow the short link: a 302 from the service, then the target page.
     const visitor = await context.newPage();
@@ -130,9 +159,12 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
     assertClean(vw);
     await visitor.close();
 
+    // The create page showed the manage token once; the stats link carries it in its fragment.
+    const token = (await page.locator('#manage-token').textContent()) ?? '';
+    assert.match(token, /^[A-Za-z0-9_-]{43}$/);
     // The stats page, reached by its link, shows that visit.
     await page.getByRole('link', { name: 'View its stats' }).click();
-    await page.waitForURL(`${shortener.origin}/stats/${code}`);
+    await page.waitForURL(`${shortener.origin}/stats/${code}#token=${token}`);
     await page.locator('#total-visits').filter({ hasText: '1' }).waitFor();
     // The link and its visits are two requests of the page, answered in either order.
     await page.locator('#clicks').filter({ hasText: /^1$/ }).waitFor();
@@ -141,19 +173,31 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
     assert.equal(await page.locator('#total-humans').textContent(), '1');
     assert.equal(await page.locator('#total-unique').textContent(), '1');
     // The chart's data: one hourly bucket (the current hour) holds the visit.
-    const hourly = await page.locator('#series-table tbody tr').evaluateAll((rows) => rows.map((r) => [...r.querySelectorAll('td')].map((td) => td.textContent)));
+    const hourly = await page
+      .locator('#series-table tbody tr')
+      .evaluateAll((rows) => rows.map((r) => [...r.querySelectorAll('td')].map((td) => td.textContent)));
     assert.ok(hourly.length >= 24 && hourly.length <= 25, `${hourly.length} hourly buckets`);
-    assert.deepEqual(hourly.filter((r) => r[1] !== '0').map((r) => r.slice(1)), [['1', '1']]);
+    assert.deepEqual(
+      hourly.filter((r) => r[1] !== '0').map((r) => r.slice(1)),
+      [['1', '1']],
+    );
     assert.equal(await page.locator('#chart canvas').count(), 1);
     assert.deepEqual(await page.locator('#top-referrers tbody tr').evaluateAll((rows) => rows.map((r) => r.textContent)), ['(direct)1']);
     assert.deepEqual(await page.locator('#top-browsers tbody tr').evaluateAll((rows) => rows.map((r) => r.textContent)), ['Chrome1']);
-    assert.deepEqual(await page.locator('#top-operating_systems tbody tr').evaluateAll((rows) => rows.map((r) => r.textContent)), ['Linux1']);
+    assert.deepEqual(await page.locator('#top-operating_systems tbody tr').evaluateAll((rows) => rows.map((r) => r.textContent)), [
+      'Linux1',
+    ]);
     assert.equal(await page.locator('#top-devices tbody tr td.num').textContent(), '1');
     // Another preset: 7 days per day, the visit in today's bucket.
     await page.getByLabel('7 days').check();
     await page.locator('#range-label').filter({ hasText: '7 days' }).waitFor();
-    const daily = await page.locator('#series-table tbody tr').evaluateAll((rows) => rows.map((r) => [...r.querySelectorAll('td')].map((td) => td.textContent)));
-    assert.deepEqual(daily.filter((r) => r[1] !== '0').map((r) => r.slice(1)), [['1', '1']]);
+    const daily = await page
+      .locator('#series-table tbody tr')
+      .evaluateAll((rows) => rows.map((r) => [...r.querySelectorAll('td')].map((td) => td.textContent)));
+    assert.deepEqual(
+      daily.filter((r) => r[1] !== '0').map((r) => r.slice(1)),
+      [['1', '1']],
+    );
     // A chosen range: whole UTC days, today included.
     await page.getByLabel('Chosen dates').check();
     await page.getByRole('button', { name: 'Show' }).click();
@@ -162,7 +206,9 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
     await page.getByLabel('30 days').check();
     await page.locator('#range-label').filter({ hasText: '30 days' }).waitFor();
     await assertAccessible(page, 'stats page');
-    await screenshots(page, 'stats');
+    await assertAccessibleInDark(page, 'stats page');
+    await screenshots(page, 'shortener-stats');
+    await screenshots(page, 'shortener-stats', { dark: true });
     assertClean(w, [400]);
     assertOwnOrigins(w);
     await page.close();
@@ -177,9 +223,131 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
       assert.equal(await page.getByRole('heading', { level: 1 }).textContent(), 'Link not found');
     }
     await assertAccessible(page, 'not-found page');
-    await screenshots(page, 'not-found');
+    await screenshots(page, 'shortener-not-found');
     // Chromium logs the 404 of the document itself.
     assertClean(w, [404]);
+    assertOwnOrigins(w);
+    await page.close();
+  });
+
+  it('the create form: "Shortening…" while it runs, https:// added and shown, over-long and own links refused in words, no stale result', async () => {
+    const page = await context.newPage();
+    const w = watch(page);
+    const posts: string[] = [];
+    page.on('request', (r) => {
+      if (r.method() === 'POST') posts.push(r.postData() ?? '');
+    });
+    await page.goto(`${shortener.origin}/`);
+    const button = page.locator('#create-button');
+
+    // While the create runs, the button says so and is off. (The request is held until the test lets it go.)
+    let release = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    await page.route('**/api/links', async (route) => {
+      await held;
+      await route.continue();
+    });
+    await page.getByLabel('Long URL').fill(`${targetOrigin}/first`);
+    await button.click();
+    await page.locator('#create-button', { hasText: 'Shortening…' }).waitFor();
+    assert.equal(await button.isDisabled(), true);
+    release();
+    await page.locator('#result').waitFor({ state: 'visible' });
+    assert.equal(await button.textContent(), 'Shorten');
+    assert.equal(await button.isEnabled(), true);
+    await page.unroute('**/api/links');
+
+    // An address without its scheme: https:// is added, and the person sees it in the field and the result.
+    await page.getByLabel('Long URL').fill('example.com/page');
+    await button.click();
+    await page.locator('#original-url').filter({ hasText: 'https://example.com/page' }).waitFor();
+    assert.equal(await page.getByLabel('Long URL').inputValue(), 'https://example.com/page');
+    assert.equal(await page.locator('#create-note').textContent(), 'Added https:// in front of the address: https://example.com/page');
+    const made = (await page.getByLabel('Short URL').textContent()) ?? '';
+    assert.equal(JSON.parse(posts.at(-1) ?? '{}').url, 'https://example.com/page');
+
+    // 3,020 characters: refused with the length, never cut to 2,048 and created for somewhere else.
+    const before = posts.length;
+    const long = `${targetOrigin}/${'a'.repeat(3020 - targetOrigin.length - 1)}`;
+    await page.getByLabel('Long URL').fill(long);
+    assert.equal((await page.getByLabel('Long URL').inputValue()).length, 3020);
+    await button.click();
+    await page
+      .locator('#create-error')
+      .filter({ hasText: 'This address is 3,020 characters long; a short link can hold at most 2,048.' })
+      .waitFor();
+    assert.equal(posts.length, before, 'nothing was sent');
+    // The previous result is gone: it is not the answer to what is in the field now.
+    assert.equal(await page.locator('#result').isHidden(), true);
+    assert.equal(await page.getByLabel('Long URL').getAttribute('aria-invalid'), 'true');
+
+    // A short link of this very service: refused by the API, told in words.
+    await page.getByLabel('Long URL').fill(made);
+    await button.click();
+    await page
+      .locator('#create-error')
+      .filter({ hasText: 'This is already a short link of this service. Shorten the address it leads to instead.' })
+      .waitFor();
+    assert.equal((await pool.query('SELECT count(*)::int AS n FROM links WHERE original_url = $1', [made])).rows[0].n, 0);
+
+    // Every message of the form is written for a person: no field paths, no validator words.
+    for (const text of ['not a url at all', 'javascript:alert(1)', 'https://user:pw@example.com/']) {
+      await page.getByLabel('Long URL').fill(text);
+      await button.click();
+      await page.locator('#create-error').waitFor({ state: 'visible' });
+      const said = (await page.locator('#create-error').textContent()) ?? '';
+      assert.doesNotMatch(said, /body\/|must NOT|\burl\b/, said);
+    }
+
+    // At a phone's width the whole short URL shows, code included.
+    await page.getByLabel('Long URL').fill(`${targetOrigin}/on-a-phone`);
+    await button.click();
+    await page.locator('#result').waitFor({ state: 'visible' });
+    await page.setViewportSize({ width: 390, height: 800 });
+    const box = await page.locator('#short-url').evaluate((n) => ({
+      scroll: n.scrollWidth,
+      client: n.clientWidth,
+      right: n.getBoundingClientRect().right,
+    }));
+    assert.ok(box.scroll <= box.client && box.right <= 390, `short URL cut: ${JSON.stringify(box)}`);
+    await screenshots(page, 'shortener-create-phone-result');
+    await assertNoSidewaysScroll(page, 'the create page with its result');
+    assertClean(w, [400]);
+    assertOwnOrigins(w);
+    await page.close();
+  });
+
+  it('a dead short link shows a page saying why, and one enabled again redirects in the same browser (no cached 410)', async () => {
+    const page = await context.newPage();
+    const w = watch(page);
+    const code = await createCode(shortener.app, `${targetOrigin}/comes-back`);
+    await pool.query('UPDATE links SET disabled = true WHERE code = $1', [code]);
+    const dead = await page.goto(`${shortener.origin}/${code}`);
+    assert.equal(dead?.status(), 410);
+    assert.equal(dead?.headers()['cache-control'], 'no-store');
+    assert.equal(await page.getByRole('heading', { level: 1 }).textContent(), 'Link disabled');
+    await assertAccessible(page, 'dead link page');
+    await screenshots(page, 'shortener-link-disabled');
+    // Enabled again: the very same navigation in the same browser now lands on the target.
+    await pool.query('UPDATE links SET disabled = false WHERE code = $1', [code]);
+    await page.goto('about:blank');
+    const back = await page.goto(`${shortener.origin}/${code}`);
+    assert.equal(back?.url(), `${targetOrigin}/comes-back`);
+    // Expired, used up and unknown links say so too.
+    await pool.query("UPDATE links SET expires_at = '2026-03-01T12:00:00Z' WHERE code = $1", [code]);
+    await page.goto(`${shortener.origin}/${code}`);
+    assert.equal(await page.getByRole('heading', { level: 1 }).textContent(), 'Link expired');
+    assert.match((await page.locator('main p').first().textContent()) ?? '', /expired on 1 March 2026 at 12:00 UTC/);
+    await screenshots(page, 'shortener-link-expired');
+    await pool.query('UPDATE links SET expires_at = NULL, max_visits = clicks WHERE code = $1', [code]);
+    await page.goto(`${shortener.origin}/${code}`);
+    assert.equal(await page.getByRole('heading', { level: 1 }).textContent(), 'Link used up');
+    await page.goto(`${shortener.origin}/zzzzzzz`);
+    assert.equal(await page.getByRole('heading', { level: 1 }).textContent(), 'Link not found');
+    await assertNoSidewaysScroll(page, 'the dead link page');
+    assertClean(w, [404, 410]);
     assertOwnOrigins(w);
     await page.close();
   });
@@ -198,10 +366,10 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
         await page.getByLabel('Long URL').fill(`${targetOrigin}/page-${i}`);
         await button.click();
         await page.waitForFunction((before) => {
-          const v = (document.getElementById('short-url') as HTMLInputElement).value;
+          const v = document.getElementById('short-url')?.textContent ?? '';
           return v !== '' && v !== before;
         }, previous);
-        previous = await page.getByLabel('Short URL').inputValue();
+        previous = (await page.getByLabel('Short URL').textContent()) ?? '';
       }
       // 56 s of the 60 s window gone on the service's clock: the 11th waits about 4 s, more by as
       // long as a busy machine took between windowStart and the first create reaching the service.
@@ -213,13 +381,15 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
       const first = Number(/in (\d+) second/.exec((await wait.textContent()) ?? '')?.[1]);
       assert.ok(first >= 1 && first <= 10, `wait shown: ${await wait.textContent()}`);
       assert.equal(await button.isDisabled(), true);
-      await screenshots(page, 'create-rate-limited');
+      // The result of the last create is not left on screen beside the refusal.
+      assert.equal(await page.locator('#result').isHidden(), true);
+      await screenshots(page, 'shortener-create-rate-limited');
       // The count goes down, then the wait disappears and the button works again.
       if (first > 1) await wait.filter({ hasText: `in ${first - 1} second` }).waitFor();
       await wait.waitFor({ state: 'hidden', timeout: 20_000 });
       assert.equal(await button.isDisabled(), false);
       await button.click();
-      await page.waitForFunction((before) => (document.getElementById('short-url') as HTMLInputElement).value !== before, previous);
+      await page.waitForFunction((before) => (document.getElementById('short-url')?.textContent ?? '') !== before, previous);
       assertClean(w, [429]);
       assertOwnOrigins(w, own.origin);
     } finally {
@@ -241,7 +411,7 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.locator('#key-error').filter({ hasText: 'was not accepted' }).waitFor();
     assert.equal(await page.evaluate(() => sessionStorage.getItem('shortener-admin-key')), null);
-    await screenshots(page, 'admin-key');
+    await screenshots(page, 'shortener-admin-key');
 
     await page.getByLabel('Admin key (SHORTENER_ADMIN_KEY)').fill(ADMIN_KEY);
     await page.getByRole('button', { name: 'Sign in' }).click();
@@ -268,7 +438,9 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
     await page.getByLabel('Expires', { exact: true }).fill('2099-01-01T12:00');
     await page.getByRole('button', { name: 'Save' }).click();
     await page.locator(`tr[data-code="${edited}"] td.num`).nth(1).filter({ hasText: '3' }).waitFor();
-    const stats = (await (await fetch(`${shortener.origin}/api/links/${edited}`)).json()) as { data: { max_visits: number; expires_at: string } };
+    const stats = (await (await fetch(`${shortener.origin}/api/links/${edited}`)).json()) as {
+      data: { max_visits: number; expires_at: string };
+    };
     assert.equal(stats.data.max_visits, 3);
     assert.equal(stats.data.expires_at, await page.evaluate(() => new Date('2099-01-01T12:00').toISOString()));
 
@@ -276,7 +448,7 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
     await page.getByRole('button', { name: `Delete ${deleted}` }).click();
     const dialog = page.getByRole('dialog', { name: `Delete ${deleted}?` });
     await dialog.waitFor({ state: 'visible' });
-    await screenshots(page, 'admin-delete-dialog');
+    await screenshots(page, 'shortener-admin-delete-dialog');
     await dialog.getByRole('button', { name: 'Cancel' }).click();
     await dialog.waitFor({ state: 'hidden' });
     assert.equal((await fetch(`${shortener.origin}/${deleted}`, { redirect: 'manual' })).status, 302);
@@ -289,13 +461,81 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
     // Each row links to its stats page.
     assert.equal(await page.getByRole('link', { name: `Stats of ${edited}` }).getAttribute('href'), `/stats/${edited}`);
     await assertAccessible(page, 'admin list');
-    await screenshots(page, 'admin');
+    await assertAccessibleInDark(page, 'admin list');
+    await screenshots(page, 'shortener-admin');
     assertClean(w, [401]);
     assertOwnOrigins(w);
     await page.close();
   });
+  it('the stats page shows visits only with the manage token: without it the public figures and a form, a wrong token refused', async () => {
+    const { code, token } = await createManaged(`${targetOrigin}/private`);
+    const other = await createManaged(`${targetOrigin}/someone-elses`);
+    const res = await fetch(`${shortener.origin}/${code}`, { redirect: 'manual', headers: { referer: 'https://intranet.corp/page' } });
+    assert.equal(res.status, 302);
+    // Its manager changed the destination once: the stats page lists the earlier one, to the manager only.
+    const changed = await fetch(`${shortener.origin}/api/links/${code}`, {
+      method: 'PATCH',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ url: `${targetOrigin}/private-moved` }),
+    });
+    assert.equal(changed.status, 200);
+    const page = await context.newPage();
+    const w = watch(page);
+    await page.goto(`${shortener.origin}/stats/${code}`);
+    await page.locator('#clicks').filter({ hasText: /^1$/ }).waitFor();
+    await page.getByLabel('Manage token or admin key').waitFor();
+    assert.equal(await page.locator('#visit-detail').isHidden(), true);
+    assert.equal(await page.locator('#sources').isHidden(), true);
+    // Without a token the page never asked for the visits.
+    assert.ok(!w.urls.some((u) => u.includes('/visits')), w.urls.join('\n'));
+    await assertAccessible(page, 'stats page (no token)');
+    // Another link's token is refused, in words.
+    await page.getByLabel('Manage token or admin key').fill(other.token);
+    await page.getByRole('button', { name: 'Show visits' }).click();
+    await page.locator('#token-error').filter({ hasText: 'does not manage this link' }).waitFor();
+    assert.equal(await page.locator('#visit-detail').isHidden(), true);
+    // The right one shows them.
+    await page.getByLabel('Manage token or admin key').fill(token);
+    await page.getByRole('button', { name: 'Show visits' }).click();
+    await page.locator('#total-visits').filter({ hasText: '1' }).waitFor();
+    assert.equal(await page.locator('#token-form').isHidden(), true);
+    assert.deepEqual(await page.locator('#top-referrers tbody tr').evaluateAll((rows) => rows.map((r) => r.textContent)), [
+      'intranet.corp1',
+    ]);
+    await page.locator('#history').waitFor({ state: 'visible' });
+    assert.match((await page.locator('#history-list').textContent()) ?? '', new RegExp(`^${targetOrigin}/private \\(until `));
+    await assertAccessible(page, 'stats page (with the token)');
+    assertClean(w, [403]);
+    assertOwnOrigins(w);
+    await page.close();
+  });
+
+  it('a custom back-half is chosen on the create page; a taken one is refused in words on its field', async () => {
+    const alias = `launch-${Date.now()}`;
+    // Earlier tests created links from this address within the minute: a fresh rate-limit window.
+    shortener.shift.ms += 61_000;
+    const page = await context.newPage();
+    const w = watch(page);
+    await page.goto(`${shortener.origin}/`);
+    await page.getByLabel('Long URL').fill(`${targetOrigin}/launch`);
+    await page.getByLabel('Custom back-half (optional)').fill(alias);
+    await page.getByRole('button', { name: 'Shorten' }).click();
+    await page.locator('#result').waitFor({ state: 'visible' });
+    assert.equal(await page.getByLabel('Short URL').textContent(), `${shortener.origin}/${alias}`);
+    await page.getByRole('button', { name: 'Shorten' }).click();
+    await page.locator('#create-error').filter({ hasText: 'This back-half is taken' }).waitFor();
+    assert.equal(await page.getByLabel('Custom back-half (optional)').getAttribute('aria-invalid'), 'true');
+    await page.getByLabel('Custom back-half (optional)').fill('admin-area');
+    await page.getByRole('button', { name: 'Shorten' }).click();
+    await page.locator('#create-error').filter({ hasText: 'names a page of this service' }).waitFor();
+    await assertAccessible(page, 'create page (back-half refused)');
+    assertClean(w, [400, 409]);
+    assertOwnOrigins(w);
+    await page.close();
+  });
+
   it('the stats page splits humans, bots and link previews, and counts unique visitors', async () => {
-    const code = await createCode(shortener.app, `${targetOrigin}/split`);
+    const { code, token } = await createManaged(`${targetOrigin}/split`);
     const agents = [
       'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36',
       'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36',
@@ -308,10 +548,12 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
     }
     const page = await context.newPage();
     const w = watch(page);
-    await page.goto(`${shortener.origin}/stats/${code}`);
+    await page.goto(`${shortener.origin}/stats/${code}#token=${token}`);
     await page.locator('#total-visits').filter({ hasText: '4' }).waitFor();
     await page.locator('#clicks').filter({ hasText: /^4$/ }).waitFor();
-    const figures = await Promise.all(['#total-humans', '#total-bots', '#total-previews', '#total-unique', '#clicks'].map((id) => page.locator(id).textContent()));
+    const figures = await Promise.all(
+      ['#total-humans', '#total-bots', '#total-previews', '#total-unique', '#clicks'].map((id) => page.locator(id).textContent()),
+    );
     // One address, three agents: three visitors today.
     assert.deepEqual(figures, ['2', '1', '1', '3', '4']);
     assertClean(w);
@@ -368,13 +610,13 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
     await page.keyboard.press('Enter');
     await page.locator('#result').waitFor({ state: 'visible' });
     await assertNoSidewaysScroll(page, 'the create page with its result');
-    const shortUrl = await page.getByLabel('Short URL').inputValue();
+    const shortUrl = (await page.getByLabel('Short URL').textContent()) ?? '';
     await tabTo(page, 'copy-button');
     await page.keyboard.press('Enter');
     await page.locator('#copy-status').waitFor({ state: 'visible' });
     await tabTo(page, 'stats-link');
     await page.keyboard.press('Enter');
-    await page.waitForURL(`${shortener.origin}/stats/${shortUrl.slice(-7)}`);
+    await page.waitForURL(new RegExp(`^${shortener.origin}/stats/${shortUrl.slice(-7)}#token=[A-Za-z0-9_-]{43}$`));
     await page.locator('#state').filter({ hasText: 'active' }).waitFor();
     await assertNoSidewaysScroll(page, 'the stats page');
     await page.goto(`${shortener.origin}/stats/zzzzzzz`);

@@ -1,12 +1,16 @@
+import { paginationLinks } from '../../kit/http/pagination.js';
 import { Type } from '@sinclair/typebox';
-import { badRequest, notFound } from '../../kit/errors.js';
-import type { App } from '../../kit/http.js';
-import { described } from '../../kit/openapi.js';
-import { requireAdminKey } from '../admin-auth.js';
-import { isWellFormedCode } from '../links.js';
-import type { AdminLink, LifecycleChanges, LinkRepository } from '../repository.js';
+import { badRequest, notFound } from '../../kit/http/errors.js';
+import type { App } from '../../kit/http/app.js';
+import { described } from '../../kit/http/openapi.js';
+import type { FastifyRequest } from 'fastify';
+import { type Access, type Principal, requireManager } from '../access.js';
+import { isOwnShortLink, isWellFormedCode, MAX_URL_LENGTH, normaliseTags, OWN_SHORT_LINK, validateTargetUrl } from '../links.js';
+import { LinkRulesSchema, parseRules, RULES_DESCRIPTION } from '../link-rules.js';
+import type { AdminLink, LinkChanges, LinkRepository } from '../repository.js';
+import { parseIsoTimestamp } from '../timestamps.js';
 import { ADMIN_SECURITY, CodeParams } from './schemas.js';
-import { dataEnvelope, ErrorEnvelope } from '../../kit/status-envelope.js';
+import { dataEnvelope, ErrorEnvelope } from '../../kit/http/status-envelope.js';
 
 /** The paging of the accounts admin listing: page from 1, per_page 1–1000, default 50. */
 export const PER_PAGE = { default: 50, max: 1000 } as const;
@@ -23,16 +27,24 @@ const AdminLinkData = Type.Object({
   expires_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
   max_visits: Type.Union([Type.Integer(), Type.Null()]),
   disabled: Type.Boolean(),
+  title: Type.Union([Type.String(), Type.Null()]),
+  tags: Type.Array(Type.String()),
+  rules: Type.Union([LinkRulesSchema, Type.Null()]),
 });
+
+export const MAX_TITLE_LENGTH = 200;
 
 const adminEnvelope = <T extends ReturnType<typeof Type.Object> | ReturnType<typeof Type.Array>>(data: T) =>
   Type.Object({ status: Type.Integer(), response: Type.String(), message: Type.String(), data });
 
 const ListQuery = Type.Object(
   {
-    q: Type.Optional(Type.String({ maxLength: MAX_SEARCH_LENGTH, description: 'The exact code, or a case-insensitive substring of the URL' })),
+    q: Type.Optional(
+      Type.String({ maxLength: MAX_SEARCH_LENGTH, description: 'The exact code, or a case-insensitive substring of the URL' }),
+    ),
     page: Type.Integer({ minimum: 1, maximum: MAX_PAGE, default: 1, description: 'Page number, from 1' }),
     per_page: Type.Integer({ minimum: 1, maximum: PER_PAGE.max, default: PER_PAGE.default, description: 'Links per page' }),
+    tag: Type.Optional(Type.String({ maxLength: 32, description: 'Only links with this tag (case-insensitive)' })),
   },
   { additionalProperties: false },
 );
@@ -44,11 +56,19 @@ const PatchBody = Type.Object(
     expires_at: Type.Optional(Type.Unknown()),
     max_visits: Type.Optional(Type.Unknown()),
     disabled: Type.Optional(Type.Boolean()),
+    url: Type.Optional(Type.String({ minLength: 1, maxLength: MAX_URL_LENGTH, description: 'A new destination (rule 1 applies)' })),
+    title: Type.Optional(Type.Unknown()),
+    tags: Type.Optional(Type.Unknown()),
+    rules: Type.Optional(
+      Type.Unknown({ description: `${RULES_DESCRIPTION} The rules replace the link's rules as a whole; null removes them.` }),
+    ),
   },
   { additionalProperties: false },
 );
 
-const BEARER = 'Needs `Authorization: Bearer <SHORTENER_ADMIN_KEY>`.';
+const BEARER = 'Needs `Authorization: Bearer <SHORTENER_ADMIN_KEY>` or an API key (an author key sees only the links it created).';
+const MANAGER_BEARER =
+  "Needs `Authorization: Bearer` with the link's manage token, the API key that created it, a manager API key or SHORTENER_ADMIN_KEY.";
 const AUTH_ERRORS = {
   401: described(ErrorEnvelope, 'The admin key is missing or wrong (WWW-Authenticate: Bearer)', {
     status: 401,
@@ -61,30 +81,33 @@ const AUTH_ERRORS = {
     message: 'Admin API is not configured: set SHORTENER_ADMIN_KEY',
   }),
 };
-const NOT_FOUND = described(ErrorEnvelope, 'No link has this code (or it was deleted)', { status: 404, response: 'Not Found', message: 'Link not found' });
+const NOT_FOUND = described(ErrorEnvelope, 'No link has this code (or it was deleted)', {
+  status: 404,
+  response: 'Not Found',
+  message: 'Link not found',
+});
 
-// A date-time with an explicit offset (RFC 3339 / ISO 8601 extended form):
-// without one, the instant would depend on the server's time zone.
-const DATE_TIME_WITH_OFFSET = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?(Z|[+-](\d{2}):(\d{2}))$/i;
-const EXPIRES_AT_RULE = 'body/expires_at must be an ISO 8601 date-time with an offset (e.g. 2027-01-31T23:59:59Z or 2027-02-01T00:59:59+01:00), or null';
+const EXPIRES_AT_RULE =
+  'body/expires_at must be an ISO 8601 date-time with an offset (e.g. 2027-01-31T23:59:59Z or 2027-02-01T00:59:59+01:00), or null';
 
-/** The instant an expires_at text names; null for null. Calendar-checked: 2027-02-30 is refused, not rolled over. */
+/**
+ * The instant an expires_at text names; null for null. The create's parser
+ * (timestamps.ts): a date-time with an explicit offset, calendar-checked
+ * (2027-02-30 is refused, not rolled over), between 1970 and 9999.
+ */
 function parseExpiresAt(value: unknown): Date | null {
   if (value === null) return null;
-  const m = typeof value === 'string' ? DATE_TIME_WITH_OFFSET.exec(value) : null;
-  if (!m) throw badRequest(EXPIRES_AT_RULE);
-  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number];
-  const daysInMonth = new Date(Date.UTC(year, month, 0)).getUTCDate();
-  const offsetOk = m[9] === undefined || (Number(m[9]) <= 23 && Number(m[10]) <= 59);
-  if (month < 1 || month > 12 || day < 1 || day > daysInMonth || hour > 23 || minute > 59 || second > 59 || !offsetOk) {
-    throw badRequest(EXPIRES_AT_RULE);
+  const ms = typeof value === 'string' ? parseIsoTimestamp(value, { dateOnly: false }) : undefined;
+  if (ms === undefined) throw badRequest(EXPIRES_AT_RULE);
+  return new Date(ms);
+}
+
+function parseTitle(value: unknown): string | null {
+  if (value === null) return null;
+  if (typeof value !== 'string' || value.length > MAX_TITLE_LENGTH || value.includes('\u0000')) {
+    throw badRequest(`body/title must be a text of at most ${MAX_TITLE_LENGTH} characters, or null`);
   }
-  const instant = new Date(value as string);
-  // The UTC year stays within what both JS and PostgreSQL write as four digits.
-  if (Number.isNaN(instant.getTime()) || instant.getUTCFullYear() < 1 || instant.getUTCFullYear() > 9999) {
-    throw badRequest(EXPIRES_AT_RULE);
-  }
-  return instant;
+  return value.trim() === '' ? null : value;
 }
 
 function parseMaxVisits(value: unknown): number | null {
@@ -97,7 +120,7 @@ function parseMaxVisits(value: unknown): number | null {
 
 export async function adminLinksRoutes(
   app: App,
-  { repo, baseUrl, adminKey }: { repo: LinkRepository; baseUrl: string; adminKey: string | undefined },
+  { repo, baseUrl, access }: { repo: LinkRepository; baseUrl: string; access: Access },
 ): Promise<void> {
   const toData = (link: AdminLink) => ({
     code: link.code,
@@ -108,19 +131,28 @@ export async function adminLinksRoutes(
     expires_at: link.expires_at?.toISOString() ?? null,
     max_visits: link.max_visits,
     disabled: link.disabled,
+    title: link.title,
+    tags: link.tags,
+    rules: link.rules,
   });
-  // Before any body or query validation: without the key, nothing else is said.
-  const onRequest = requireAdminKey(adminKey);
+  // Before any body or query validation: without credentials, nothing else is said.
+  const manager = requireManager(access, repo, isWellFormedCode, true);
+  const listers = new WeakMap<FastifyRequest, Principal>();
 
   app.get(
     '/api/links',
     {
-      onRequest,
+      onRequest: async (request) => {
+        const principal = await access.require(request, true);
+        // A manage token manages one link and lists nothing.
+        if (principal.kind === 'token') throw access.refusal(undefined, true);
+        listers.set(request, principal);
+      },
       schema: {
         tags: ['admin'],
         security: ADMIN_SECURITY,
-        summary: 'Every link, newest first (admin)',
-        description: `${BEARER} \`q\` matches the code exactly or the URL as a case-insensitive substring. The total is in X-Total-Count, the other pages in Link.`,
+        summary: 'Links, newest first: every link for the admin and manager keys, its own for an author key',
+        description: `${BEARER} \`q\` matches the code exactly, or the URL or title as a case-insensitive substring. The total is in X-Total-Count, the other pages in Link.`,
         querystring: ListQuery,
         response: { 200: adminEnvelope(Type.Array(AdminLinkData)), 400: ErrorEnvelope, ...AUTH_ERRORS },
       },
@@ -130,9 +162,14 @@ export async function adminLinksRoutes(
       // An empty q is no filter; PostgreSQL text cannot hold U+0000, so such a search matches nothing and would fail.
       const q = request.query.q === '' ? undefined : request.query.q;
       if (q?.includes('\u0000')) throw badRequest('querystring/q must not contain U+0000');
-      const { total, links } = await repo.listForAdmin(q, { limit: perPage, offset: (page - 1) * perPage });
+      const principal = listers.get(request)!;
+      const owner = principal.kind === 'key' && principal.key.role === 'author' ? principal.key.id : null;
+      const tag = request.query.tag ? request.query.tag.toLowerCase() : undefined;
+      const { total, links } = await repo.listForAdmin(q, { limit: perPage, offset: (page - 1) * perPage }, owner, tag ?? null);
       const lastPage = Math.max(1, Math.ceil(total / perPage));
-      void reply.header('x-total-count', String(total)).header('link', linkHeader(q, page, perPage, lastPage));
+      void reply
+        .header('x-total-count', String(total))
+        .header('link', paginationLinks('/api/links', { page, perPage, lastPage }, { q, ...(tag !== undefined && { tag }) }));
       return dataEnvelope(200, 'Links retrieved successfully', links.map(toData));
     },
   );
@@ -140,64 +177,92 @@ export async function adminLinksRoutes(
   app.patch(
     '/api/links/:code',
     {
-      onRequest,
+      onRequest: manager.hook,
       schema: {
         tags: ['admin'],
         security: ADMIN_SECURITY,
-        summary: "Change a link's expiry, visit limit or disabled flag (admin)",
-        description: `${BEARER} Any of expires_at (date-time with offset, or null), max_visits (integer ≥ 1, or null), disabled (boolean); at least one.`,
+        summary: "Change a link's destination, rules, title, expiry, visit limit or disabled flag (its manager)",
+        description: `${MANAGER_BEARER} Any of url (a new destination, kept in the link's history), title (text or null), expires_at (date-time with offset, or null), max_visits (integer ≥ 1, or null), disabled (boolean), rules (device rules and A/B split, or null); at least one.`,
         params: CodeParams,
         body: PatchBody,
-        response: { 200: adminEnvelope(AdminLinkData), 400: ErrorEnvelope, 404: NOT_FOUND, 413: ErrorEnvelope, 415: ErrorEnvelope, ...AUTH_ERRORS },
+        response: {
+          200: adminEnvelope(AdminLinkData),
+          400: ErrorEnvelope,
+          403: ErrorEnvelope,
+          404: NOT_FOUND,
+          ...AUTH_ERRORS,
+        },
       },
     },
     async (request) => {
       const { code } = request.params;
-      // Rule 4: a malformed code never reaches the database.
-      if (!isWellFormedCode(code)) throw notFound('Link not found');
       const body = request.body;
-      if (body.expires_at === undefined && body.max_visits === undefined && body.disabled === undefined) {
-        throw badRequest('body must contain at least one of expires_at, max_visits, disabled');
+      if (Object.values(body).every((v) => v === undefined)) {
+        throw badRequest('body must contain at least one of url, title, tags, expires_at, max_visits, disabled, rules');
       }
-      const changes: LifecycleChanges = { disabled: body.disabled };
+      const changes: LinkChanges = { disabled: body.disabled };
+      if (body.url !== undefined) {
+        validateTargetUrl(body.url);
+        if (isOwnShortLink(body.url, baseUrl)) throw badRequest(OWN_SHORT_LINK);
+        changes.url = body.url;
+      }
+      if (body.title !== undefined) changes.title = parseTitle(body.title);
+      if (body.tags !== undefined) changes.tags = body.tags === null ? [] : normaliseTags(body.tags);
       if (body.expires_at !== undefined) changes.expiresAt = parseExpiresAt(body.expires_at);
       if (body.max_visits !== undefined) changes.maxVisits = parseMaxVisits(body.max_visits);
-      const link = await repo.updateLifecycle(code, changes);
+      if (body.rules !== undefined) changes.rules = parseRules(body.rules, baseUrl);
+      const link = await repo.updateLink(code, changes);
       if (!link) throw notFound('Link not found');
       return dataEnvelope(200, 'Link updated successfully', toData(link));
+    },
+  );
+
+  app.get(
+    '/api/links/:code/destinations',
+    {
+      onRequest: manager.hook,
+      schema: {
+        tags: ['admin'],
+        security: ADMIN_SECURITY,
+        summary: 'The destinations a link had before its changes, latest first (its manager)',
+        description: MANAGER_BEARER,
+        params: CodeParams,
+        response: {
+          200: adminEnvelope(Type.Array(Type.Object({ original_url: Type.String(), replaced_at: Type.String({ format: 'date-time' }) }))),
+          403: ErrorEnvelope,
+          404: NOT_FOUND,
+          ...AUTH_ERRORS,
+        },
+      },
+    },
+    async (request) => {
+      const past = await repo.pastDestinations(request.params.code);
+      return dataEnvelope(
+        200,
+        'Past destinations retrieved successfully',
+        past.map((d) => ({ original_url: d.original_url, replaced_at: d.replaced_at.toISOString() })),
+      );
     },
   );
 
   app.delete(
     '/api/links/:code',
     {
-      onRequest,
+      onRequest: manager.hook,
       schema: {
         tags: ['admin'],
         security: ADMIN_SECURITY,
-        summary: 'Delete a link; its code is never issued again (admin)',
-        description: BEARER,
+        summary: 'Delete a link; its code is never issued again (its manager)',
+        description: MANAGER_BEARER,
         params: CodeParams,
-        response: { 200: adminEnvelope(AdminLinkData), 404: NOT_FOUND, ...AUTH_ERRORS },
+        response: { 200: adminEnvelope(AdminLinkData), 403: ErrorEnvelope, 404: NOT_FOUND, ...AUTH_ERRORS },
       },
     },
     async (request) => {
       const { code } = request.params;
-      if (!isWellFormedCode(code)) throw notFound('Link not found');
       const link = await repo.deleteAndTombstone(code);
       if (!link) throw notFound('Link not found');
       return dataEnvelope(200, 'Link deleted successfully', toData(link));
     },
   );
-}
-
-/** RFC 8288 links to the other pages, relative to this route, keeping the search. */
-function linkHeader(q: string | undefined, page: number, perPage: number, lastPage: number): string {
-  const search = q === undefined ? '' : `q=${encodeURIComponent(q)}&`;
-  const link = (n: number, rel: string) => `</api/links?${search}page=${n}&per_page=${perPage}>; rel="${rel}"`;
-  const links = [link(1, 'first')];
-  if (page > 1) links.push(link(Math.min(page - 1, lastPage), 'prev'));
-  if (page < lastPage) links.push(link(page + 1, 'next'));
-  links.push(link(lastPage, 'last'));
-  return links.join(', ');
 }

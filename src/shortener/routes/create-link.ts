@@ -1,18 +1,38 @@
-import { Type } from '@sinclair/typebox';
-import { rateLimitKey } from '../../kit/client-ip.js';
-import type { App } from '../../kit/http.js';
-import { described } from '../../kit/openapi.js';
+import { type Static, Type } from '@sinclair/typebox';
+import type { FastifyRequest } from 'fastify';
+import type { Ipv6Prefixes } from '../../kit/http/client-ip.js';
+import type { App } from '../../kit/http/app.js';
+import { described } from '../../kit/http/openapi.js';
 import type { FixedWindowLimiter } from '../../kit/rate-limit.js';
-import { badRequest } from '../../kit/errors.js';
-import { MAX_URL_LENGTH, MAX_VISITS_LIMIT, type LinkService } from '../links.js';
+import { badRequest, HttpError } from '../../kit/http/errors.js';
+import {
+  isOwnShortLink,
+  type LinkLimits,
+  MAX_URL_LENGTH,
+  MAX_VISITS_LIMIT,
+  normaliseTags,
+  OWN_SHORT_LINK,
+  type LinkService,
+} from '../links.js';
+import type { Link } from '../repository.js';
 import { parseIsoTimestamp } from '../timestamps.js';
-import { dataEnvelope, envelope, ErrorEnvelope, statusEnvelope } from '../../kit/status-envelope.js';
+import { type Access, bearerOf, type Principal, unauthorized } from '../access.js';
+import { MAX_TITLE_LENGTH } from './admin-links.js';
+import { LinkRulesSchema, parseRules, RULES_DESCRIPTION } from '../link-rules.js';
+import { dataEnvelope, envelope, ErrorEnvelope, statusEnvelope } from '../../kit/http/status-envelope.js';
 
-const CreateLinkBody = Type.Object(
+export const CreateLinkBody = Type.Object(
   {
     url: Type.String({ minLength: 1, maxLength: MAX_URL_LENGTH }),
     expires_at: Type.Optional(Type.String({ maxLength: 64, description: 'ISO 8601 timestamp with an offset, in the future' })),
     max_visits: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_VISITS_LIMIT, description: 'counted redirects allowed; then 410' })),
+    title: Type.Optional(Type.String({ maxLength: MAX_TITLE_LENGTH, description: 'a name for the people who manage the link' })),
+    tags: Type.Optional(Type.Array(Type.Unknown(), { description: 'up to 10 tags: 1-32 of a-z 0-9 _ - each' })),
+    alias: Type.Optional(
+      Type.String({ maxLength: 64, description: 'a chosen code instead of a generated one: 3 to 64 of A-Z a-z 0-9 _ -, case-sensitive' }),
+    ),
+    // Checked by parseRules rather than the schema, so that each 400 names the rule at fault.
+    rules: Type.Optional(Type.Unknown({ description: `${RULES_DESCRIPTION} Only with an API key or the admin key.` })),
   },
   { additionalProperties: false },
 );
@@ -25,9 +45,89 @@ function parseExpiresAt(text: string | undefined): Date | undefined {
   return new Date(ms);
 }
 
+export const ANONYMOUS_RULES = 'body/rules need Authorization: Bearer <API key> (or the admin key): an anonymous link has one destination';
+
+/**
+ * The fields of a create body beyond what its schema checks, as the create takes them (400s name the field).
+ * Rules only with credentials: a link that sends each device somewhere else hides where it goes from
+ * whoever checks it, which an anonymous create must not be able to do.
+ */
+export function createFields(
+  body: Static<typeof CreateLinkBody>,
+  baseUrl: string,
+  ownerKeyId: number | undefined,
+  anonymous: boolean,
+): LinkLimits {
+  const { url, max_visits: maxVisits, title } = body;
+  if (title?.includes('\u0000')) throw badRequest('body/title must not contain U+0000');
+  if (isOwnShortLink(url, baseUrl)) throw badRequest(OWN_SHORT_LINK);
+  if (body.rules !== undefined && anonymous) throw badRequest(ANONYMOUS_RULES);
+  return {
+    expiresAt: parseExpiresAt(body.expires_at),
+    maxVisits,
+    ownerKeyId,
+    title: title?.trim() ? title : undefined,
+    alias: body.alias,
+    tags: body.tags === undefined ? undefined : normaliseTags(body.tags),
+    rules: body.rules === undefined ? undefined : parseRules(body.rules, baseUrl),
+  };
+}
+
+/** The data of a created link, as the create answers it. */
+export function createdData(link: Link, manageToken: string, baseUrl: string) {
+  return {
+    code: link.code,
+    short_url: `${baseUrl}/${link.code}`,
+    original_url: link.original_url,
+    ...(link.expires_at !== null && { expires_at: link.expires_at.toISOString() }),
+    ...(link.max_visits !== null && { max_visits: link.max_visits }),
+    ...(link.title !== null && { title: link.title }),
+    ...(link.tags.length > 0 && { tags: link.tags }),
+    ...(link.rules !== null && { rules: link.rules }),
+    manage_token: manageToken,
+  };
+}
+
+export const CreatedData = Type.Object({
+  code: Type.String(),
+  short_url: Type.String(),
+  original_url: Type.String(),
+  // Echoed only when given.
+  expires_at: Type.Optional(Type.String({ format: 'date-time' })),
+  max_visits: Type.Optional(Type.Integer()),
+  title: Type.Optional(Type.String()),
+  tags: Type.Optional(Type.Array(Type.String())),
+  rules: Type.Optional(LinkRulesSchema),
+  manage_token: Type.String({
+    description: "Shown once: the bearer that reads this link's visit detail (only its digest is stored)",
+  }),
+});
+
+/** Who a create is by: undefined without Authorization (the contract's anonymous create); 401 for a bearer that is neither an API key nor the admin key. */
+export async function creator(access: Access, request: FastifyRequest): Promise<Principal | undefined> {
+  const bearer = bearerOf(request);
+  if (bearer === undefined && request.headers.authorization === undefined) return undefined;
+  const principal = await access.principal(bearer);
+  if (principal?.kind === 'key' || principal?.kind === 'admin') return principal;
+  throw unauthorized('Authorization on a create must be Bearer <API key>, or be left out');
+}
+
+/** The key of a creator's hourly quota: each API key's own, and the admin key's. */
+export const quotaKey = (principal: Principal) => (principal.kind === 'key' ? `key:${principal.key.id}` : 'admin');
+
+export const quotaMessage = (max: number, seconds: number) =>
+  `This API key may create ${max} links per hour: try again in ${seconds} second${seconds === 1 ? '' : 's'}.`;
+
 export async function createLinkRoute(
   app: App,
-  { links, limiter, baseUrl, ipv6Prefix }: { links: LinkService; limiter: FixedWindowLimiter; baseUrl: string; ipv6Prefix: number },
+  {
+    links,
+    limiter,
+    keyQuota,
+    baseUrl,
+    ipv6,
+    access,
+  }: { links: LinkService; limiter: FixedWindowLimiter; keyQuota: FixedWindowLimiter; baseUrl: string; ipv6: Ipv6Prefixes; access: Access },
 ): Promise<void> {
   app.post(
     '/api/links',
@@ -35,37 +135,37 @@ export async function createLinkRoute(
       schema: {
         tags: ['links'],
         summary: 'Create a short link (10 per minute per client IP)',
+        description:
+          'The url is refused (400) when it breaks rule 1, or when it points into this service itself (BASE_URL): a short link of a short link is a chain of redirects.',
         body: CreateLinkBody,
         response: {
-          201: envelope(
-            Type.Object({
-              code: Type.String(),
-              short_url: Type.String(),
-              original_url: Type.String(),
-              // Echoed only when given.
-              expires_at: Type.Optional(Type.String({ format: 'date-time' })),
-              max_visits: Type.Optional(Type.Integer()),
-            }),
-          ),
+          201: envelope(CreatedData),
           400: described(ErrorEnvelope, 'The URL or another field breaks its rule, or the body is not valid JSON', {
             status: 400,
             response: 'Bad Request',
             message: 'body/url must NOT have fewer than 1 characters',
           }),
-          413: ErrorEnvelope,
-          415: ErrorEnvelope,
+          401: described(ErrorEnvelope, 'Authorization was sent but is not a live API key (nor the admin key)', {
+            status: 401,
+            response: 'Unauthorized',
+            message: 'Authorization on a create must be Bearer <API key>, or be left out',
+          }),
+          409: described(ErrorEnvelope, 'The alias is taken by a link, or was the code of a deleted one', {
+            status: 409,
+            response: 'Conflict',
+            message: 'alias "launch" is taken: choose another (codes of deleted links are never reused)',
+          }),
           429: described(ErrorEnvelope, 'More than 10 creations this minute from this client (Retry-After, X-RateLimit-*)', {
             status: 429,
             response: 'Too Many Requests',
             message: 'Too many requests, please try again in 42 seconds.',
           }),
-          503: ErrorEnvelope,
         },
       },
       // Before body validation: every request counts, malformed ones included.
-      // One window per client, however its address is spelled, and per IPv6 /64.
+      // One window per client, however its address is spelled; IPv6 per /64 and per wider /48 (16x).
       onRequest: async (request, reply) => {
-        const decision = await limiter.consume(rateLimitKey(request.ip, ipv6Prefix));
+        const decision = await limiter.consumeAddress('', request.ip, ipv6);
         void reply.header('x-ratelimit-limit', String(decision.limit));
         void reply.header('x-ratelimit-remaining', String(decision.remaining));
         if (decision.limited) {
@@ -78,15 +178,18 @@ export async function createLinkRoute(
       },
     },
     async (request, reply) => {
-      const { url, max_visits: maxVisits } = request.body;
-      const link = await links.create(url, { expiresAt: parseExpiresAt(request.body.expires_at), maxVisits });
-      return reply.code(201).send(dataEnvelope(201, 'Short link created successfully', {
-          code: link.code,
-          short_url: `${baseUrl}/${link.code}`,
-          original_url: link.original_url,
-          ...(link.expires_at !== null && { expires_at: link.expires_at.toISOString() }),
-          ...(link.max_visits !== null && { max_visits: link.max_visits }),
-        }));
+      // Without Authorization the create is the contract's anonymous one. With an API key the link
+      // belongs to that key; the admin key creates a link of no one's; anything else is refused.
+      const principal = await creator(access, request);
+      if (principal !== undefined) {
+        const quota = await keyQuota.consumeUnits(quotaKey(principal), 1);
+        if (quota.admitted === 0) {
+          throw new HttpError(429, quotaMessage(keyQuota.max, quota.retryAfterSeconds), { 'retry-after': String(quota.retryAfterSeconds) });
+        }
+      }
+      const fields = createFields(request.body, baseUrl, principal?.kind === 'key' ? principal.key.id : undefined, principal === undefined);
+      const { link, manageToken } = await links.create(request.body.url, fields);
+      return reply.code(201).send(dataEnvelope(201, 'Short link created successfully', createdData(link, manageToken, baseUrl)));
     },
   );
 }

@@ -1,11 +1,11 @@
 import { Type } from '@sinclair/typebox';
 import QRCode from 'qrcode';
-import { HttpError, notFound } from '../../kit/errors.js';
-import type { App } from '../../kit/http.js';
+import { HttpError, notFound } from '../../kit/http/errors.js';
+import type { App } from '../../kit/http/app.js';
 import { isWellFormedCode, type LinkService } from '../links.js';
 import { CodeParams } from './schemas.js';
-import { ErrorEnvelope } from '../../kit/status-envelope.js';
-import { described } from '../../kit/openapi.js';
+import { ErrorEnvelope } from '../../kit/http/status-envelope.js';
+import { described } from '../../kit/http/openapi.js';
 
 export const QR_SIZE = { min: 64, max: 1024, default: 256 } as const;
 /**
@@ -106,7 +106,9 @@ export async function linkQrRoute(app: App, { links, baseUrl }: { links: LinkSer
       if (format === 'png') {
         // filterType 1 (Sub) instead of trying every PNG filter per row: a third
         // of the CPU, and for two-colour blocks a file as small.
-        const png = await pngGate.run(() => QRCode.toBuffer(shortUrl, { ...qrOptions(size), type: 'png', rendererOpts: { filterType: 1 } } as QRCode.QRCodeToBufferOptions));
+        const png = await pngGate.run(() =>
+          QRCode.toBuffer(shortUrl, { ...qrOptions(size), type: 'png', rendererOpts: { filterType: 1 } } as QRCode.QRCodeToBufferOptions),
+        );
         return reply.type('image/png').send(png);
       }
       const svg = await QRCode.toString(shortUrl, { ...qrOptions(size), type: 'svg' });

@@ -1,10 +1,10 @@
 import { Type } from '@sinclair/typebox';
-import { notFound } from '../../kit/errors.js';
-import type { App } from '../../kit/http.js';
-import { described } from '../../kit/openapi.js';
+import { notFound } from '../../kit/http/errors.js';
+import type { App } from '../../kit/http/app.js';
+import { described } from '../../kit/http/openapi.js';
 import { isWellFormedCode, linkState, type LinkService } from '../links.js';
 import { CodeParams } from './schemas.js';
-import { dataEnvelope, envelope, ErrorEnvelope } from '../../kit/status-envelope.js';
+import { dataEnvelope, envelope, ErrorEnvelope } from '../../kit/http/status-envelope.js';
 
 export async function linkStatsRoute(app: App, { links }: { links: LinkService }): Promise<void> {
   app.get(
@@ -28,7 +28,6 @@ export async function linkStatsRoute(app: App, { links }: { links: LinkService }
             }),
           ),
           404: described(ErrorEnvelope, 'No link has this code', { status: 404, response: 'Not Found', message: 'Link not found' }),
-          503: ErrorEnvelope,
         },
       },
     },
@@ -38,14 +37,14 @@ export async function linkStatsRoute(app: App, { links }: { links: LinkService }
       const link = await links.find(code);
       if (!link) throw notFound('Link not found');
       return dataEnvelope(200, 'Link stats retrieved successfully', {
-          code: link.code,
-          original_url: link.original_url,
-          clicks: link.clicks,
-          createdAt: link.created_at.toISOString(),
-          ...(link.expires_at !== null && { expires_at: link.expires_at.toISOString() }),
-          ...(link.max_visits !== null && { max_visits: link.max_visits }),
-          state: linkState(link, links.now()),
-        });
+        code: link.code,
+        original_url: link.original_url,
+        clicks: link.clicks,
+        createdAt: link.created_at.toISOString(),
+        ...(link.expires_at !== null && { expires_at: link.expires_at.toISOString() }),
+        ...(link.max_visits !== null && { max_visits: link.max_visits }),
+        state: linkState(link, links.now()),
+      });
     },
   );
 }

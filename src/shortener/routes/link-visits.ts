@@ -1,11 +1,12 @@
 import { Type } from '@sinclair/typebox';
-import { notFound } from '../../kit/errors.js';
-import type { App } from '../../kit/http.js';
-import { described } from '../../kit/openapi.js';
+import type { App } from '../../kit/http/app.js';
+import { described } from '../../kit/http/openapi.js';
 import { isWellFormedCode, linkState, type LinkService } from '../links.js';
 import { parseVisitQuery } from '../visit-report.js';
-import { CodeParams } from './schemas.js';
-import { dataEnvelope, envelope, ErrorEnvelope } from '../../kit/status-envelope.js';
+import { CodeParams, MANAGER_SECURITY } from './schemas.js';
+import { type Access, CREDENTIALS_REQUIRED, forbidden, requireManager } from '../access.js';
+import type { LinkRepository } from '../repository.js';
+import { dataEnvelope, envelope, ErrorEnvelope } from '../../kit/http/status-envelope.js';
 
 const NamedCounts = Type.Array(Type.Object({ name: Type.String(), visits: Type.Integer() }));
 
@@ -29,13 +30,22 @@ const VisitsData = Type.Object({
   devices: NamedCounts,
 });
 
-export async function linkVisitsRoute(app: App, { links }: { links: LinkService }): Promise<void> {
+export async function linkVisitsRoute(
+  app: App,
+  { links, repo, access }: { links: LinkService; repo: LinkRepository; access: Access },
+): Promise<void> {
+  // Credentials before the query is validated: without them nothing else is said.
+  const manager = requireManager(access, repo, isWellFormedCode, false);
   app.get(
     '/api/links/:code/visits',
     {
+      onRequest: manager.hook,
       schema: {
         tags: ['analytics'],
-        summary: 'Visits of a short link over time, by traffic class, referrer, browser, OS and device',
+        summary: 'Visits of a short link over time, by traffic class, referrer, browser, OS and device (its manager only)',
+        description:
+          "Needs `Authorization: Bearer` with the link's manage token (returned once by the create), the API key that created it, a manager API key or the admin key. The public stats (`GET /api/links/{code}`) stay open.",
+        security: MANAGER_SECURITY,
         params: CodeParams,
         querystring: Type.Object({
           from: Type.Optional(Type.String({ description: 'ISO 8601 date or timestamp with offset; default: 30 days before to' })),
@@ -49,19 +59,25 @@ export async function linkVisitsRoute(app: App, { links }: { links: LinkService 
             response: 'Bad Request',
             message: 'interval must be "hour" or "day"',
           }),
+          401: described(ErrorEnvelope, 'No credentials (WWW-Authenticate: Bearer)', {
+            status: 401,
+            response: 'Unauthorized',
+            message: CREDENTIALS_REQUIRED,
+          }),
+          403: described(ErrorEnvelope, 'The credentials do not manage this link', {
+            status: 403,
+            response: 'Forbidden',
+            message: forbidden().message,
+          }),
           404: described(ErrorEnvelope, 'No link has this code', { status: 404, response: 'Not Found', message: 'Link not found' }),
-          503: ErrorEnvelope,
         },
       },
     },
     async (request) => {
       const { code } = request.params;
-      // Rule 4: a malformed code never reaches the database.
-      if (!isWellFormedCode(code)) throw notFound('Link not found');
+      const { link } = manager.managed(request);
       const now = links.now();
       const range = parseVisitQuery(request.query, now);
-      const link = await links.find(code);
-      if (!link) throw notFound('Link not found');
       const report = await links.visits(code, range);
       return dataEnvelope(200, 'Link visits retrieved successfully', { code, state: linkState(link, now), ...report });
     },

@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import type { ApiDocument } from '../../kit/openapi.js';
+import type { ApiDocument } from '../../kit/http/openapi.js';
 
 /** The tags and security scheme of the shortener's OpenAPI document. */
 export const SHORTENER_DOCUMENT: ApiDocument = {
@@ -11,10 +11,18 @@ export const SHORTENER_DOCUMENT: ApiDocument = {
   ],
   securitySchemes: {
     adminKey: { type: 'http', scheme: 'bearer', description: 'The SHORTENER_ADMIN_KEY, sent as `Authorization: Bearer <key>`' },
+    manageToken: {
+      type: 'http',
+      scheme: 'bearer',
+      description: "A link's manage token, returned once by its create, sent as `Authorization: Bearer <token>`",
+    },
   },
 };
 
 /** Routes behind the admin key. */
 export const ADMIN_SECURITY = [{ adminKey: [] }];
+
+/** Routes of a link's manager: its manage token or the admin key. */
+export const MANAGER_SECURITY: Array<Record<string, string[]>> = [{ manageToken: [] }, { adminKey: [] }];
 
 export const CodeParams = Type.Object({ code: Type.String({ description: 'The short code (letters, digits, - and _)' }) });

@@ -1,9 +1,13 @@
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { App } from '../../kit/http.js';
+import type { FastifyReply } from 'fastify';
+import type { App } from '../../kit/http/app.js';
+import { pageSecurityHeaders } from '../../kit/http/security-headers.js';
 import { loadWebFile, pageRoute, SHARED_WEB_DIR, sendPage, serveAssets } from '../../web/serve.js';
 import { isWellFormedCode, type LinkService } from '../links.js';
+import type { Refusal } from '../repository.js';
 
 const PAGES_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'web');
 // uPlot's own files, from the installed package: no CDN, no copy in the tree.
@@ -21,6 +25,52 @@ export const SHORTENER_ASSETS: Readonly<Record<string, string>> = {
   '/assets/vendor/uPlot.min.css': path.join(UPLOT_DIR, 'uPlot.min.css'),
 };
 
+/** Why a short link leads nowhere: no link has its code (or it is malformed), or the link refuses. */
+export type DeadLinkReason = 'unknown' | Refusal;
+
+const DEAD_LINK_TEMPLATE = readFileSync(path.join(PAGES_DIR, 'dead-link.html'), 'utf8');
+const UTC_INSTANT = new Intl.DateTimeFormat('en-GB', { dateStyle: 'long', timeStyle: 'short', timeZone: 'UTC' });
+
+function deadLinkWords(reason: DeadLinkReason, limits?: { expires_at: Date | null; max_visits: number | null }): [string, string] {
+  const end = 'so it no longer leads anywhere.';
+  if (reason === 'disabled') return ['Link disabled', `This short link has been disabled by the people who run this service, ${end}`];
+  if (reason === 'expired') {
+    const when = limits?.expires_at ? ` on ${UTC_INSTANT.format(limits.expires_at)} UTC` : '';
+    return ['Link expired', `This short link expired${when}, ${end}`];
+  }
+  if (reason === 'exhausted') {
+    const visits = limits?.max_visits ?? 0;
+    return [
+      'Link used up',
+      `This short link allowed ${visits.toLocaleString('en')} visit${visits === 1 ? '' : 's'}, and all of them have been used, ${end}`,
+    ];
+  }
+  return ['Link not found', 'There is no short link with this code. It may have been mistyped, or deleted.'];
+}
+
+/** The page that says why a short link leads nowhere. Its text is fixed here (dates and counts included): nothing from the request. */
+export function deadLinkPage(reason: DeadLinkReason, limits?: { expires_at: Date | null; max_visits: number | null }): string {
+  const [title, message] = deadLinkWords(reason, limits);
+  return DEAD_LINK_TEMPLATE.replaceAll('{{title}}', title).replace('{{message}}', message);
+}
+
+/**
+ * A dead link's page, 404 or 410, under the pages' policy. Never stored: a
+ * disabled link may be enabled again, and a cached answer would hide that.
+ */
+export function sendDeadLinkPage(
+  reply: FastifyReply,
+  reason: DeadLinkReason,
+  limits?: { expires_at: Date | null; max_visits: number | null },
+): FastifyReply {
+  return reply
+    .code(reason === 'unknown' ? 404 : 410)
+    .header('cache-control', 'no-store')
+    .header('content-security-policy', pageSecurityHeaders.contentSecurityPolicy)
+    .type('text/html; charset=utf-8')
+    .send(deadLinkPage(reason, limits));
+}
+
 /**
  * The shortener's web pages: `/` (create), `/stats/<code>`, `/admin`, and their
  * assets under `/assets/`. Registered before the catch-all `/:code` (rule 7);
@@ -32,7 +82,6 @@ export async function webPagesRoutes(app: App, { links }: { links: LinkService }
   const createPage = loadWebFile(path.join(PAGES_DIR, 'index.html'));
   const statsPage = loadWebFile(path.join(PAGES_DIR, 'stats.html'));
   const adminPage = loadWebFile(path.join(PAGES_DIR, 'admin.html'));
-  const notFoundPage = loadWebFile(path.join(PAGES_DIR, 'not-found.html'));
 
   app.get('/', pageRoute, async (_request, reply) => sendPage(reply, createPage));
   app.get('/admin', pageRoute, async (_request, reply) => sendPage(reply, adminPage));
@@ -40,6 +89,6 @@ export async function webPagesRoutes(app: App, { links }: { links: LinkService }
     const { code } = request.params;
     // As the API: a malformed code never reaches the database (rule 4); a deleted one is unknown.
     const link = isWellFormedCode(code) ? await links.find(code) : undefined;
-    return link ? sendPage(reply, statsPage) : sendPage(reply, notFoundPage, 404);
+    return link ? sendPage(reply, statsPage) : sendDeadLinkPage(reply, 'unknown');
   });
 }

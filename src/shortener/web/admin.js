@@ -27,7 +27,18 @@ function handle(err, box = errorBox) {
     sessionStorage.removeItem(KEY_STORAGE);
     return showKeyForm('That admin key was not accepted. Check SHORTENER_ADMIN_KEY and try again.');
   }
-  say(box, err.message);
+  say(box, explain(err));
+}
+
+/** An admin API refusal in words (the fields it names are this page's inputs). */
+function explain(err) {
+  if (!(err instanceof ApiError) || err.status === 0) return err.message;
+  if (/expires_at/.test(err.message)) return 'The expiry is not a valid date and time.';
+  if (/max_visits/.test(err.message)) return 'Maximum visits must be a whole number from 1, or empty.';
+  if (err.status === 404) return 'This link no longer exists; search again to refresh the list.';
+  if (err.status === 503) return 'The admin API is off on this service (SHORTENER_ADMIN_KEY is not set), or the service is busy.';
+  if (err.status === 400) return 'The service refused this change. Check the values and try again.';
+  return 'The service could not answer just now. Try again in a moment.';
 }
 
 async function load() {
@@ -39,7 +50,7 @@ async function load() {
     result = await adminApi(`/api/links?${query}`);
   } catch (err) {
     if (!adminBox.hidden || !(err instanceof ApiError) || err.status === 401) return handle(err);
-    return showKeyForm(err.message);
+    return showKeyForm(explain(err));
   }
   keyForm.hidden = true;
   adminBox.hidden = false;
@@ -83,7 +94,16 @@ function row(link) {
       el(
         'div',
         { class: 'actions' },
-        el('button', { type: 'button', class: 'small secondary', 'data-action': 'toggle', 'aria-label': `${link.disabled ? 'Enable' : 'Disable'} ${link.code}` }, link.disabled ? 'Enable' : 'Disable'),
+        el(
+          'button',
+          {
+            type: 'button',
+            class: 'small secondary',
+            'data-action': 'toggle',
+            'aria-label': `${link.disabled ? 'Enable' : 'Disable'} ${link.code}`,
+          },
+          link.disabled ? 'Enable' : 'Disable',
+        ),
         el('button', { type: 'button', class: 'small secondary', 'data-action': 'edit', 'aria-label': `Edit ${link.code}` }, 'Edit'),
         el('button', { type: 'button', class: 'small danger', 'data-action': 'delete', 'aria-label': `Delete ${link.code}` }, 'Delete'),
       ),
@@ -162,7 +182,8 @@ document.getElementById('edit-form').addEventListener('submit', async (event) =>
   const expires = document.getElementById('edit-expires').value;
   const max = document.getElementById('edit-max').value;
   const body = { expires_at: expires ? localToIso(expires) : null, max_visits: max === '' ? null : Number(max) };
-  if (body.max_visits !== null && (!Number.isInteger(body.max_visits) || body.max_visits < 1)) return say(errorOut, 'Maximum visits must be a whole number from 1, or empty.');
+  if (body.max_visits !== null && (!Number.isInteger(body.max_visits) || body.max_visits < 1))
+    return say(errorOut, 'Maximum visits must be a whole number from 1, or empty.');
   try {
     await adminApi(`/api/links/${current.code}`, { method: 'PATCH', body });
     dialog.close();

@@ -3,10 +3,23 @@ import { ApiError, api, el, formatInstant, formatNumber, say } from '/assets/api
 
 const code = decodeURIComponent(location.pathname.split('/')[2] ?? '');
 const DAY = 86_400_000;
+/** The longest period the visits API answers per day. */
+const MAX_RANGE_DAYS = 366;
 const rangeForm = document.getElementById('range-form');
 const rangeError = document.getElementById('range-error');
 const chartBox = document.getElementById('chart');
 let chart;
+const tokenForm = document.getElementById('token-form');
+const detail = document.getElementById('visit-detail');
+const sources = document.getElementById('sources');
+/**
+ * Who asks for the visits: the manage token from the stats link's fragment
+ * (`#token=…`, never sent to the server in a URL or a Referer), the admin key
+ * when this tab signed in on the admin page, or what is typed into the form.
+ */
+let credential = new URLSearchParams(location.hash.slice(1)).get('token') || sessionStorage.getItem('shortener-admin-key') || '';
+/** What the chart shows, kept to draw it again in the other colour scheme. */
+let shown;
 
 document.getElementById('code').textContent = code;
 document.title = `Stats of ${code}: link shortener`;
@@ -28,8 +41,17 @@ async function loadLink() {
     document.getElementById('expires').textContent = data.expires_at ? formatInstant(data.expires_at) : 'never';
     document.getElementById('max-visits').textContent = data.max_visits ? formatNumber(data.max_visits) : 'no limit';
   } catch (err) {
-    say(document.getElementById('load-error'), err.message);
+    say(document.getElementById('load-error'), refusal(err));
   }
+}
+
+/** A refused request of this page, in words (the period is checked before it is asked for). */
+function refusal(err) {
+  if (!(err instanceof ApiError) || err.status === 0) return err.message;
+  if (err.status === 404) return 'There is no short link with this code any more.';
+  if (err.status === 400) return 'The service could not show this period. Choose another one.';
+  if (err.status === 429) return 'Too many requests just now. Wait a moment and try again.';
+  return 'The service could not answer just now. Try again in a moment.';
 }
 
 /** The query of the chosen period: presets end now; chosen dates are whole UTC days, `to` included. */
@@ -47,6 +69,7 @@ function chosenRange() {
   const start = new Date(`${from}T00:00:00Z`);
   const end = new Date(new Date(`${to}T00:00:00Z`).getTime() + DAY);
   if (!(start < end)) return { error: 'The first date must not be after the second.' };
+  if (end - start > MAX_RANGE_DAYS * DAY) return { error: `Choose a period of at most ${MAX_RANGE_DAYS} days.` };
   const interval = end - start <= 2 * DAY ? 'hour' : 'day';
   return { from: start, to: end, interval, label: `${from} to ${to}, per ${interval} (UTC)` };
 }
@@ -56,12 +79,20 @@ async function loadVisits() {
   const range = chosenRange();
   if (range.error) return say(rangeError, range.error);
   const query = new URLSearchParams({ from: range.from.toISOString(), to: range.to.toISOString(), interval: range.interval });
+  if (!credential) return askForToken('');
   let data;
   try {
-    ({ data } = await api(`/api/links/${encodeURIComponent(code)}/visits?${query}`));
+    ({ data } = await api(`/api/links/${encodeURIComponent(code)}/visits?${query}`, { token: credential }));
   } catch (err) {
-    return say(rangeError, err instanceof ApiError ? err.message : String(err));
+    if (err instanceof ApiError && (err.status === 401 || err.status === 403)) {
+      return askForToken('That token does not manage this link. Check it and try again.');
+    }
+    return say(rangeError, refusal(err));
   }
+  tokenForm.hidden = true;
+  detail.hidden = false;
+  sources.hidden = false;
+  loadHistory();
   document.getElementById('range-label').textContent = `Showing ${range.label}.`;
   const t = data.totals;
   document.getElementById('total-visits').textContent = formatNumber(t.visits);
@@ -74,12 +105,44 @@ async function loadVisits() {
   fillTopLists(data);
 }
 
+/** The destinations the link had before its changes, shown to its manager (nothing when it never changed). */
+async function loadHistory() {
+  const box = document.getElementById('history');
+  try {
+    const { data } = await api(`/api/links/${encodeURIComponent(code)}/destinations`, { token: credential });
+    document
+      .getElementById('history-list')
+      .replaceChildren(...data.map((d) => el('li', {}, `${d.original_url} (until ${formatInstant(d.replaced_at)})`)));
+    box.hidden = data.length === 0;
+  } catch {
+    box.hidden = true;
+  }
+}
+
+/** Visits need the link's manage token (or the admin key): the public figures stay shown above. */
+function askForToken(message) {
+  credential = '';
+  detail.hidden = true;
+  sources.hidden = true;
+  tokenForm.hidden = false;
+  say(document.getElementById('token-error'), message);
+  if (message) document.getElementById('manage-token').focus();
+}
+
 function drawChart(series, interval) {
+  shown = { series, interval };
   const xs = series.map((b) => Date.parse(b.start) / 1000);
   const visits = series.map((b) => b.visits);
   const humans = series.map((b) => b.humans);
   chart?.destroy();
   const styles = getComputedStyle(document.documentElement);
+  const colour = (name, fallback) => styles.getPropertyValue(name).trim() || fallback;
+  // The axes in the page's own colours, so the chart reads in the dark scheme too.
+  const axis = {
+    stroke: colour('--text', '#1f2937'),
+    grid: { stroke: colour('--line', '#d1d5db') },
+    ticks: { stroke: colour('--line', '#d1d5db') },
+  };
   const opts = {
     width: chartWidth(),
     height: 260,
@@ -87,11 +150,14 @@ function drawChart(series, interval) {
     legend: { show: false },
     cursor: { drag: { x: false, y: false } },
     scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, Math.max(1, Math.ceil(max * 1.1))] } },
-    axes: [{ space: interval === 'hour' ? 60 : 50 }, { values: (_u, ticks) => ticks.map((v) => (Number.isInteger(v) ? formatNumber(v) : '')) }],
+    axes: [
+      { ...axis, space: interval === 'hour' ? 60 : 50 },
+      { ...axis, values: (_u, ticks) => ticks.map((v) => (Number.isInteger(v) ? formatNumber(v) : '')) },
+    ],
     series: [
       {},
-      { label: 'Visits', stroke: styles.getPropertyValue('--primary').trim() || '#1d4ed8', width: 2, fill: 'rgba(29, 78, 216, 0.08)' },
-      { label: 'Humans', stroke: '#15803d', width: 2 },
+      { label: 'Visits', stroke: colour('--primary', '#1d4ed8'), width: 2, fill: 'rgba(37, 99, 235, 0.12)' },
+      { label: 'Humans', stroke: colour('--humans', '#15803d'), width: 2 },
     ],
   };
   chart = new uPlot(opts, [xs, visits, humans], chartBox);
@@ -103,7 +169,15 @@ function fillSeriesTable(series, interval) {
   const body = document.querySelector('#series-table tbody');
   const when = (iso) => (interval === 'hour' ? iso.slice(0, 16).replace('T', ' ') : iso.slice(0, 10));
   body.replaceChildren(
-    ...series.map((b) => el('tr', {}, el('td', {}, when(b.start)), el('td', { class: 'num' }, formatNumber(b.visits)), el('td', { class: 'num' }, formatNumber(b.humans)))),
+    ...series.map((b) =>
+      el(
+        'tr',
+        {},
+        el('td', {}, when(b.start)),
+        el('td', { class: 'num' }, formatNumber(b.visits)),
+        el('td', { class: 'num' }, formatNumber(b.humans)),
+      ),
+    ),
   );
 }
 
@@ -155,9 +229,19 @@ rangeForm.addEventListener('change', (event) => {
     loadVisits();
   }
 });
+tokenForm.addEventListener('submit', (event) => {
+  event.preventDefault();
+  credential = tokenForm.token.value.trim();
+  tokenForm.token.value = '';
+  loadVisits();
+});
 rangeForm.addEventListener('submit', (event) => {
   event.preventDefault();
   loadVisits();
+});
+// The chart's colours come from the scheme: it is drawn again when the system switches between light and dark.
+matchMedia('(prefers-color-scheme: dark)').addEventListener('change', () => {
+  if (shown) drawChart(shown.series, shown.interval);
 });
 new ResizeObserver(() => chart?.setSize({ width: chartWidth(), height: 260 })).observe(chartBox);
 
