@@ -4,7 +4,7 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
-import { startEmbeddedPostgres } from '../src/kit/embedded-postgres.js';
+import { startEmbeddedPostgres } from '../src/dev/embedded-postgres.js';
 import { closedPort, freePorts } from './helpers/ports.js';
 import { startLauncher } from './helpers/process.js';
 
@@ -65,7 +65,10 @@ test('the development mailbox’s port in use: one line naming its variable; wit
   try {
     const { code, output } = await launcher({ DATA_DIR: dataDir, MAILDEV_WEB_PORT: String(port) });
     assert.equal(code, 1);
-    assertOneLine(output, new RegExp(`^npm start: port ${port} is already in use on 127\\.0\\.0\\.1; set MAILDEV_WEB_PORT to another port$`));
+    assertOneLine(
+      output,
+      new RegExp(`^npm start: port ${port} is already in use on 127\\.0\\.0\\.1; set MAILDEV_WEB_PORT to another port$`),
+    );
     // The same busy port, but mail goes elsewhere: the start gets past the port checks, and stops
     // later, at a database that is not there.
     const other = await launcher({
@@ -101,19 +104,17 @@ test('an unknown JWT_ALGORITHM stops npm start before anything is written: one l
   assert.throws(() => readdirSync(dataDir), /ENOENT/, 'no data directory was made');
 });
 
-test(
-  'as root, a data directory the postgres user cannot reach: one line with the ways out, and nothing left behind',
-  { skip: process.getuid?.() === 0 ? false : 'only root runs PostgreSQL as another OS user; any other user owns what it creates' },
-  async () => {
-    const privateDir = path.join(scratch, 'private');
-    mkdirSync(privateDir, { mode: 0o700 });
-    chmodSync(privateDir, 0o700);
-    const { code, output } = await launcher({ DATA_DIR: path.join(privateDir, 'data') });
-    assert.equal(code, 1);
-    assertOneLine(output, new RegExp(`^npm start: .*cannot enter ${privateDir.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} .*DATABASE_URL`));
-    assert.deepEqual(readdirSync(privateDir), [], 'nothing left behind');
-  },
-);
+test('as root, a data directory the postgres user cannot reach: one line with the ways out, and nothing left behind', {
+  skip: process.getuid?.() === 0 ? false : 'only root runs PostgreSQL as another OS user; any other user owns what it creates',
+}, async () => {
+  const privateDir = path.join(scratch, 'private');
+  mkdirSync(privateDir, { mode: 0o700 });
+  chmodSync(privateDir, 0o700);
+  const { code, output } = await launcher({ DATA_DIR: path.join(privateDir, 'data') });
+  assert.equal(code, 1);
+  assertOneLine(output, new RegExp(`^npm start: .*cannot enter ${privateDir.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} .*DATABASE_URL`));
+  assert.deepEqual(readdirSync(privateDir), [], 'nothing left behind');
+});
 
 test('a second start on a data directory in use: one line, and the first keeps its database', async () => {
   const dataDir = path.join(scratch, 'in-use');

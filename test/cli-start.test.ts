@@ -3,7 +3,9 @@
 // services as processes), its banner, where it listens, a second start on
 // the same DATA_DIR, and Ctrl-C.
 import assert from 'node:assert/strict';
-import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import { networkInterfaces, tmpdir } from 'node:os';
 import path from 'node:path';
@@ -23,6 +25,8 @@ const ports: Record<(typeof SERVICES)[number], number> = { idp: 0, accounts: 0, 
 let mailboxWeb = '';
 let launcher: SpawnedProcess | undefined;
 const output = () => launcher!.output();
+/** What the start had printed when its banner appeared. */
+let startOutput = '';
 
 /** npm start on this file's DATA_DIR, with the given port of each service, then the mailbox's SMTP and web ports. */
 const launch = (free: number[]) =>
@@ -36,7 +40,7 @@ const launch = (free: number[]) =>
 
 before(async () => {
   const free = await freePorts(6);
-  SERVICES.forEach((name, i) => (ports[name] = free[i]!));
+  for (const [i, name] of SERVICES.entries()) ports[name] = free[i]!;
   mailboxWeb = `http://127.0.0.1:${free[5]}`;
   launcher = launch(free);
   const deadline = Date.now() + START_BOUND_MS;
@@ -45,12 +49,23 @@ before(async () => {
     if (Date.now() > deadline) throw new Error(`npm start did not come up: ${output()}`);
     await new Promise((r) => setTimeout(r, 100));
   }
+  startOutput = output();
 });
 
 after(async () => {
   if (launcher && launcher.child.exitCode === null && launcher.child.signalCode === null) {
     launcher.child.kill('SIGTERM');
     await launcher.exited;
+  }
+  // Whatever still runs of this start's database (a failed test may leave it) goes too.
+  const pidFile = path.join(dataDir, 'pg', 'postmaster.pid');
+  const postmaster = existsSync(pidFile) ? Number(readFileSync(pidFile, 'utf8').split('\n')[0]) : 0;
+  if (postmaster > 0) {
+    try {
+      process.kill(postmaster, 'SIGTERM');
+    } catch {
+      // gone already
+    }
   }
   rmSync(scratch, { recursive: true, force: true });
 });
@@ -79,6 +94,15 @@ test('the banner: every URL (each answers), the publishable key in full, where t
   assert.match(text, /\nAdmin account: none \(set ADMIN_EMAIL and ADMIN_PASSWORD\)\n/);
 });
 
+test('the start prints readable lines, no health probe, and the banner after every service has said it listens', () => {
+  const [beforeBanner = '', afterBanner = ''] = startOutput.split('All services are up');
+  assert.doesNotMatch(startOutput, /^\{"level"/m, 'a JSON log line reached the terminal');
+  assert.doesNotMatch(startOutput, /\/healthz|\/readyz/, 'a health probe was logged');
+  for (const name of SERVICES) assert.match(beforeBanner, new RegExp(`^\\[[\\d:.]+\\] INFO: ${name}: ${name} listening on `, 'm'), name);
+  assert.doesNotMatch(afterBanner, / listening on http/);
+  assert.match(afterBanner, /\nLogs: readable lines \(LOG_FORMAT=json for the JSON the services write\); health probes are not shown\n/);
+});
+
 test('without HOST every service listens on 127.0.0.1 only', async (t) => {
   const outside = Object.values(networkInterfaces())
     .flat()
@@ -103,6 +127,8 @@ test('without HOST every service listens on 127.0.0.1 only', async (t) => {
 interface MailboxMail {
   subject: string;
   text: string;
+  html?: string;
+  from: Array<{ address: string; name: string }>;
   to: Array<{ address: string }>;
 }
 
@@ -128,10 +154,63 @@ test('a development mailbox: its page in the banner, and a password-reset mail f
   assert.equal((await post('/auth/password-reset', { email })).status, 202);
   const mail = await mailboxMailTo(email);
   assert.equal(mail.subject, 'Reset your password');
-  assert.match(mail.text, /http:\/\/localhost:\d+\/reset-password#token=[A-Za-z0-9_-]{43}/);
+  assert.match(mail.text, new RegExp(`http://127\\.0\\.0\\.1:${ports.accounts}/reset-password#token=[A-Za-z0-9_-]{43}`));
 });
 
-test('a password reset through notes: the idp\'s recovery mail arrives in the mailbox and its link lands on notes\' /reset-password', async () => {
+test('the mailbox lets no other web page read it, and keeps its files to the user: 0600 in 0700 folders', async () => {
+  // A page of another origin: refused, preflight too, and no CORS header that would let a browser read the answer.
+  for (const [method, headers] of [
+    ['GET', { origin: 'http://evil.example' }],
+    ['GET', { origin: 'null' }],
+    ['OPTIONS', { origin: 'http://evil.example', 'access-control-request-method': 'GET' }],
+    // DNS rebinding: another name for 127.0.0.1, so the browser sends no Origin but that Host.
+    ['GET', { host: `evil.example:${new URL(mailboxWeb).port}` }],
+  ] as const) {
+    const res = await rawGet(`${mailboxWeb}/api/email`, method, headers);
+    assert.equal(res.status, 403, `${method} ${JSON.stringify(headers)}`);
+    assert.equal(res.headers['access-control-allow-origin'], undefined);
+  }
+  // Its own page, opened by its address (127.0.0.1 or localhost): read, with no CORS header either.
+  const own = await rawGet(`${mailboxWeb}/api/email`, 'GET', { origin: mailboxWeb });
+  assert.equal(own.status, 200);
+  assert.equal(own.headers['access-control-allow-origin'], undefined);
+  assert.equal((await fetch(`${mailboxWeb}/`, { headers: { accept: 'text/html' } })).status, 200);
+  // Its storage: the mail of the test before is there, private.
+  const open: string[] = [];
+  let files = 0;
+  const walk = (dir: string) => {
+    if ((statSync(dir).mode & 0o777) !== 0o700) open.push(`${dir} ${(statSync(dir).mode & 0o777).toString(8)}`);
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const full = path.join(dir, entry.name);
+      if (entry.isDirectory()) walk(full);
+      else {
+        files++;
+        if ((statSync(full).mode & 0o777) !== 0o600) open.push(`${full} ${(statSync(full).mode & 0o777).toString(8)}`);
+      }
+    }
+  };
+  walk(path.join(dataDir, 'maildev'));
+  assert.ok(files >= 1, 'no mail stored');
+  assert.deepEqual(open, [], 'folders not 0700 or files not 0600');
+});
+
+/** A request with exactly these headers (fetch would set Origin and Host itself). */
+function rawGet(
+  url: string,
+  method: string,
+  headers: Record<string, string>,
+): Promise<{ status: number; headers: http.IncomingHttpHeaders }> {
+  return new Promise((resolve, reject) => {
+    const request = http.request(url, { method, headers }, (res) => {
+      res.resume();
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers }));
+    });
+    request.on('error', reject);
+    request.end();
+  });
+}
+
+test("notes' recovery mail comes from Notes and links to notes' own page, which spends the token only on its button; no code", async () => {
   const notes = `http://127.0.0.1:${ports.notes}`;
   const email = `notes-mailbox-${Date.now()}@example.com`;
   const post = (path: string, body: unknown, token?: string) =>
@@ -143,16 +222,21 @@ test('a password reset through notes: the idp\'s recovery mail arrives in the ma
   assert.equal((await post('/auth/register', { email, password: 'a long passphrase' })).status, 201);
   assert.equal((await post('/auth/password-reset', { email })).status, 202);
   const mail = await mailboxMailTo(email);
-  assert.equal(mail.subject, 'Reset Your Password');
-  const link = mail.text.split(/\s+/).find((word) => word.startsWith(`http://127.0.0.1:${ports.idp}/auth/v1/verify?token=`));
+  assert.equal(mail.subject, 'Reset your Notes password');
+  assert.equal(mail.from[0]?.name, 'Notes');
+  const link = new RegExp(`http://127\\.0\\.0\\.1:${ports.notes}/reset-password\\?token_hash=[0-9a-f]{56}&type=recovery`).exec(
+    mail.text,
+  )?.[0];
   assert.ok(link, mail.text);
-  const opened = await fetch(link, { redirect: 'manual' });
-  assert.equal(opened.status, 303);
-  const landing = new URL(opened.headers.get('location')!);
-  assert.equal(`${landing.origin}${landing.pathname}`, `${notes}/reset-password`);
-  const session = new URLSearchParams(landing.hash.slice(1));
-  assert.equal(session.get('type'), 'recovery');
-  assert.equal((await post('/auth/password', { password: 'another long passphrase' }, session.get('access_token')!)).status, 204);
+  assert.doesNotMatch(mail.text, /code/i);
+  assert.match(mail.html ?? '', /target="_blank" rel="noopener"/);
+  // Opened (as a scanner would), the page answers and the token is still good.
+  assert.equal((await fetch(link)).status, 200);
+  const tokenHash = new URL(link).searchParams.get('token_hash');
+  const verified = await post('/auth/verify', { token_hash: tokenHash, type: 'recovery' });
+  assert.equal(verified.status, 200);
+  const { access_token } = (await verified.json()) as { access_token: string };
+  assert.equal((await post('/auth/password', { password: 'another long passphrase' }, access_token)).status, 204);
   assert.equal((await post('/auth/login', { email, password: 'another long passphrase' })).status, 200);
 });
 
@@ -169,16 +253,21 @@ test('a second npm start on the same DATA_DIR: one line saying the database is i
   for (const name of SERVICES) assert.equal((await fetch(`http://127.0.0.1:${ports[name]}/healthz`)).status, 200, name);
 });
 
-test('Ctrl-C (SIGINT) stops every service with SIGINT, each logging it, and the launcher exits 0', async () => {
+test("Ctrl-C in the terminal (SIGINT to the launcher's whole group) stops every service, then the database, and exits 0", async () => {
+  // The database runs in a process group of its own: the terminal's signal never reaches it.
+  const postmaster = Number(readFileSync(path.join(dataDir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
+  const groupOf = (pid: number) => Number(execFileSync('ps', ['-o', 'pgid=', '-p', String(pid)], { encoding: 'utf8' }).trim());
+  assert.notEqual(groupOf(postmaster), launcher!.child.pid, 'PostgreSQL is in the group the terminal signals');
   const before = output().length;
-  launcher!.child.kill('SIGINT');
+  process.kill(-launcher!.child.pid!, 'SIGINT');
   assert.equal(await launcher!.exited, 0, output().slice(before));
-  const draining = output()
-    .slice(before)
-    .split('\n')
-    .filter((line) => line.includes('SIGINT: draining in-flight requests'))
-    .map((line) => (JSON.parse(line) as { service: string }).service)
-    .sort();
-  assert.deepEqual(draining, [...SERVICES].sort(), output().slice(before));
-  assert.doesNotMatch(output().slice(before), /SIGTERM/);
+  const lines = output().slice(before).split('\n');
+  const draining = lines.map((line) => /INFO: (\w+): SIGINT: draining in-flight requests$/.exec(line)?.[1]).filter(Boolean);
+  assert.deepEqual(draining.sort(), [...SERVICES].sort(), output().slice(before));
+  // The database stopped last: after every service said it had stopped, and none lost its connection before.
+  const stopped = lines.map((line, i) => (/INFO: \w+: stopped$/.test(line) ? i : -1)).filter((i) => i >= 0);
+  const databaseStopped = lines.findIndex((line) => line.includes('database stopped: every service had stopped before it'));
+  assert.equal(stopped.length, SERVICES.length, output().slice(before));
+  assert.ok(databaseStopped > Math.max(...stopped), output().slice(before));
+  assert.doesNotMatch(output().slice(before), /57P0[13]|not drained|terminating connection|SIGTERM/);
 });

@@ -10,7 +10,7 @@ import { ACCESS_TOKEN_AUDIENCE, SigningKeys } from '../src/idp/keys.js';
 import { systemClock } from '../src/kit/clock.js';
 import { hasLowSSignature, isLowSEs256Signature, toLowSEs256Signature, withLowSSignature } from '../src/kit/jws.js';
 import { createUser, type RunningIdp, startIdp, TEST_SIGNING_KEY } from './helpers/idp.js';
-import { HttpError } from '../src/kit/errors.js';
+import { HttpError } from '../src/kit/http/errors.js';
 import { localTokenVerifier } from '../src/notes/token-verifier.js';
 import { type RunningNotes, startNotes } from './helpers/notes.js';
 import { malleated } from './resilience/fuzz/jwt-forge.js';
@@ -49,7 +49,10 @@ describe('kit/jws: the low-s rule', () => {
     const publicKey = createPublicKey(TEST_SIGNING_KEY);
     for (const t of [token, twin]) {
       const [h, p, sig] = t.split('.') as [string, string, string];
-      assert.equal(cryptoVerify('sha256', Buffer.from(`${h}.${p}`), { key: publicKey, dsaEncoding: 'ieee-p1363' }, Buffer.from(sig, 'base64url')), true);
+      assert.equal(
+        cryptoVerify('sha256', Buffer.from(`${h}.${p}`), { key: publicKey, dsaEncoding: 'ieee-p1363' }, Buffer.from(sig, 'base64url')),
+        true,
+      );
     }
     assert.equal(hasLowSSignature(token), true);
     assert.equal(hasLowSSignature(twin), false);
@@ -93,7 +96,10 @@ describe('the high-s twin of a real token is refused everywhere; the original wo
 
   before(async () => {
     idp = await startIdp();
-    [notesRemote, notesLocal] = await Promise.all([startNotes(idp, { IDP_VERIFY: 'remote' }), startNotes(idp, { IDP_VERIFY: 'local' })]);
+    [notesRemote, notesLocal] = await Promise.all([
+      startNotes({ idp, env: { IDP_VERIFY: 'remote' } }),
+      startNotes({ idp, env: { IDP_VERIFY: 'local' } }),
+    ]);
     token = (await createUser(idp, `low-s-${Date.now()}@example.com`)).token;
     twin = malleated(token);
   });
@@ -117,7 +123,12 @@ describe('the high-s twin of a real token is refused everywhere; the original wo
     const refused = await http(idp, '/rest/v1/notes?select=*', { token: twin });
     assert.equal(refused.status, 401);
     // What PostgREST answers for a signature none of its keys verifies.
-    assert.deepEqual(refused.json, { code: 'PGRST301', details: 'None of the keys was able to decode the JWT', hint: null, message: 'No suitable key or wrong key type' });
+    assert.deepEqual(refused.json, {
+      code: 'PGRST301',
+      details: 'None of the keys was able to decode the JWT',
+      hint: null,
+      message: 'No suitable key or wrong key type',
+    });
     const accepted = await http(idp, '/rest/v1/notes?select=*', { token });
     assert.equal(accepted.status, 200);
   });

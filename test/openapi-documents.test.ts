@@ -13,14 +13,14 @@ import addFormatsModule from 'ajv-formats';
 import { seedAdmin } from '../src/accounts/admin-seed.js';
 import { UsersRepository } from '../src/accounts/repository.js';
 import { commonVars, loadConfig } from '../src/kit/config.js';
-import { type App, buildHttpApp } from '../src/kit/http.js';
-import { statusEnvelope } from '../src/kit/status-envelope.js';
-import { buildAccounts, type RunningAccounts } from './helpers/accounts.js';
+import { type App, buildHttpApp } from '../src/kit/http/app.js';
+import { statusEnvelope } from '../src/kit/http/status-envelope.js';
+import { startAccounts, type RunningAccounts } from './helpers/accounts.js';
 import { type RunningIdp, startIdp } from './helpers/idp.js';
 import { uniqueEmail } from './helpers/emails.js';
 import { request } from './helpers/http.js';
 import { type RunningNotes, startNotes } from './helpers/notes.js';
-import { buildShortener, type RunningShortener, withShortener } from './helpers/shortener.js';
+import { startShortener, type RunningShortener, withShortener } from './helpers/shortener.js';
 import { uniqueIp } from './helpers/client-ips.js';
 
 type Doc = {
@@ -46,6 +46,8 @@ const PROTECTED: Record<string, Array<[method: string, path: string, scheme: str
     ['get', '/api/links', 'adminKey'],
     ['patch', '/api/links/{code}', 'adminKey'],
     ['delete', '/api/links/{code}', 'adminKey'],
+    ['get', '/api/links/export', 'adminKey'],
+    ['get', '/api/links/{code}/visits/export', 'manageToken'],
   ],
   accounts: [
     ['get', '/auth/me', 'bearerAuth'],
@@ -84,10 +86,10 @@ let notes: RunningNotes;
 const docs: Record<string, Doc> = {};
 
 before(async () => {
-  shortener = await buildShortener({ env: { SHORTENER_ADMIN_KEY: ADMIN_KEY } });
-  accounts = await buildAccounts();
+  shortener = await startShortener({ env: { SHORTENER_ADMIN_KEY: ADMIN_KEY } });
+  accounts = await startAccounts();
   idp = await startIdp();
-  notes = await startNotes(idp);
+  notes = await startNotes({ idp });
   docs.shortener = (await shortener.app.inject({ method: 'GET', url: '/docs/json' })).json() as Doc;
   docs.accounts = (await accounts.app.inject({ method: 'GET', url: '/docs/json' })).json() as Doc;
   docs.notes = (await notes.app.inject({ method: 'GET', url: '/docs/json' })).json() as Doc;
@@ -154,7 +156,11 @@ describe('OpenAPI documents', () => {
     const redirect = docs.shortener!.paths['/{code}']!.get!;
     assert.ok(redirect.responses['302'], 'no 302');
     assert.ok(redirect.responses['302'].headers?.Location ?? redirect.responses['302'].headers?.location, 'no Location header');
-    assert.deepEqual(docs.shortener!.components?.securitySchemes?.adminKey, { type: 'http', scheme: 'bearer', description: (docs.shortener!.components?.securitySchemes?.adminKey as { description: string }).description });
+    assert.deepEqual(docs.shortener!.components?.securitySchemes?.adminKey, {
+      type: 'http',
+      scheme: 'bearer',
+      description: (docs.shortener!.components!.securitySchemes!.adminKey as { description: string }).description,
+    });
   });
 
   test('idp: the REST routes document select, order, limit, offset, filters and Prefer', () => {
@@ -193,7 +199,12 @@ function assertDocumented(service: string, method: string, path: string, answer:
   assert.ok(validate(body), `${where}: ${ajv.errorsText(validate.errors)} in ${answer.body.slice(0, 300)}`);
 }
 
-async function inject(app: App, method: string, url: string, opts: { body?: unknown; rawBody?: string; headers?: Record<string, string>; ip?: string } = {}): Promise<Answer> {
+async function inject(
+  app: App,
+  method: string,
+  url: string,
+  opts: { body?: unknown; rawBody?: string; headers?: Record<string, string>; ip?: string } = {},
+): Promise<Answer> {
   const headers: Record<string, string> = { ...opts.headers };
   let payload: string | undefined;
   if (opts.rawBody !== undefined) payload = opts.rawBody;
@@ -204,17 +215,30 @@ async function inject(app: App, method: string, url: string, opts: { body?: unkn
 }
 
 /** The same over real HTTP (notes and the idp). */
-async function overHttp(base: string, method: string, url: string, opts: { body?: unknown; rawBody?: string; headers?: Record<string, string> } = {}): Promise<Answer> {
+async function overHttp(
+  base: string,
+  method: string,
+  url: string,
+  opts: { body?: unknown; rawBody?: string; headers?: Record<string, string> } = {},
+): Promise<Answer> {
   const res = await request(base, method, url, { body: opts.body, raw: opts.rawBody, headers: opts.headers });
   return { status: res.status, body: res.text, contentType: res.headers.get('content-type') ?? undefined };
 }
 
 describe('responses match the document', () => {
   test('the response check turns a status the document does not list, or a body its schema refuses, into a 500 naming it', async () => {
-    const app = await buildHttpApp({ title: 'check', logLevel: 'silent', errorBody: statusEnvelope, readiness: async () => {}, responseCheck: true });
+    const app = await buildHttpApp({
+      title: 'check',
+      logLevel: 'silent',
+      errorBody: statusEnvelope,
+      readiness: async () => {},
+      responseCheck: true,
+    });
     const Answer = Type.Object({ a: Type.String() });
     app.get('/listed', { schema: { tags: ['t'], summary: 's', response: { 200: Answer } } }, async () => ({ a: 'x' }));
-    app.get('/unlisted', { schema: { tags: ['t'], summary: 's', response: { 200: Answer } } }, async (_request, reply) => reply.code(202 as 200).send({ a: 'x' }));
+    app.get('/unlisted', { schema: { tags: ['t'], summary: 's', response: { 200: Answer } } }, async (_request, reply) =>
+      reply.code(202 as 200).send({ a: 'x' }),
+    );
     // A string payload is sent as is (no serialiser), so its body can break the schema.
     app.get('/wrong', { schema: { tags: ['t'], summary: 's', response: { 200: Answer } } }, async (_request, reply) =>
       reply.type('application/json').send('{"a":1}' as unknown as { a: string }),
@@ -225,10 +249,16 @@ describe('responses match the document', () => {
       assert.deepEqual(listed.json(), { a: 'x' });
       const unlisted = await app.inject({ method: 'GET', url: '/unlisted' });
       assert.equal(unlisted.statusCode, 500);
-      assert.deepEqual(unlisted.json(), statusEnvelope(500, 'Response does not match the API document: GET /unlisted 202: status not in the document'));
+      assert.deepEqual(
+        unlisted.json(),
+        statusEnvelope(500, 'Response does not match the API document: GET /unlisted 202: status not in the document'),
+      );
       const wrong = await app.inject({ method: 'GET', url: '/wrong' });
       assert.equal(wrong.statusCode, 500);
-      assert.deepEqual(wrong.json(), statusEnvelope(500, 'Response does not match the API document: GET /wrong 200: data/a must be string'));
+      assert.deepEqual(
+        wrong.json(),
+        statusEnvelope(500, 'Response does not match the API document: GET /wrong 200: data/a must be string'),
+      );
     } finally {
       await app.close();
     }
@@ -238,7 +268,9 @@ describe('responses match the document', () => {
     assert.equal(loadConfig(commonVars(3000), {}).OPENAPI_RESPONSE_CHECK, false);
     assert.equal(loadConfig(commonVars(3000), { OPENAPI_RESPONSE_CHECK: '1' }).OPENAPI_RESPONSE_CHECK, true);
     const app = await buildHttpApp({ title: 'unchecked', logLevel: 'silent', errorBody: statusEnvelope, readiness: async () => {} });
-    app.get('/unlisted', { schema: { tags: ['t'], summary: 's', response: { 200: Type.Object({}) } } }, async (_request, reply) => reply.code(202 as 200).send({}));
+    app.get('/unlisted', { schema: { tags: ['t'], summary: 's', response: { 200: Type.Object({}) } } }, async (_request, reply) =>
+      reply.code(202 as 200).send({}),
+    );
     try {
       assert.equal((await app.inject({ method: 'GET', url: '/unlisted' })).statusCode, 202);
     } finally {
@@ -267,9 +299,17 @@ describe('responses match the document', () => {
 
     await check('GET', '/api/links/{code}', `/api/links/${code}`, {}, 200);
     await check('GET', '/api/links/{code}', '/api/links/nope-nope', {}, 404);
-    await check('GET', '/api/links/{code}/visits', `/api/links/${code}/visits`, {}, 200);
-    await check('GET', '/api/links/{code}/visits', `/api/links/${code}/visits?interval=week`, {}, 400);
-    await check('GET', '/api/links/{code}/visits', '/api/links/zzzzzz/visits', {}, 404);
+    await check('GET', '/api/links/{code}/visits', `/api/links/${code}/visits`, { headers: admin }, 200);
+    await check('GET', '/api/links/{code}/visits', `/api/links/${code}/visits`, {}, 401);
+    await check(
+      'GET',
+      '/api/links/{code}/visits',
+      `/api/links/${code}/visits`,
+      { headers: { authorization: `Bearer ${'x'.repeat(43)}` } },
+      403,
+    );
+    await check('GET', '/api/links/{code}/visits', `/api/links/${code}/visits?interval=week`, { headers: admin }, 400);
+    await check('GET', '/api/links/{code}/visits', '/api/links/zzzzzz/visits', { headers: admin }, 404);
     await check('GET', '/api/links/{code}/qr', `/api/links/${code}/qr`, {}, 200);
     await check('GET', '/api/links/{code}/qr', `/api/links/${code}/qr?size=5`, {}, 400);
     await check('GET', '/api/links/{code}/qr', '/api/links/zzzzzz/qr', {}, 404);
@@ -375,12 +415,26 @@ describe('responses match the document', () => {
     await check('POST', '/auth/logout', '/auth/logout', { headers: auth, body: { refresh_token: refreshToken } }, 200);
     await check('DELETE', '/auth/sessions/{id}', `/auth/sessions/${sessionId}`, { headers: auth }, 404);
     await check('POST', '/auth/logout', '/auth/logout', { headers: auth, body: { scope: 'global' } }, 200);
-    const again = JSON.parse((await check('POST', '/auth/login', '/auth/login', { body: { email, password } }, 200)).body) as { data: { token: string } };
+    const again = JSON.parse((await check('POST', '/auth/login', '/auth/login', { body: { email, password } }, 200)).body) as {
+      data: { token: string };
+    };
     const fresh = { authorization: `Bearer ${again.data.token}` };
-    await check('POST', '/auth/password', '/auth/password', { headers: fresh, body: { current_password: 'wrong password!', new_password: 'x'.repeat(9) } }, 400);
+    await check(
+      'POST',
+      '/auth/password',
+      '/auth/password',
+      { headers: fresh, body: { current_password: 'wrong password!', new_password: 'x'.repeat(9) } },
+      400,
+    );
     await check('POST', '/auth/password', '/auth/password', { headers: fresh, body: { current_password: password } }, 400);
     await check('POST', '/auth/password', '/auth/password', { body: { current_password: password, new_password: 'x'.repeat(9) } }, 401);
-    await check('POST', '/auth/password', '/auth/password', { headers: fresh, body: { current_password: password, new_password: 'x'.repeat(9) } }, 200);
+    await check(
+      'POST',
+      '/auth/password',
+      '/auth/password',
+      { headers: fresh, body: { current_password: password, new_password: 'x'.repeat(9) } },
+      200,
+    );
   });
 
   test('notes: register, login, notes CRUD, and their errors', async () => {
@@ -434,14 +488,32 @@ describe('responses match the document', () => {
     await check('GET', '/auth/v1/user', '/auth/v1/user', {}, 403);
     await check('GET', '/auth/v1/.well-known/jwks.json', '/auth/v1/.well-known/jwks.json', {}, 200);
 
-    const made = await check('POST', '/auth/v1/admin/users', '/auth/v1/admin/users', { headers: secret, body: { email: uniqueEmail('made'), password, email_confirm: true } }, 200);
-    await check('POST', '/auth/v1/admin/users', '/auth/v1/admin/users', { headers: user, body: { email: uniqueEmail('x'), password } }, 403);
+    const made = await check(
+      'POST',
+      '/auth/v1/admin/users',
+      '/auth/v1/admin/users',
+      { headers: secret, body: { email: uniqueEmail('made'), password, email_confirm: true } },
+      200,
+    );
+    await check(
+      'POST',
+      '/auth/v1/admin/users',
+      '/auth/v1/admin/users',
+      { headers: user, body: { email: uniqueEmail('x'), password } },
+      403,
+    );
     await check('POST', '/auth/v1/admin/users', '/auth/v1/admin/users', { headers: secret, body: { email, password } }, 422);
     const madeId = (JSON.parse(made.body) as { id: string }).id;
     await check('DELETE', '/auth/v1/admin/users/{id}', `/auth/v1/admin/users/${madeId}`, { headers: secret }, 200);
     await check('DELETE', '/auth/v1/admin/users/{id}', `/auth/v1/admin/users/${randomUUID()}`, { headers: secret }, 404);
 
-    await check('POST', '/rest/v1/{table}', '/rest/v1/notes', { headers: { ...user, prefer: 'return=representation' }, body: { title: 'rest note', body: 'b' } }, 201);
+    await check(
+      'POST',
+      '/rest/v1/{table}',
+      '/rest/v1/notes',
+      { headers: { ...user, prefer: 'return=representation' }, body: { title: 'rest note', body: 'b' } },
+      201,
+    );
     await check('POST', '/rest/v1/{table}', '/rest/v1/notes', { headers: user, body: { title: 'minimal' } }, 201);
     await check('POST', '/rest/v1/{table}', '/rest/v1/notes', { headers: user, rawBody: '{"title":' }, 400);
     await check('GET', '/rest/v1/{table}', '/rest/v1/notes?select=id,title&order=id.desc&limit=1', { headers: user }, 200);
@@ -451,8 +523,20 @@ describe('responses match the document', () => {
     await check('GET', '/rest/v1/{table}', '/rest/v1/notes', { headers: { ...user, accept: 'application/vnd.pgrst.object+json' } }, 406);
     await check('GET', '/rest/v1/{table}', '/rest/v1/notes', { headers: { authorization: 'Bearer broken' } }, 401);
     await check('PATCH', '/rest/v1/{table}', '/rest/v1/notes?title=eq.minimal', { headers: user, body: { title: 'changed' } }, 204);
-    await check('PATCH', '/rest/v1/{table}', '/rest/v1/notes?title=eq.changed', { headers: { ...user, prefer: 'return=representation' }, body: { body: 'x' } }, 200);
-    await check('DELETE', '/rest/v1/{table}', '/rest/v1/notes?title=eq.changed', { headers: { ...user, prefer: 'return=representation' } }, 200);
+    await check(
+      'PATCH',
+      '/rest/v1/{table}',
+      '/rest/v1/notes?title=eq.changed',
+      { headers: { ...user, prefer: 'return=representation' }, body: { body: 'x' } },
+      200,
+    );
+    await check(
+      'DELETE',
+      '/rest/v1/{table}',
+      '/rest/v1/notes?title=eq.changed',
+      { headers: { ...user, prefer: 'return=representation' } },
+      200,
+    );
     await check('DELETE', '/rest/v1/{table}', '/rest/v1/notes?title=eq.rest%20note', { headers: user }, 204);
     await check('POST', '/auth/v1/logout', '/auth/v1/logout', { headers: user }, 204);
   });

@@ -4,16 +4,16 @@
 // PostgreSQL in a temporary directory, removed afterwards.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { startEmbeddedPostgres } from '../src/kit/embedded-postgres.js';
+import { startEmbeddedPostgres } from '../src/dev/embedded-postgres.js';
 
 const suite = process.argv[2] === '--suite' ? process.argv[3]! : 'unit';
 const explicitFiles = process.argv.slice(process.argv[2] === '--suite' ? 4 : 2);
-// unit: test/*.test.ts; resilience and browser: their own folders, run on demand only.
-const testDir = path.resolve('test', suite === 'resilience' || suite === 'browser' ? suite : '.');
+// unit: test/*.test.ts; resilience, browser, contract and log-hygiene: their own folders, run on demand only.
+const testDir = path.resolve('test', ['resilience', 'browser', 'contract', 'log-hygiene'].includes(suite) ? suite : '.');
 
 function testFiles(): string[] {
   if (explicitFiles.length > 0) return explicitFiles;
@@ -43,20 +43,26 @@ if (!adminUrl) {
 
 // Databases of this run share a prefix so they can be dropped together at the end.
 const runId = `t${randomBytes(3).toString('hex')}`;
-// The reporter node would choose itself (up to Node 22: spec on a terminal, tap otherwise; spec
-// always from 23), then the list of skips with their reasons.
-const ownReporter = process.stdout.isTTY || Number(process.versions.node.split('.')[0]) >= 23 ? 'spec' : 'tap';
+// On the terminal: one line per file, failures in full, skips with their reasons, totals
+// (test/summary-reporter.mjs). Every test's own report, TAP, goes to test-artifacts/ for digging
+// (or to TEST_TAP_FILE: the log-hygiene run of the whole suite reads its own there).
+mkdirSync('test-artifacts', { recursive: true });
+const tapFile = process.env.TEST_TAP_FILE ?? path.resolve('test-artifacts', `${suite}.tap`);
 const reporters = [
-  `--test-reporter=${ownReporter}`,
+  `--test-reporter=${path.resolve('test', 'summary-reporter.mjs')}`,
   '--test-reporter-destination=stdout',
-  `--test-reporter=${path.resolve('test', 'skip-reporter.mjs')}`,
-  '--test-reporter-destination=stdout',
+  '--test-reporter=tap',
+  `--test-reporter-destination=${tapFile}`,
 ];
 // How long one test file may run before it fails as timed out, naming the tests it had not
 // finished: a hang (a page that never settles, a server that never answers) must fail the run, not
 // hold it until CI's own limit. Several times the slowest file of each suite on a busy 2-core
-// machine (unit about 2 min, browser about 1 min, resilience's soak and whole-suite audit 13 min).
-const FILE_TIMEOUT_MINUTES = { unit: 10, browser: 10, resilience: 30 }[suite as 'unit' | 'browser' | 'resilience'] ?? 10;
+// machine (unit about 2 min, browser about 1 min, resilience's soak 15 min, the log-hygiene run of
+// the whole suite about 6 min).
+const FILE_TIMEOUT_MINUTES =
+  { unit: 10, browser: 10, resilience: 30, contract: 15, 'log-hygiene': 30 }[
+    suite as 'unit' | 'browser' | 'resilience' | 'contract' | 'log-hygiene'
+  ] ?? 10;
 const child = spawn(
   process.execPath,
   [

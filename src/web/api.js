@@ -38,7 +38,11 @@ export async function api(path, { method = 'GET', body, headers = {}, token, bar
   }
   if (!res.ok) {
     const retry = Number(res.headers.get('retry-after'));
-    throw new ApiError(res.status, parsed?.message ?? `The service answered ${res.status}`, Number.isFinite(retry) && retry > 0 ? retry : undefined);
+    throw new ApiError(
+      res.status,
+      parsed?.message ?? `The service answered ${res.status}`,
+      Number.isFinite(retry) && retry > 0 ? retry : undefined,
+    );
   }
   return { data: bare ? parsed : parsed?.data, headers: res.headers };
 }
@@ -51,7 +55,12 @@ export function el(tag, attrs = {}, ...children) {
     if (name.startsWith('on') && typeof value === 'function') node.addEventListener(name.slice(2), value);
     else node.setAttribute(name, value === true ? '' : String(value));
   }
-  node.append(...children.flat().filter((c) => c !== undefined && c !== null && c !== false).map((c) => (c instanceof Node ? c : String(c))));
+  node.append(
+    ...children
+      .flat()
+      .filter((c) => c !== undefined && c !== null && c !== false)
+      .map((c) => (c instanceof Node ? c : String(c))),
+  );
   return node;
 }
 
@@ -84,4 +93,43 @@ export const formatNumber = (n) => Number(n).toLocaleString();
 export function say(node, message) {
   node.textContent = message ?? '';
   node.hidden = !message;
+}
+
+/** A wait in words for people: "42 seconds", "15 minutes", "2 hours and 5 minutes" (rounded up to the minute past one minute). */
+export function formatWait(seconds) {
+  const s = Math.max(1, Math.ceil(seconds));
+  if (s < 60) return `${s} second${s === 1 ? '' : 's'}`;
+  const minutes = Math.ceil(s / 60);
+  if (minutes < 60) return `${minutes} minute${minutes === 1 ? '' : 's'}`;
+  const hours = Math.floor(minutes / 60);
+  const rest = minutes % 60;
+  const h = `${hours} hour${hours === 1 ? '' : 's'}`;
+  return rest === 0 ? h : `${h} and ${rest} minute${rest === 1 ? '' : 's'}`;
+}
+
+/**
+ * Keeps a button off while a limit holds: `tell(words)` shows the wait left in
+ * words whenever they change (a live region is not re-read every second), then
+ * the button comes back and `done()` runs. Answers a function that ends the
+ * countdown early.
+ */
+export function countDown(button, seconds, tell, done = () => {}) {
+  let left = Math.max(1, Math.ceil(seconds));
+  let said = formatWait(left);
+  button.disabled = true;
+  tell(said);
+  const timer = setInterval(() => {
+    left -= 1;
+    if (left <= 0) return stop();
+    const words = formatWait(left);
+    if (words === said) return;
+    said = words;
+    tell(words);
+  }, 1000);
+  function stop() {
+    clearInterval(timer);
+    button.disabled = false;
+    done();
+  }
+  return stop;
 }

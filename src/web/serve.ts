@@ -2,9 +2,9 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { FastifyReply } from 'fastify';
-import type { App } from '../kit/http.js';
-import { pageSecurityHeaders } from '../kit/security-headers.js';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { App } from '../kit/http/app.js';
+import { pageSecurityHeaders } from '../kit/http/security-headers.js';
 
 // The web pages of the services: plain HTML, ES modules and one stylesheet,
 // served as they are in the source tree (no build step). Every file is read
@@ -59,3 +59,12 @@ export function sendPage(reply: FastifyReply, page: WebFile, status = 200): Fast
   return reply.code(status).header('cache-control', 'no-cache').type(page.type).send(page.body);
 }
 
+/**
+ * Whether a request comes from a browser that shows what it gets (its Accept
+ * names HTML and not JSON), for an address that answers people with a page and
+ * API clients with JSON.
+ */
+export function wantsPage(request: FastifyRequest): boolean {
+  const accept = request.headers.accept ?? '';
+  return accept.includes('text/html') && !accept.includes('application/json');
+}

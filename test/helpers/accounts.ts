@@ -1,63 +1,51 @@
-// The accounts service in tests: its factory (buildAccounts), and for the
+// The accounts service in tests: its factory (startAccounts), and for the
 // test/accounts-*.test.ts files one fresh database per file, with every
 // response body any app of the file sends collected, so each file can assert
 // that no body ever carries a password hash.
+import { emailDigester } from '../../src/accounts/login-throttle.js';
+import { DEFAULT_IPV6_PREFIX, DEFAULT_IPV6_WIDE_PREFIX } from '../../src/kit/http/client-ip.js';
+import { loginFailureKeys } from '../../src/kit/login-throttle.js';
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import type { InjectOptions } from 'fastify';
 import { loadConfig } from '../../src/kit/config.js';
-import { type Pool, createPool, readMigrations } from '../../src/kit/db.js';
-import type { App } from '../../src/kit/http.js';
-import { type AccountsDeps, buildApp } from '../../src/accounts/app.js';
+import { type Pool, createPool } from '../../src/kit/db.js';
+import type { App } from '../../src/kit/http/app.js';
+import { type AccountsDeps, accounts } from '../../src/accounts/app.js';
 import { type AccountsConfig, accountsConfig } from '../../src/accounts/config.js';
 import type { PublicUser } from '../../src/accounts/repository.js';
-import { type TestDatabase, freshDatabase } from './database.js';
-import { type InProcessService, inProcessService } from './in-process.js';
-import { LogCapture, testLogLevel } from './logs.js';
+import type { TestDatabase } from './database.js';
+import { assertStatusEnvelope } from './envelope.js';
+import { testLogLevel } from './logs.js';
+import { testPasswordHasher } from './passwords.js';
+import { type TestService, type TestServiceOptions, serviceDatabase, startTestService, withPool } from './services.js';
 import { responseCheckEnv } from './response-check.js';
 
-export const MIGRATIONS_DIR = fileURLToPath(new URL('../../src/accounts/migrations', import.meta.url));
 export const TEST_SECRET = 'test-secret-0123456789-abcdefghijklmnopqrstuvwxyz';
 
 /**
- * Every test registers from 127.0.0.1, so the per-IP registration limit is
- * lifted unless a test sets REGISTER_MAX_PER_IP itself.
+ * The variables every test accounts service starts with: no pruning behind a test's back (it would
+ * add statements to those that count them); the pruning tests turn it on.
  */
+export const ACCOUNTS_TEST_ENV = { JWT_SECRET: TEST_SECRET, LOG_LEVEL: testLogLevel('silent'), PRUNE_INTERVAL: '0' };
+
+/** Configuration as the process would load it with the test defaults. */
 export function testConfig(env: Record<string, string> = {}): AccountsConfig {
-  // No pruning behind a test's back (it would add statements to those that count them);
-  // the pruning tests turn it on.
-  return loadConfig(accountsConfig, { JWT_SECRET: TEST_SECRET, LOG_LEVEL: testLogLevel('silent'), REGISTER_MAX_PER_IP: '1000000', PRUNE_INTERVAL: '0', ...responseCheckEnv(), ...env });
+  return loadConfig(accountsConfig, { ...ACCOUNTS_TEST_ENV, ...responseCheckEnv(), ...env });
 }
 
 /** A fresh accounts database of the test run, migrated. */
-export async function accountsDatabase(): Promise<TestDatabase> {
-  return freshDatabase('accounts', await readMigrations(MIGRATIONS_DIR));
+export function accountsDatabase(): Promise<TestDatabase> {
+  return serviceDatabase(accounts, ACCOUNTS_TEST_ENV);
 }
 
-export interface AccountsOptions extends Partial<Omit<AccountsDeps, 'logStream'>> {
-  /** Variables on top of the test defaults, read as the process reads them. */
-  env?: Record<string, string>;
-  /** Where its log lines go; a new capture otherwise. */
-  logs?: LogCapture;
-  /** Also listen on 127.0.0.1 (a free port), for tests that speak real HTTP. */
-  listen?: boolean;
-}
+export type AccountsOptions = TestServiceOptions<AccountsDeps>;
+export type RunningAccounts = TestService<AccountsConfig> & { pool: Pool };
 
-export type RunningAccounts = InProcessService;
-
-/**
- * The accounts service built in the test process: the one way tests make one. Without a `pool` it
- * gets a database of its own.
- */
-export function buildAccounts({ env = {}, logs = new LogCapture(), listen = false, pool, ...deps }: AccountsOptions = {}): Promise<RunningAccounts> {
-  return inProcessService({
-    pool,
-    database: accountsDatabase,
-    listen,
-    logs,
-    build: (pool) => buildApp(testConfig(env), { ...deps, pool, logStream: logs }),
-  });
+/** The accounts service for a test. Without a `pool` or `databaseUrl` it gets a database of its own. */
+export async function startAccounts(options: AccountsOptions = {}): Promise<RunningAccounts> {
+  const deps = { passwordHasher: testPasswordHasher(), ...options.deps };
+  return withPool(await startTestService(accounts, ACCOUNTS_TEST_ENV, { ...options, deps }));
 }
 
 /** Every body sent by an app of a suite, errors included. */
@@ -102,7 +90,7 @@ export function accountsSuite(): Suite {
     async app(env = {}, options = {}) {
       await init();
       assert.ok(pool, 'database not ready');
-      const { app } = await buildAccounts({ pool, ...options, env });
+      const { app } = await startAccounts({ pool, ...options, env });
       app.addHook('onSend', async (_request, _reply, payload) => {
         if (typeof payload === 'string') responseBodies.push(payload);
         else if (Buffer.isBuffer(payload)) responseBodies.push(payload.toString('utf8'));
@@ -143,12 +131,7 @@ export const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 /** The error envelope every failure uses. */
 export function assertError(res: Response, status: number, message: string | RegExp): void {
   assert.equal(res.statusCode, status, res.body);
-  const body = res.json() as Record<string, unknown>;
-  assert.deepEqual(Object.keys(body).sort(), ['message', 'response', 'status']);
-  assert.equal(body.status, status);
-  assert.equal(typeof body.response, 'string');
-  if (typeof message === 'string') assert.equal(body.message, message);
-  else assert.match(String(body.message), message);
+  assertStatusEnvelope(res.json(), status, { message });
 }
 
 const HASH_PATTERN = /\$2[aby]\$/;
@@ -162,4 +145,9 @@ export function noSecretInAnyResponse(): void {
       assert.ok(!body.includes('password_hash'), `a body mentions password_hash: ${body.slice(0, 200)}`);
     }
   });
+}
+
+/** The login throttle's counter keys of an email and a client address, as an accounts service of the tests names them. */
+export function accountsLoginKeys(email: string, ip: string) {
+  return loginFailureKeys(emailDigester(TEST_SECRET)(email), ip, { prefix: DEFAULT_IPV6_PREFIX, widePrefix: DEFAULT_IPV6_WIDE_PREFIX });
 }

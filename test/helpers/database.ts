@@ -34,17 +34,29 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
+/** Migrations applied under one scope (a service may have several, e.g. the kit's mail outbox and its own). */
+export interface ScopedMigrations {
+  scope: string;
+  migrations: Migration[];
+}
+
 /**
- * A new, migrated database. `prepare` runs once on the template, before its
- * migrations, for what migrations need but do not create themselves.
+ * A new, migrated database: a clone of a template migrated once per run with these migrations, under
+ * the scope `name` (a list of Migration) or under each set's own scope. `prepare` runs once on the
+ * template, before its migrations, for what migrations need but do not create themselves.
  */
-export async function freshDatabase(scope: string, migrations: Migration[], prepare?: (url: string) => Promise<void>): Promise<TestDatabase> {
-  const digest = createHash('sha256')
-    .update(JSON.stringify(migrations))
-    .digest('hex')
-    .slice(0, 10);
-  const template = `${runId()}_tpl_${scope}_${digest}`;
-  const name = `${runId()}_${scope}_${randomBytes(4).toString('hex')}`;
+export async function freshDatabase(
+  name: string,
+  migrations: Migration[] | ScopedMigrations[],
+  prepare?: (url: string) => Promise<void>,
+): Promise<TestDatabase> {
+  const sets: ScopedMigrations[] =
+    migrations.length > 0 && 'scope' in migrations[0]!
+      ? (migrations as ScopedMigrations[])
+      : [{ scope: name, migrations: migrations as Migration[] }];
+  const digest = createHash('sha256').update(JSON.stringify(sets)).digest('hex').slice(0, 10);
+  const template = `${runId()}_tpl_${name}_${digest}`;
+  const database = `${runId()}_${name}_${randomBytes(4).toString('hex')}`;
   await withAdmin(async (admin) => {
     // One lock per run: creating a template and cloning it must not overlap,
     // because PostgreSQL refuses to clone a database someone is connected to.
@@ -57,20 +69,20 @@ export async function freshDatabase(scope: string, migrations: Migration[], prep
         if (prepare) await prepare(url);
         const pool = new pg.Pool({ connectionString: url, max: 1 });
         try {
-          await migrate(pool, scope, migrations);
+          for (const set of sets) await migrate(pool, set.scope, set.migrations);
         } finally {
           await pool.end();
         }
       }
-      await admin.query(`CREATE DATABASE "${name}" TEMPLATE "${template}"`);
+      await admin.query(`CREATE DATABASE "${database}" TEMPLATE "${template}"`);
     } finally {
       await admin.query('SELECT pg_advisory_unlock(hashtext($1))', [runId()]);
     }
   });
   return {
-    name,
-    url: withDatabase(adminUrl(), name),
-    drop: () => withAdmin(async (admin) => void (await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`))),
+    name: database,
+    url: withDatabase(adminUrl(), database),
+    drop: () => withAdmin(async (admin) => void (await admin.query(`DROP DATABASE IF EXISTS "${database}" WITH (FORCE)`))),
   };
 }
 

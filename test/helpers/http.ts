@@ -79,7 +79,14 @@ export interface RawResponse {
 export async function http(
   idp: { url: string; publishableKey: string },
   path: string,
-  opts: { method?: string; apikey?: string | null; token?: string; headers?: Record<string, string>; body?: unknown; rawBody?: string } = {},
+  opts: {
+    method?: string;
+    apikey?: string | null;
+    token?: string;
+    headers?: Record<string, string>;
+    body?: unknown;
+    rawBody?: string;
+  } = {},
 ): Promise<RawResponse> {
   const res = await idpRequest(idp, opts.method ?? 'GET', path, {
     body: opts.body,

@@ -1,33 +1,14 @@
 // A real idp for tests: its own freshly migrated database, real HTTP on a free port, fixed keys.
 // Used by the idp's own tests and by the notes service's tests.
 import { generateKeyPairSync } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
-import { type Clock, systemClock } from '../../src/kit/clock.js';
-import { loadConfig } from '../../src/kit/config.js';
-import { createPool, migrate, readMigrations } from '../../src/kit/db.js';
-import type { PasswordHasher } from '../../src/kit/password-hasher.js';
+import { type IdpDeps, idp } from '../../src/idp/app.js';
 import { authenticatorRoleName } from '../../src/idp/authenticator.js';
-import { openIdp } from '../../src/idp/bootstrap.js';
-import { idpConfig } from '../../src/idp/config.js';
-import { adminUrl, freshDatabase, type TestDatabase, withClient } from './database.js';
+import type { IdpConfig } from '../../src/idp/config.js';
+import { type TestDatabase, adminUrl, withClient } from './database.js';
 import { http } from './http.js';
-import { freePort } from './ports.js';
-import { LogCapture, testLogLevel } from './logs.js';
-import { responseCheckEnv } from './response-check.js';
-import type { App } from '../../src/kit/http.js';
-
-export interface RunningIdp {
-  url: string;
-  app: App;
-  publishableKey: string;
-  secretKey: string;
-  /** The ES256 private key it signs with (PEM), so tests can sign valid-but-wrong tokens. */
-  signingKeyPem: string;
-  databaseUrl: string;
-  /** Every line it logs (silent unless `env` sets LOG_LEVEL). */
-  logs: LogCapture;
-  close(): Promise<void>;
-}
+import { testLogLevel } from './logs.js';
+import { testPasswordHasher } from './passwords.js';
+import { type TestService, type TestServiceOptions, serviceDatabase, startTestService } from './services.js';
 
 export const TEST_PUBLISHABLE_KEY = 'sb_publishable_test_5mLcH2pQ8vRzN4kW1xYa';
 export const TEST_SECRET_KEY = 'sb_secret_test_Q7nB3vT9cXe2LmP5sK8d';
@@ -47,88 +28,47 @@ export const RELAXED_RATE_LIMITS = {
   IDP_RATE_LIMIT_EMAIL_SENT: '1000000',
   IDP_RATE_LIMIT_LOGIN_FAILURES: '1000000',
   IDP_RATE_LIMIT_VERIFY: '1000000',
+  IDP_RATE_LIMIT_PASSWORD_UPDATES_PER_IP: '1000000',
 };
 
-const idpMigrationsDir = fileURLToPath(new URL('../../src/idp/migrations', import.meta.url));
-const appMigrationsDir = fileURLToPath(new URL('../../supabase/migrations', import.meta.url));
+/** The variables every test idp starts with. */
+export const IDP_TEST_ENV = {
+  LOG_LEVEL: testLogLevel('silent'),
+  IDP_PUBLISHABLE_KEY: TEST_PUBLISHABLE_KEY,
+  IDP_SECRET_KEY: TEST_SECRET_KEY,
+  IDP_AUTOCONFIRM: 'true',
+  IDP_JWT_EXPIRY: '3600',
+  IDP_SIGNING_KEY: TEST_SIGNING_KEY,
+  ...RELAXED_RATE_LIMITS,
+};
 
-export interface IdpOptions {
-  autoconfirm?: boolean;
-  jwtExpirySeconds?: number;
-  clock?: Clock;
-  /** Variables on top of the test defaults, read as the process reads them. */
-  env?: Record<string, string>;
-  passwordHasher?: PasswordHasher;
-  /** A database to start on (another instance's, or one a test prepared), left in place by close. */
-  databaseUrl?: string;
-}
+export type IdpOptions = TestServiceOptions<IdpDeps>;
+
+/** A running test idp, with what clients need to reach it. */
+export type RunningIdp = TestService<IdpConfig> & {
+  publishableKey: string;
+  secretKey: string;
+  /** The ES256 private key it signs with (PEM), so tests can sign valid-but-wrong tokens. */
+  signingKeyPem: string;
+};
 
 /**
- * The idp built in the test process, listening on 127.0.0.1 (a free port): the one way tests make
- * one. Without `databaseUrl` it gets a database of its own.
+ * The idp for a test, listening on 127.0.0.1 (a free port known before it starts, so IDP_SITE_URL, the
+ * token issuer and the origin of the links in its mails, is where it really listens). Without
+ * `databaseUrl` it gets a database of its own.
  */
-export async function startIdp(opts: IdpOptions = {}): Promise<RunningIdp> {
-  const db = opts.databaseUrl === undefined ? await idpDatabase() : undefined;
-  const databaseUrl = opts.databaseUrl ?? db!.url;
-  // Its port is known before it starts, so IDP_SITE_URL (the token issuer, and the origin of the
-  // links in its mails) is where it really listens: a test can open a mailed link as it comes.
-  const port = await freePort();
-  const config = loadConfig(idpConfig, {
-    PORT: String(port),
-    HOST: '127.0.0.1',
-    DATABASE_URL: databaseUrl,
-    LOG_LEVEL: testLogLevel('silent'),
-    IDP_PUBLISHABLE_KEY: TEST_PUBLISHABLE_KEY,
-    IDP_SECRET_KEY: TEST_SECRET_KEY,
-    IDP_AUTOCONFIRM: String(opts.autoconfirm ?? true),
-    IDP_JWT_EXPIRY: String(opts.jwtExpirySeconds ?? 3600),
-    IDP_SIGNING_KEY: TEST_SIGNING_KEY,
-    ...RELAXED_RATE_LIMITS,
-    ...responseCheckEnv(),
-    ...opts.env,
-  });
-  const logs = new LogCapture();
-  let idp: Awaited<ReturnType<typeof openIdp>>;
-  try {
-    idp = await openIdp(config, { databaseUrl, clock: opts.clock ?? systemClock, logStream: logs, passwordHasher: opts.passwordHasher });
-  } catch (err) {
-    await db?.drop().catch(() => {});
-    throw err;
-  }
-  const url = await idp.app.listen({ port, host: '127.0.0.1' });
-  return {
-    url,
-    app: idp.app,
-    publishableKey: TEST_PUBLISHABLE_KEY,
-    secretKey: TEST_SECRET_KEY,
-    signingKeyPem: TEST_SIGNING_KEY,
-    databaseUrl,
-    logs,
-    async close() {
-      await idp.app.close();
-      await idp.close();
-      await db?.drop();
-    },
-  };
+export async function startIdp(options: IdpOptions = {}): Promise<RunningIdp> {
+  const deps = { passwordHasher: testPasswordHasher(), ...options.deps };
+  const running = await startTestService(idp, IDP_TEST_ENV, { listen: true, ...options, deps }, () => idpDatabase());
+  return { ...running, publishableKey: TEST_PUBLISHABLE_KEY, secretKey: TEST_SECRET_KEY, signingKeyPem: TEST_SIGNING_KEY };
 }
 
 /**
- * A fresh idp database of the test run. The template gets both migration sets under their own
- * scopes (as the idp applies them at start), so each database is a plain clone and the idp's
- * start finds nothing to do; drop() also removes the cluster-wide login role the idp creates.
+ * A fresh idp database of the test run (a clone of a template with the idp's migration sets); drop()
+ * also removes the cluster-wide login role the idp creates.
  */
 export async function idpDatabase(): Promise<TestDatabase> {
-  const idpMigrations = await readMigrations(idpMigrationsDir);
-  const appMigrations = await readMigrations(appMigrationsDir);
-  const db = await freshDatabase('idp', idpMigrations, async (url) => {
-    const pool = createPool(url, { max: 1 });
-    try {
-      await migrate(pool, 'idp', idpMigrations);
-      await migrate(pool, 'supabase', appMigrations);
-    } finally {
-      await pool.end();
-    }
-  });
+  const db = await serviceDatabase(idp, IDP_TEST_ENV);
   return { ...db, drop: () => dropIdpDatabase(db) };
 }
 
@@ -141,7 +81,11 @@ export async function dropIdpDatabase(db: TestDatabase): Promise<void> {
 // ---- the idp's own tests: raw HTTP ------------------------------------------------------------
 
 /** Signs a user in through the token endpoint and returns the session body. */
-export async function signIn(idp: RunningIdp, email: string, password: string): Promise<{ access_token: string; refresh_token: string; user: { id: string } }> {
+export async function signIn(
+  idp: RunningIdp,
+  email: string,
+  password: string,
+): Promise<{ access_token: string; refresh_token: string; user: { id: string } }> {
   const res = await http(idp, '/auth/v1/token?grant_type=password', { method: 'POST', body: { email, password } });
   if (res.status !== 200) throw new Error(`sign-in failed: ${res.status} ${res.text}`);
   return res.json as { access_token: string; refresh_token: string; user: { id: string } };
@@ -157,8 +101,4 @@ export async function createUser(idp: RunningIdp, email: string, password = 'cor
   if (res.status !== 200) throw new Error(`admin create failed: ${res.status} ${res.text}`);
   const session = await signIn(idp, email, password);
   return { id: (res.json as { id: string }).id, token: session.access_token, refreshToken: session.refresh_token, email, password };
-}
-
-export function decodeJwtPart(token: string, index: 0 | 1): Record<string, unknown> {
-  return JSON.parse(Buffer.from(token.split('.')[index]!, 'base64url').toString('utf8')) as Record<string, unknown>;
 }

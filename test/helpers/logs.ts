@@ -3,7 +3,7 @@
 import { Writable } from 'node:stream';
 import type { LogLevel } from '../../src/kit/config.js';
 
-// The log audit (test/resilience/hostile-logs-suite.test.ts) runs this whole suite with
+// The log audit (test/log-hygiene/whole-suite.test.ts) runs this whole suite with
 // TEST_LOG_LEVEL=debug and searches everything it printed for credentials. Under it, every
 // service a test starts logs at that level, and the lines a test captures for its own
 // assertions are printed as well, so no line escapes the search.

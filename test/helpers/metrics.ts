@@ -1,5 +1,5 @@
 // Reading a Prometheus text exposition in tests.
-import type { App } from '../../src/kit/http.js';
+import type { App } from '../../src/kit/http/app.js';
 
 /** The value of the sample `name{labels}` (labels matched exactly, in any order), or undefined. */
 export function sampleValue(exposition: string, name: string, labels: Record<string, string> = {}): number | undefined {

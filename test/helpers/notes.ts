@@ -2,47 +2,33 @@
 // HTTP pointed at an idp, a small JSON client, users made through the notes API,
 // and token forging.
 import { once } from 'node:events';
-import net from 'node:net';
-import { loadConfig } from '../../src/kit/config.js';
-import type { App } from '../../src/kit/http.js';
-import { buildApp, type NotesDeps } from '../../src/notes/app.js';
-import { notesConfig } from '../../src/notes/config.js';
+import type net from 'node:net';
+import { type NotesDeps, notes } from '../../src/notes/app.js';
+import type { NotesConfig } from '../../src/notes/config.js';
 import { uniqueEmail } from './emails.js';
-import { freePort } from './ports.js';
+import { decodeJwt } from './jwt.js';
 import { call } from './http.js';
-import { LogCapture, testLogLevel } from './logs.js';
+import { testLogLevel } from './logs.js';
+import { type TestService, type TestServiceOptions, startTestService } from './services.js';
 import { type IdpEndpoint, serviceClient } from './supabase.js';
-import { responseCheckEnv } from './response-check.js';
 
-export interface RunningNotes {
-  url: string;
-  app: App;
-  /** Every line it logs (LOG_LEVEL is warn unless the env given says otherwise). */
-  logs: LogCapture;
-  close(): Promise<void>;
-}
+export type NotesOptions = TestServiceOptions<NotesDeps> & {
+  /** The provider it talks to (a test idp, or a stand-in with the same keys). */
+  idp: IdpEndpoint;
+};
+export type RunningNotes = TestService<NotesConfig>;
 
 /**
- * The notes service built in the test process and listening on 127.0.0.1 (a free port), configured
- * from env strings as the process is: the one way tests make one.
+ * The notes service for a test, configured from env strings as the process is. When it listens, its
+ * port is known before it starts, so NOTES_PUBLIC_URL defaults to where it really listens (the
+ * recovery mail's link leads to its /reset-password).
  */
-export async function startNotes(idp: IdpEndpoint, env: Record<string, string> = {}, deps: Omit<NotesDeps, 'logStream'> = {}): Promise<RunningNotes> {
-  // Its port is known before it starts, so NOTES_PUBLIC_URL defaults to where it really listens
-  // (the recovery mail's link leads to its /reset-password).
-  const port = await freePort();
-  const config = loadConfig(notesConfig, {
-    PORT: String(port),
-    IDP_URL: idp.url,
-    IDP_SECRET_KEY: idp.secretKey,
-    IDP_PUBLISHABLE_KEY: idp.publishableKey,
-    LOG_LEVEL: testLogLevel('warn'),
-    ...responseCheckEnv(),
-    ...env,
-  });
-  const logs = new LogCapture();
-  const app = await buildApp(config, { ...deps, logStream: logs });
-  const url = await app.listen({ port, host: '127.0.0.1' });
-  return { url, app, logs, close: () => app.close() };
+export function startNotes({ idp, ...options }: NotesOptions): Promise<RunningNotes> {
+  return startTestService(
+    notes,
+    { IDP_URL: idp.url, IDP_SECRET_KEY: idp.secretKey, IDP_PUBLISHABLE_KEY: idp.publishableKey, LOG_LEVEL: testLogLevel('warn') },
+    { listen: true, ...options },
+  );
 }
 
 export const PASSWORD = 'correct-horse-battery-staple';
@@ -72,14 +58,6 @@ export async function storedNote(idp: IdpEndpoint, id: number): Promise<Record<s
 }
 
 const b64url = (value: unknown) => Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)).toString('base64url');
-
-export function decodeJwt(token: string): { header: Record<string, unknown>; payload: Record<string, unknown> } {
-  const [h, p] = token.split('.');
-  return {
-    header: JSON.parse(Buffer.from(h!, 'base64url').toString()) as Record<string, unknown>,
-    payload: JSON.parse(Buffer.from(p!, 'base64url').toString()) as Record<string, unknown>,
-  };
-}
 
 /** The same token with a different payload and the original signature. */
 export function tamperedToken(token: string, change: Record<string, unknown>): string {
@@ -118,7 +96,8 @@ export async function startUpstream(
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
     const headers = new Headers();
-    for (const [k, v] of Object.entries(req.headers)) if (typeof v === 'string' && k !== 'host' && k !== 'content-length') headers.set(k, v);
+    for (const [k, v] of Object.entries(req.headers))
+      if (typeof v === 'string' && k !== 'host' && k !== 'content-length') headers.set(k, v);
     const upstream = await fetch(`${target}${path}`, {
       method: req.method,
       headers,

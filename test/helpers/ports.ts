@@ -4,7 +4,7 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { isOurProcessRunning } from '../../src/kit/processes.js';
+import { isOurProcessRunning } from '../../src/dev/processes.js';
 
 // The kernel hands a port that was just closed to the next caller that asks, in this process or
 // in another test file running beside it. Two files would then start services on one port, and

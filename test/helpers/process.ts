@@ -92,8 +92,13 @@ export interface SpawnedProcess {
  * environment, for tests of how a process starts, refuses to start and stops. What it prints is
  * kept (and copied for the log audit).
  */
-export function spawnEntry(entry: string, env: NodeJS.ProcessEnv): SpawnedProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, entry)], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+export function spawnEntry(entry: string, env: NodeJS.ProcessEnv, { detached = false }: { detached?: boolean } = {}): SpawnedProcess {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, entry)], {
+    cwd: root,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached,
+  });
   let out = '';
   let err = '';
   let both = '';
@@ -116,7 +121,11 @@ export function spawnEntry(entry: string, env: NodeJS.ProcessEnv): SpawnedProces
   };
 }
 
-/** `npm start` (src/cli.ts) as its own process, with PATH and `env` as its whole environment. */
+/**
+ * `npm start` (src/dev/cli.ts) as its own process, with PATH and `env` as its whole environment,
+ * leading a process group of its own as in a terminal: a signal to `-child.pid` is the terminal's
+ * Ctrl-C, which reaches every process of that group.
+ */
 export function startLauncher(env: Record<string, string>): SpawnedProcess {
-  return spawnEntry('src/cli.ts', { PATH: process.env.PATH ?? '', ...env });
+  return spawnEntry('src/dev/cli.ts', { PATH: process.env.PATH ?? '', ...env }, { detached: true });
 }

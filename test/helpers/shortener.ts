@@ -1,14 +1,14 @@
-import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
 import { loadConfig } from '../../src/kit/config.js';
 import { type Migration, type Pool, readMigrations } from '../../src/kit/db.js';
-import type { App } from '../../src/kit/http.js';
-import { type ShortenerDeps, buildApp } from '../../src/shortener/app.js';
+import type { App } from '../../src/kit/http/app.js';
+import { type ShortenerDeps, shortener } from '../../src/shortener/app.js';
 import { type ShortenerConfig, shortenerConfig } from '../../src/shortener/config.js';
-import { type TestDatabase, freshDatabase } from './database.js';
-import { type InProcessService, inProcessService } from './in-process.js';
+import type { TestDatabase } from './database.js';
+import { assertStatusEnvelope } from './envelope.js';
+import { type TestService, type TestServiceOptions, serviceDatabase, startTestService, withPool } from './services.js';
 import { uniqueIp } from './client-ips.js';
-import { LogCapture, testLogLevel } from './logs.js';
+import { testLogLevel } from './logs.js';
 import { responseCheckEnv } from './response-check.js';
 
 export const SHORTENER_MIGRATIONS_DIR = fileURLToPath(new URL('../../src/shortener/migrations', import.meta.url));
@@ -19,49 +19,35 @@ export const shortenerMigrations = (): Promise<Migration[]> => readMigrations(SH
 export const TEST_ADMIN_KEY = `test-admin-${'k3y'.repeat(12)}`;
 
 /** A fresh shortener database of the test run, migrated. */
-export async function shortenerDatabase(): Promise<TestDatabase> {
-  return freshDatabase('shortener', await shortenerMigrations());
+export function shortenerDatabase(): Promise<TestDatabase> {
+  return serviceDatabase(shortener, SHORTENER_TEST_ENV);
 }
+
+/** The variables every test shortener starts with. */
+export const SHORTENER_TEST_ENV = { BASE_URL: 'https://sho.rt', LOG_LEVEL: testLogLevel('silent') };
 
 /** Configuration as the process would load it (so BASE_URL goes through the same parsing). */
 export function shortenerTestConfig(env: Record<string, string> = {}): ShortenerConfig {
-  return loadConfig(shortenerConfig, { BASE_URL: 'https://sho.rt', LOG_LEVEL: testLogLevel('silent'), ...responseCheckEnv(), ...env });
+  return loadConfig(shortenerConfig, { ...SHORTENER_TEST_ENV, ...responseCheckEnv(), ...env });
 }
 
-export interface ShortenerOptions extends Partial<Omit<ShortenerDeps, 'logStream'>> {
-  /** Variables on top of the test defaults, read as the process reads them. */
-  env?: Record<string, string>;
-  /** Also listen on 127.0.0.1 (a free port), for tests that speak real HTTP. */
-  listen?: boolean;
+export type ShortenerOptions = TestServiceOptions<ShortenerDeps>;
+export type RunningShortener = TestService<ShortenerConfig> & { pool: Pool };
+
+/** The shortener for a test. Without a `pool` or `databaseUrl` it gets a database of its own. */
+export async function startShortener(options: ShortenerOptions = {}): Promise<RunningShortener> {
+  return withPool(await startTestService(shortener, SHORTENER_TEST_ENV, options));
 }
 
-export type RunningShortener = InProcessService;
-
-/**
- * The shortener built in the test process: the one way tests make one. Without a `pool` it gets a
- * database of its own.
- */
-export function buildShortener({ env = {}, listen = false, pool, ...deps }: ShortenerOptions = {}): Promise<RunningShortener> {
-  const logs = new LogCapture();
-  return inProcessService({
-    pool,
-    database: shortenerDatabase,
-    listen,
-    logs,
-    build: (pool) => buildApp(shortenerTestConfig(env), { ...deps, pool, logStream: logs }),
-  });
-}
-
-/** Runs `fn` against a shortener built for it, closed afterwards. */
+/** Runs `fn` against a shortener started for it, closed afterwards. */
 export async function withShortener<T>(options: ShortenerOptions, fn: (app: App, shortener: RunningShortener) => Promise<T>): Promise<T> {
-  const shortener = await buildShortener(options);
+  const running = await startShortener(options);
   try {
-    return await fn(shortener.app, shortener);
+    return await fn(running.app, running);
   } finally {
-    await shortener.close();
+    await running.close();
   }
 }
-
 
 /**
  * A code generator (the `generateCode` option) that draws `codes` in turn, then the last one again
@@ -92,7 +78,13 @@ export async function createLink(app: App, url: unknown, ip = uniqueIp()): Promi
 
 /** POST /api/links with `body` sent as it is, from an address of its own. */
 export function postLinkBody(app: App, body: string, contentType = 'application/json') {
-  return app.inject({ method: 'POST', url: '/api/links', headers: { 'content-type': contentType }, payload: body, remoteAddress: uniqueIp() });
+  return app.inject({
+    method: 'POST',
+    url: '/api/links',
+    headers: { 'content-type': contentType },
+    payload: body,
+    remoteAddress: uniqueIp(),
+  });
 }
 
 /** Creates a link and returns its code, failing loudly if creation did not succeed. */
@@ -114,11 +106,8 @@ export async function clicksOf(pool: Pool, code: string): Promise<number | undef
 
 /** The error envelope of the shortener, checked strictly: exactly these three keys. Returns the message. */
 export function assertEnvelope(body: unknown, status: number, response: string): string {
-  const b = body as Record<string, unknown>;
-  assert.deepEqual(Object.keys(b).sort(), ['message', 'response', 'status'], `not an envelope: ${JSON.stringify(b)}`);
-  assert.equal(b.status, status);
-  assert.equal(b.response, response);
-  assert.equal(typeof b.message, 'string');
-  assert.ok((b.message as string).length > 0, 'empty message');
-  return b.message as string;
+  return assertStatusEnvelope(body, status, { response });
 }
+
+/** The Authorization header of TEST_ADMIN_KEY, which manages every link (visit detail included). */
+export const TEST_ADMIN_AUTH = { authorization: `Bearer ${TEST_ADMIN_KEY}` };

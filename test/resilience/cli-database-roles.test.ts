@@ -57,8 +57,9 @@ async function startLauncher(logLevel = 'warn'): Promise<Record<string, string>>
   const env: Record<string, string | undefined> = { ...process.env, DATA_DIR: dataDir, LOG_LEVEL: logLevel };
   for (const [name, port] of Object.entries(ports)) env[name] = String(port);
   // No REDIS_URL: the shortener's rate limit then counts in its own process, not in a Redis other runs share.
-  for (const name of ['DATABASE_URL', 'REDIS_URL', 'JWT_SECRET', 'IDP_SECRET_KEY', 'IDP_PUBLISHABLE_KEY', 'PORT', 'SMTP_URL']) delete env[name];
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'src', 'cli.ts')], {
+  for (const name of ['DATABASE_URL', 'REDIS_URL', 'JWT_SECRET', 'IDP_SECRET_KEY', 'IDP_PUBLISHABLE_KEY', 'PORT', 'SMTP_URL'])
+    delete env[name];
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'src', 'dev', 'cli.ts')], {
     cwd: root,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -137,7 +138,10 @@ test('every service connects as its own role: no superuser, owner of its databas
            FROM pg_roles r, pg_database d WHERE r.rolname = current_user AND d.datname = current_database()`,
       );
       // A superuser reads the password hashes; the service must not.
-      const authid = await client.query('SELECT 1 FROM pg_authid').then(() => 'read', (err: { code?: string }) => err.code);
+      const authid = await client.query('SELECT 1 FROM pg_authid').then(
+        () => 'read',
+        (err: { code?: string }) => err.code,
+      );
       return { ...rows[0], authid };
     });
     assert.deepEqual(who, {
@@ -174,7 +178,7 @@ test('every service connects as its own role: no superuser, owner of its databas
 test('a DATA_DIR from before (database and tables owned by the superuser) is taken over by the service roles; no password reaches the log', async () => {
   await stopLauncher();
   // Bring the cluster back to how earlier versions left it: everything owned by the superuser, PUBLIC may connect.
-  const { startEmbeddedPostgres } = await import('../../src/kit/embedded-postgres.js');
+  const { startEmbeddedPostgres } = await import('../../src/dev/embedded-postgres.js');
   const quiet = { info: () => {}, debug: () => {}, warn: () => {} };
   const embedded = await startEmbeddedPostgres(dataDir, quiet);
   try {
@@ -197,7 +201,9 @@ test('a DATA_DIR from before (database and tables owned by the superuser) is tak
   const after = cluster();
   assert.match(launcherOutput, /ALTER ROLE/, 'the server log of role statements did not reach the output');
   const passwords = [
-    ...Object.entries(after.secrets).filter(([k]) => k.startsWith('DATABASE_PASSWORD_') || k === 'EMBEDDED_PG_PASSWORD').map(([, v]) => v),
+    ...Object.entries(after.secrets)
+      .filter(([k]) => k.startsWith('DATABASE_PASSWORD_') || k === 'EMBEDDED_PG_PASSWORD')
+      .map(([, v]) => v),
     authenticatorPassword(after.secrets.IDP_SECRET_KEY!, 'idp_authenticator'),
   ];
   assert.equal(passwords.length, SERVICES_WITH_A_DATABASE.length + 2);

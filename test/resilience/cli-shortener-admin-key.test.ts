@@ -72,7 +72,11 @@ test('npm start generates SHORTENER_ADMIN_KEY into secrets.json, the shortener t
   assert.equal(statSync(secretsFile()).mode & 0o777, 0o600, 'secrets.json is readable by its owner only');
   assert.equal(await adminStatus(first.shortener, key), 200, 'the shortener accepts the generated key');
   assert.equal(await adminStatus(first.shortener, `${key}x`), 401);
-  assert.match(first.output(), /Secret keys \(generated once into .*secrets\.json.*SHORTENER_ADMIN_KEY/, 'the banner says where the key is');
+  assert.match(
+    first.output(),
+    /Secret keys \(generated once into .*secrets\.json.*SHORTENER_ADMIN_KEY/,
+    'the banner says where the key is',
+  );
   assert.ok(!first.output().includes(key.slice(0, 8)), 'no part of the key is printed');
   await stop();
 

@@ -152,11 +152,15 @@ test('first start: the password file initdb reads is never readable by others an
   const code = await start.exited;
   watcher.stop();
   assert.equal(code, 0, start.output());
-  reportFigures(t, 'embedded initdb password file (first start)', { 'files with the password seen': modes(watcher.seen).join(', ') || 'none' });
+  reportFigures(t, 'embedded initdb password file (first start)', {
+    'files with the password seen': modes(watcher.seen).join(', ') || 'none',
+  });
   assert.deepEqual(exposed(watcher.seen), [], 'a file holding the password was readable by others');
   // The package writes its own password file to TMPDIR, with the default mode.
   assert.deepEqual(
-    [...watcher.seen.values()].filter((f) => f.file.startsWith(s.tmp) && path.basename(f.file).startsWith('pg-password-')).map((f) => f.file),
+    [...watcher.seen.values()]
+      .filter((f) => f.file.startsWith(s.tmp) && path.basename(f.file).startsWith('pg-password-'))
+      .map((f) => f.file),
     [],
     'a password file appeared in TMPDIR',
   );

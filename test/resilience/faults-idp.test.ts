@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { TestDatabase } from '../helpers/database.js';
-import { type ServiceProcess } from '../helpers/process.js';
+import type { ServiceProcess } from '../helpers/process.js';
 import { createNote, NOTES_PASSWORD, notesUser } from './helpers/api.js';
 import { percentile, reportFigures, round } from './helpers/figures.js';
 import { jsonOf, keepAliveAgent, type Outcome, type RequestSpec, runLoad, send, type Target, waitUntil } from './helpers/http.js';
@@ -40,7 +40,10 @@ test('idp stopped and started again on its port: notes answers 503 {message} mea
 
   const email = uniqueEmail('idp-outage');
   const user = await notesUser(targets[0]!, email);
-  const noteIds = [await createNote(targets[0]!, user.token, 'before the outage'), await createNote(targets[1]!, user.token, 'before the outage too')];
+  const noteIds = [
+    await createNote(targets[0]!, user.token, 'before the outage'),
+    await createNote(targets[1]!, user.token, 'before the outage too'),
+  ];
   const auth = { authorization: `Bearer ${user.token}` };
   const routes: Array<[string, RequestSpec]> = [
     ['register', { method: 'POST', path: '/auth/register', json: { email: uniqueEmail('during'), password: NOTES_PASSWORD } }],
@@ -85,10 +88,17 @@ test('idp stopped and started again on its port: notes answers 503 {message} mea
   idp = await startIdpProcess(db.url, { port });
   const upAt = Date.now();
   const recoveredInMs = await Promise.all(
-    targets.map((target) => waitUntil(async () => {
-      const list = await send(target, { path: '/notes', headers: auth });
-      return list.ok && list.status === 200;
-    }, 5000, 'notes to answer again', 25)),
+    targets.map((target) =>
+      waitUntil(
+        async () => {
+          const list = await send(target, { path: '/notes', headers: auth });
+          return list.ok && list.status === 200;
+        },
+        5000,
+        'notes to answer again',
+        25,
+      ),
+    ),
   );
   for (const target of targets) {
     const list = await send(target, { path: '/notes', headers: auth });
@@ -106,6 +116,6 @@ test('idp stopped and started again on its port: notes answers 503 {message} mea
     outage_p50_ms: round(percentile(latencies, 50)),
     outage_max_ms: round(Math.max(...latencies)),
     idp_down_ms: upAt - stoppedAt,
-    recovered_after_idp_up_ms: recoveredInMs.map((ms) => round(ms)).join(' / ') + ' (remote / local)',
+    recovered_after_idp_up_ms: `${recoveredInMs.map((ms) => round(ms)).join(' / ')} (remote / local)`,
   });
 });

@@ -12,7 +12,7 @@ import { reportFigures, round } from './helpers/figures.js';
 import { jsonOf, keepAliveAgent, runLoad, send, waitUntil } from './helpers/http.js';
 import { ensureStopped, startShortener } from './helpers/services.js';
 import { clientIps } from '../helpers/client-ips.js';
-import { shortenerDatabase } from '../helpers/shortener.js';
+import { shortenerDatabase, TEST_ADMIN_KEY as ADMIN_KEY } from '../helpers/shortener.js';
 
 const AGENTS = [
   'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36',
@@ -53,7 +53,10 @@ test('kill -9 mid-load: after a restart, stored visits == stored clicks ≥ the 
     stop: () => killedAt > 0,
     next: (i) => ({
       target,
-      spec: { path: `/${codes[i % codes.length]}`, headers: { 'user-agent': AGENTS[i % AGENTS.length]!, referer: 'https://example.org/feed' } },
+      spec: {
+        path: `/${codes[i % codes.length]}`,
+        headers: { 'user-agent': AGENTS[i % AGENTS.length]!, referer: 'https://example.org/feed' },
+      },
     }),
     onOutcome: (outcome, _i, spec) => {
       if (outcome.ok && outcome.status === 302) {
@@ -74,7 +77,7 @@ test('kill -9 mid-load: after a restart, stored visits == stored clicks ≥ the 
 
   const cut = Object.entries(summary.statuses).filter(([k]) => k !== '302');
 
-  second = await startShortener(db.url);
+  second = await startShortener(db.url, { env: { SHORTENER_ADMIN_KEY: ADMIN_KEY } });
   const restarted = { url: second.url, agent: false as const };
   let stored = 0;
   let storedVisits = 0;
@@ -84,7 +87,7 @@ test('kill -9 mid-load: after a restart, stored visits == stored clicks ≥ the 
     const clicks = (jsonOf(stats) as { data: { clicks: number } }).data.clicks;
     stored += clicks;
     assert.ok(clicks >= redirects.get(code)!, `${code}: ${clicks} stored clicks < ${redirects.get(code)} redirects received`);
-    const visits = await send(restarted, { path: `/api/links/${code}/visits` });
+    const visits = await send(restarted, { path: `/api/links/${code}/visits`, headers: { authorization: `Bearer ${ADMIN_KEY}` } });
     assert.ok(visits.ok && visits.status === 200, `visits of ${code} after the restart`);
     const visitTotal = (jsonOf(visits) as { data: { totals: { visits: number } } }).data.totals.visits;
     storedVisits += visitTotal;

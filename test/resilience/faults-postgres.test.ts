@@ -16,7 +16,15 @@ import { accountToken, createLink, createNote, NOTES_PASSWORD, notesUser, regist
 import { percentile, reportFigures, round } from './helpers/figures.js';
 import { jsonOf, keepAliveAgent, type Outcome, type RequestSpec, send, sleep, type Target } from './helpers/http.js';
 import { queryOnce, type RestartablePostgres, startRestartablePostgres } from './helpers/postgres.js';
-import { ACCOUNTS_ADMIN, ensureStopped, IDP_KEYS, startAccounts, startIdpProcess, startNotesProcess, startShortener } from './helpers/services.js';
+import {
+  ACCOUNTS_ADMIN,
+  ensureStopped,
+  IDP_KEYS,
+  startAccounts,
+  startIdpProcess,
+  startNotesProcess,
+  startShortener,
+} from './helpers/services.js';
 import { uniqueEmail } from '../helpers/emails.js';
 import { clientIps } from '../helpers/client-ips.js';
 
@@ -180,7 +188,8 @@ async function restartUnderLoad(
       const problem = healthy(a) && a.answeredAt >= startBegan ? undefined : unavailableProblem(a.outcome);
       if (problem) problems.push(`${label}: ${problem}`);
     } else if (a.phase === 'up' && recoveredAt > 0 && a.sentAt > recoveredAt) {
-      if (!healthy(a)) problems.push(`${label} after recovery: ${a.outcome.ok ? `${a.outcome.status} ${a.outcome.text.slice(0, 200)}` : a.outcome.error}`);
+      if (!healthy(a))
+        problems.push(`${label} after recovery: ${a.outcome.ok ? `${a.outcome.status} ${a.outcome.text.slice(0, 200)}` : a.outcome.error}`);
     } else if (!healthy(a)) {
       const problem = unavailableProblem(a.outcome);
       if (problem) problems.push(`${label}: ${problem}`);
@@ -191,7 +200,9 @@ async function restartUnderLoad(
   reportFigures(t, property, {
     requests: answers.length,
     answers_while_down: down.length,
-    answers_by_phase: Object.fromEntries((['healthy', 'stopping', 'down', 'starting', 'up'] as Phase[]).map((p) => [p, answers.filter((a) => a.phase === p).length])),
+    answers_by_phase: Object.fromEntries(
+      (['healthy', 'stopping', 'down', 'starting', 'up'] as Phase[]).map((p) => [p, answers.filter((a) => a.phase === p).length]),
+    ),
     statuses: tally(answers),
     postgres_away_ms: stoppedAt - stopBegan,
     postgres_back_ms: upAt - startBegan,
@@ -204,7 +215,10 @@ async function restartUnderLoad(
   }
   assert.deepEqual(problems.slice(0, 10), [], `${problems.length} wrong answers`);
   assert.ok(down.length >= fault.minAnswersWhileDown, `too few requests while PostgreSQL was away: ${down.length}`);
-  assert.ok(recoveredAt > 0 && recoveredAt - upAt < RECOVERY_BOUND_MS, `no healthy answer within ${RECOVERY_BOUND_MS} ms of PostgreSQL being up`);
+  assert.ok(
+    recoveredAt > 0 && recoveredAt - upAt < RECOVERY_BOUND_MS,
+    `no healthy answer within ${RECOVERY_BOUND_MS} ms of PostgreSQL being up`,
+  );
   for (const p of procs) {
     assert.doesNotMatch(p.output(), /"level":60|unhandled|uncaught/i, 'no crash logged');
   }
@@ -212,7 +226,9 @@ async function restartUnderLoad(
 }
 
 const acknowledged = (answers: Answer[], kind: string, status: number) =>
-  answers.filter((a) => a.planned.kind === kind && a.outcome.ok && a.outcome.status === status).map((a) => jsonOf(a.outcome) as Record<string, any>);
+  answers
+    .filter((a) => a.planned.kind === kind && a.outcome.ok && a.outcome.status === status)
+    .map((a) => jsonOf(a.outcome) as Record<string, any>);
 
 describe('PostgreSQL restart under load', { concurrency: false }, () => {
   test('shortener: 503 JSON while down, recovers by itself, no acknowledged link lost', async (t) => {
@@ -223,7 +239,18 @@ describe('PostgreSQL restart under load', { concurrency: false }, () => {
     for (let i = 0; i < 10; i++) codes.push(await createLink(target, ip(i)));
     const plan = (i: number): Planned => {
       const code = codes[i % codes.length]!;
-      if (i % 10 < 3) return { kind: 'create', target, healthy: [201], spec: { method: 'POST', path: '/api/links', json: { url: `https://example.com/pg/${i}` }, headers: { 'x-forwarded-for': ip(100 + i) } } };
+      if (i % 10 < 3)
+        return {
+          kind: 'create',
+          target,
+          healthy: [201],
+          spec: {
+            method: 'POST',
+            path: '/api/links',
+            json: { url: `https://example.com/pg/${i}` },
+            headers: { 'x-forwarded-for': ip(100 + i) },
+          },
+        };
       if (i % 10 < 8) return { kind: 'redirect', target, healthy: [302], spec: { path: `/${code}` } };
       return { kind: 'stats', target, healthy: [200], spec: { path: `/api/links/${code}` } };
     };
@@ -231,13 +258,22 @@ describe('PostgreSQL restart under load', { concurrency: false }, () => {
     (target.agent as { destroy(): void }).destroy();
 
     const created = acknowledged(answers, 'create', 201).map((b) => b.data.code as string);
-    const stored = await queryOnce<{ code: string }>(await postgres.database('shortener'), 'SELECT code FROM links WHERE code = ANY($1)', [created]);
+    const stored = await queryOnce<{ code: string }>(await postgres.database('shortener'), 'SELECT code FROM links WHERE code = ANY($1)', [
+      created,
+    ]);
     assert.equal(stored.length, created.length, 'acknowledged links present after the restart');
     // Clicks committed before each 302 survive too.
     const redirected = new Map<string, number>();
-    for (const a of answers) if (a.planned.kind === 'redirect' && a.outcome.ok && a.outcome.status === 302) redirected.set(a.planned.spec.path.slice(1), (redirected.get(a.planned.spec.path.slice(1)) ?? 0) + 1);
-    const clicks = await queryOnce<{ code: string; clicks: number }>(await postgres.database('shortener'), 'SELECT code, clicks FROM links WHERE code = ANY($1)', [codes]);
-    for (const row of clicks) assert.ok(row.clicks >= (redirected.get(row.code) ?? 0), `${row.code}: ${row.clicks} clicks < ${redirected.get(row.code)} 302s`);
+    for (const a of answers)
+      if (a.planned.kind === 'redirect' && a.outcome.ok && a.outcome.status === 302)
+        redirected.set(a.planned.spec.path.slice(1), (redirected.get(a.planned.spec.path.slice(1)) ?? 0) + 1);
+    const clicks = await queryOnce<{ code: string; clicks: number }>(
+      await postgres.database('shortener'),
+      'SELECT code, clicks FROM links WHERE code = ANY($1)',
+      [codes],
+    );
+    for (const row of clicks)
+      assert.ok(row.clicks >= (redirected.get(row.code) ?? 0), `${row.code}: ${row.clicks} clicks < ${redirected.get(row.code)} 302s`);
     t.diagnostic(`acknowledged links: ${created.length}, all present`);
   });
 
@@ -251,8 +287,25 @@ describe('PostgreSQL restart under load', { concurrency: false }, () => {
     const adminToken = await accountToken(target, ACCOUNTS_ADMIN.email, ACCOUNTS_ADMIN.password);
     // Registrations hash with bcrypt cost 12 (~250 ms of a core each): 1 request in 200.
     const plan = (i: number): Planned => {
-      if (i % 200 === 0) return { kind: 'register', target, healthy: [201], hashesPassword: true, spec: { method: 'POST', path: '/auth/register', json: { name: 'Restart', email: uniqueEmail('pg'), password: 'restart-password-1' } } };
-      if (i % 10 === 1) return { kind: 'admin list', target, healthy: [200], spec: { path: '/admin/users?per_page=5', headers: { authorization: `Bearer ${adminToken}` } } };
+      if (i % 200 === 0)
+        return {
+          kind: 'register',
+          target,
+          healthy: [201],
+          hashesPassword: true,
+          spec: {
+            method: 'POST',
+            path: '/auth/register',
+            json: { name: 'Restart', email: uniqueEmail('pg'), password: 'restart-password-1' },
+          },
+        };
+      if (i % 10 === 1)
+        return {
+          kind: 'admin list',
+          target,
+          healthy: [200],
+          spec: { path: '/admin/users?per_page=5', headers: { authorization: `Bearer ${adminToken}` } },
+        };
       return { kind: 'me', target, healthy: [200], spec: { path: '/auth/me', headers: { authorization: `Bearer ${token}` } } };
     };
     const answers = await restartUnderLoad(t, 'PostgreSQL restart: accounts', [accounts], plan);
@@ -276,8 +329,21 @@ describe('PostgreSQL restart under load', { concurrency: false }, () => {
     const auth = { authorization: `Bearer ${user.token}` };
     const plan = (i: number): Planned => {
       const slot = i % 20;
-      if (slot === 0) return { kind: 'notes register', target: notesTarget, healthy: [201], hashesPassword: true, spec: { method: 'POST', path: '/auth/register', json: { email: uniqueEmail('pg'), password: NOTES_PASSWORD } } };
-      if (slot < 6) return { kind: 'notes create', target: notesTarget, healthy: [201], spec: { method: 'POST', path: '/notes', json: { title: `note ${i}` }, headers: auth } };
+      if (slot === 0)
+        return {
+          kind: 'notes register',
+          target: notesTarget,
+          healthy: [201],
+          hashesPassword: true,
+          spec: { method: 'POST', path: '/auth/register', json: { email: uniqueEmail('pg'), password: NOTES_PASSWORD } },
+        };
+      if (slot < 6)
+        return {
+          kind: 'notes create',
+          target: notesTarget,
+          healthy: [201],
+          spec: { method: 'POST', path: '/notes', json: { title: `note ${i}` }, headers: auth },
+        };
       if (slot < 12) return { kind: 'notes list', target: notesTarget, healthy: [200], spec: { path: '/notes', headers: auth } };
       // The idp's own API, as supabase-js calls it.
       const keyed = { apikey: IDP_KEYS.publishable, 'x-supabase-api-version': '2024-01-01', ...auth };
@@ -289,8 +355,16 @@ describe('PostgreSQL restart under load', { concurrency: false }, () => {
 
     const users = acknowledged(answers, 'notes register', 201).map((b) => b.id as string);
     const noteIds = [first, ...acknowledged(answers, 'notes create', 201).map((b) => b.id as number)];
-    const storedUsers = await queryOnce<{ n: number }>(databaseUrl, 'SELECT count(*)::int AS n FROM auth.users WHERE id = ANY($1::uuid[])', [users]);
-    const storedNotes = await queryOnce<{ n: number }>(databaseUrl, 'SELECT count(*)::int AS n FROM public.notes WHERE id = ANY($1::bigint[])', [noteIds]);
+    const storedUsers = await queryOnce<{ n: number }>(
+      databaseUrl,
+      'SELECT count(*)::int AS n FROM auth.users WHERE id = ANY($1::uuid[])',
+      [users],
+    );
+    const storedNotes = await queryOnce<{ n: number }>(
+      databaseUrl,
+      'SELECT count(*)::int AS n FROM public.notes WHERE id = ANY($1::bigint[])',
+      [noteIds],
+    );
     assert.equal(storedUsers[0]!.n, users.length, 'acknowledged users present after the restart');
     assert.equal(storedNotes[0]!.n, noteIds.length, 'acknowledged notes present after the restart');
     t.diagnostic(`acknowledged users: ${users.length}, notes: ${noteIds.length}, all present`);
@@ -313,7 +387,17 @@ describe('PostgreSQL restart under load', { concurrency: false }, () => {
       const code = codes[i % codes.length]!;
       switch (i % 10) {
         case 0:
-          return { kind: 'create', target: shortenerTarget, healthy: [201], spec: { method: 'POST', path: '/api/links', json: { url: `https://example.com/frozen/${i}` }, headers: { 'x-forwarded-for': ip(100 + i) } } };
+          return {
+            kind: 'create',
+            target: shortenerTarget,
+            healthy: [201],
+            spec: {
+              method: 'POST',
+              path: '/api/links',
+              json: { url: `https://example.com/frozen/${i}` },
+              headers: { 'x-forwarded-for': ip(100 + i) },
+            },
+          };
         case 1:
         case 2:
           return { kind: 'redirect', target: shortenerTarget, healthy: [302], spec: { path: `/${code}` } };
@@ -321,11 +405,21 @@ describe('PostgreSQL restart under load', { concurrency: false }, () => {
           return { kind: 'stats', target: shortenerTarget, healthy: [200], spec: { path: `/api/links/${code}` } };
         case 4:
         case 5:
-          return { kind: 'idp rest', target: idpTarget, healthy: [200], spec: { path: '/rest/v1/notes?select=id&limit=5', headers: keyed } };
+          return {
+            kind: 'idp rest',
+            target: idpTarget,
+            healthy: [200],
+            spec: { path: '/rest/v1/notes?select=id&limit=5', headers: keyed },
+          };
         case 6:
           return { kind: 'idp user', target: idpTarget, healthy: [200], spec: { path: '/auth/v1/user', headers: keyed } };
         case 7:
-          return { kind: 'notes create', target: notesTarget, healthy: [201], spec: { method: 'POST', path: '/notes', json: { title: `frozen ${i}` }, headers: auth } };
+          return {
+            kind: 'notes create',
+            target: notesTarget,
+            healthy: [201],
+            spec: { method: 'POST', path: '/notes', json: { title: `frozen ${i}` }, headers: auth },
+          };
         default:
           return { kind: 'notes list', target: notesTarget, healthy: [200], spec: { path: '/notes', headers: auth } };
       }

@@ -42,7 +42,11 @@ after(async () => {
 type Target = { url: string; agent: false };
 
 function create(target: Target, ip: string): Promise<Outcome> {
-  return send(target, { method: 'POST', path: '/api/links', json: { url: 'https://example.com/redis' }, headers: { 'x-forwarded-for': ip } }, 10_000);
+  return send(
+    target,
+    { method: 'POST', path: '/api/links', json: { url: 'https://example.com/redis' }, headers: { 'x-forwarded-for': ip } },
+    10_000,
+  );
 }
 
 /** `n` creates in turn from `ip`, alternating over the targets; the statuses in order. */
@@ -103,11 +107,13 @@ test('Redis killed and restarted: redirects go on, creates stay limited per inst
   const recoveredInMs = await waitUntil(
     async () => {
       // A fresh address per probe on each instance; shared again once both land in Redis.
-      const results = await Promise.all(targets.map(async (target) => {
-        const address = ip(probe++);
-        await create(target, address);
-        return (await inspector.get(`${PREFIX}${address}`).catch(() => null)) === '1';
-      }));
+      const results = await Promise.all(
+        targets.map(async (target) => {
+          const address = ip(probe++);
+          await create(target, address);
+          return (await inspector.get(`${PREFIX}${address}`).catch(() => null)) === '1';
+        }),
+      );
       return results.every(Boolean);
     },
     15_000,

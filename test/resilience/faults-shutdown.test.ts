@@ -101,7 +101,11 @@ test('SIGTERM under 50 busy connections: no accepted request lost, clicks == 302
   assert.deepEqual(unexpected, [], `answers other than 302, a 503 "closing" or a refusal: ${JSON.stringify(outcomes)}`);
   assert.ok(lastResponseAt > signalledAt, 'no response came after the signal: nothing was in flight to drain');
   const received = outcomes['302'] ?? 0;
-  const [row] = await queryOnce<{ clicks: number }>(db.url, 'SELECT coalesce(sum(clicks), 0)::int AS clicks FROM links WHERE code = ANY($1)', [codes]);
+  const [row] = await queryOnce<{ clicks: number }>(
+    db.url,
+    'SELECT coalesce(sum(clicks), 0)::int AS clicks FROM links WHERE code = ANY($1)',
+    [codes],
+  );
   assert.equal(row!.clicks, received, 'stored clicks == 302 responses received');
 
   reportFigures(t, 'graceful shutdown under load', {

@@ -9,7 +9,15 @@ import { after, before, test, type TestContext } from 'node:test';
 import type { TestDatabase } from '../helpers/database.js';
 import type { ServiceProcess } from '../helpers/process.js';
 import { reportFigures, round } from './helpers/figures.js';
-import { ACCOUNTS_ADMIN, IDP_KEYS, ensureStopped, startAccounts, startIdpProcess, startNotesProcess, startShortener } from './helpers/services.js';
+import {
+  ACCOUNTS_ADMIN,
+  IDP_KEYS,
+  ensureStopped,
+  startAccounts,
+  startIdpProcess,
+  startNotesProcess,
+  startShortener,
+} from './helpers/services.js';
 import { checkResponseBody, type ServiceName } from './fuzz/envelopes.js';
 import { createRng, runSeed } from './fuzz/prng.js';
 import { type HttpOutcome, keepAliveClient, rawExchange } from './fuzz/raw-http.js';
@@ -29,7 +37,12 @@ const REDIS_URL = process.env.REDIS_URL;
 
 const dbs: TestDatabase[] = [];
 const FUZZ_SHORTENER_ADMIN_KEY = `fuzz-admin-${'k'.repeat(32)}`;
-const procs: Record<ServiceName, ServiceProcess | undefined> = { shortener: undefined, accounts: undefined, idp: undefined, notes: undefined };
+const procs: Record<ServiceName, ServiceProcess | undefined> = {
+  shortener: undefined,
+  accounts: undefined,
+  idp: undefined,
+  notes: undefined,
+};
 let smtp: TestSmtp | undefined;
 /** Each service's sender, so the mails of one run are told from the other's. */
 const MAIL_FROM = { accounts: 'accounts-fuzz@example.com', idp: 'idp-fuzz@example.com' } as Record<ServiceName, string>;
@@ -45,7 +58,11 @@ before(async () => {
   smtp = await startSmtp();
   const mail = (service: ServiceName) => ({ SMTP_URL: smtp!.url, MAIL_FROM: MAIL_FROM[service] });
   [procs.shortener, procs.accounts, procs.idp] = await Promise.all([
-    startShortener(shortenerDb.url, { trustProxy: '127.0.0.1', redisUrl: REDIS_URL, env: { SHORTENER_ADMIN_KEY: FUZZ_SHORTENER_ADMIN_KEY } }),
+    startShortener(shortenerDb.url, {
+      trustProxy: '127.0.0.1',
+      redisUrl: REDIS_URL,
+      env: { SHORTENER_ADMIN_KEY: FUZZ_SHORTENER_ADMIN_KEY },
+    }),
     startAccounts(accountsDb.url, { env: { TRUST_PROXY: '127.0.0.1', ...redis, ...mail('accounts') } }),
     startIdpProcess(idpDb.url, { env: mail('idp') }),
   ]);
@@ -128,7 +145,10 @@ async function fuzz(service: ServiceName, proc: ServiceProcess, ctx: FuzzContext
     while (index < REQUESTS) {
       const i = index++;
       const c = generator.next();
-      let outcome = c.kind === 'http' ? await client.send(c.req, answerBoundMs(c.req)) : await rawExchange(proc.port, c.bytes, { halfCloseAfterMs: c.incomplete ? 0 : 2_000 });
+      let outcome =
+        c.kind === 'http'
+          ? await client.send(c.req, answerBoundMs(c.req))
+          : await rawExchange(proc.port, c.bytes, { halfCloseAfterMs: c.incomplete ? 0 : 2_000 });
       if (c.kind === 'http' && outcome.kind === 'closed') {
         // A shared keep-alive connection can fail for reasons of the client's own (a socket the
         // server closed after an earlier request, reused at that instant). The same request alone on
@@ -148,7 +168,10 @@ async function fuzz(service: ServiceName, proc: ServiceProcess, ctx: FuzzContext
       if (problem !== undefined) {
         stats.failureCount += 1;
         if (stats.failures.length < 25) {
-          const shown = c.kind === 'http' ? `${c.req.method} ${c.req.path.slice(0, 160)} body=${(c.req.body?.toString('utf8') ?? '').slice(0, 120)}` : JSON.stringify(c.bytes.toString('latin1').slice(0, 160));
+          const shown =
+            c.kind === 'http'
+              ? `${c.req.method} ${c.req.path.slice(0, 160)} body=${(c.req.body?.toString('utf8') ?? '').slice(0, 120)}`
+              : JSON.stringify(c.bytes.toString('latin1').slice(0, 160));
           stats.failures.push(`#${i} [${c.label}] ${shown} -> ${problem}`);
         }
       }
@@ -178,14 +201,22 @@ async function assertHealthy(proc: ServiceProcess, name: string): Promise<void> 
 }
 
 /** Mails the SMTP server accepted from this sender to the run's known address. */
-const mailsToKnownAddress = (from: string) => smtp!.received.filter((m) => m.from === from && m.to.toLowerCase() === FUZZ_MAIL_ADDRESS).length;
+const mailsToKnownAddress = (from: string) =>
+  smtp!.received.filter((m) => m.from === from && m.to.toLowerCase() === FUZZ_MAIL_ADDRESS).length;
 
 /** The mail path works through the attack: the outbox worker delivered the known address's mail. */
 async function assertMailed(proc: ServiceProcess, from: string, name: string): Promise<void> {
   const deadline = Date.now() + 30_000;
   while (mailsToKnownAddress(from) === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
-  const mailLines = proc.output().split('\n').filter((line) => /mail/i.test(line)).slice(-10);
-  assert.ok(mailsToKnownAddress(from) > 0, `${name} sent no mail to ${FUZZ_MAIL_ADDRESS} during the fuzz; its last lines about mail:\n${mailLines.join('\n')}`);
+  const mailLines = proc
+    .output()
+    .split('\n')
+    .filter((line) => /mail/i.test(line))
+    .slice(-10);
+  assert.ok(
+    mailsToKnownAddress(from) > 0,
+    `${name} sent no mail to ${FUZZ_MAIL_ADDRESS} during the fuzz; its last lines about mail:\n${mailLines.join('\n')}`,
+  );
 }
 
 async function runAndReport(t: TestContext, service: ServiceName, ctx: FuzzContext): Promise<void> {
@@ -225,7 +256,12 @@ test(`shortener survives ${REQUESTS} hostile requests: no 5xx, envelope bodies, 
   const url = procs.shortener!.url;
   const codes: string[] = [];
   for (let i = 0; i < 3; i++) {
-    const created = await json(`${url}/api/links`, 'POST', { url: `https://example.com/seed-${i}` }, { 'x-forwarded-for': `10.99.0.${i + 1}` });
+    const created = await json(
+      `${url}/api/links`,
+      'POST',
+      { url: `https://example.com/seed-${i}` },
+      { 'x-forwarded-for': `10.99.0.${i + 1}` },
+    );
     codes.push(created.data.code);
   }
   await runAndReport(t, 'shortener', { codes, shortenerAdminKey: FUZZ_SHORTENER_ADMIN_KEY });
@@ -251,8 +287,18 @@ test(`idp survives ${REQUESTS} hostile requests: no 5xx, Supabase/PostgREST/gate
   const gateway = { apikey: IDP_KEYS.secret, 'x-supabase-api-version': '2024-01-01' };
   const email = `fuzz-idp-${seed}@example.com`;
   await json(`${url}/auth/v1/admin/users`, 'POST', { email, password: 'fuzz-idp-password', email_confirm: true }, gateway);
-  const session = await json(`${url}/auth/v1/token?grant_type=password`, 'POST', { email, password: 'fuzz-idp-password' }, { ...gateway, apikey: IDP_KEYS.publishable });
-  await json(`${url}/auth/v1/admin/users`, 'POST', { email: FUZZ_MAIL_ADDRESS, password: 'fuzz-mail-password', email_confirm: true }, gateway);
+  const session = await json(
+    `${url}/auth/v1/token?grant_type=password`,
+    'POST',
+    { email, password: 'fuzz-idp-password' },
+    { ...gateway, apikey: IDP_KEYS.publishable },
+  );
+  await json(
+    `${url}/auth/v1/admin/users`,
+    'POST',
+    { email: FUZZ_MAIL_ADDRESS, password: 'fuzz-mail-password', email_confirm: true },
+    gateway,
+  );
   // As for accounts: one mail requested before the attack can spend the per-client limit (the
   // idp here sees every request from 127.0.0.1, and recover shares the sign-up limit).
   await json(`${url}/auth/v1/recover`, 'POST', { email: FUZZ_MAIL_ADDRESS }, { ...gateway, apikey: IDP_KEYS.publishable });

@@ -8,7 +8,7 @@ import { createPrivateKey } from 'node:crypto';
 import { after, before, test } from 'node:test';
 import { reportFigures } from './helpers/figures.js';
 import { accountsCorpus, decodePart, idpCorpus } from './fuzz/jwt-forge.js';
-import { buildAccounts, type RunningAccounts, TEST_SECRET } from '../helpers/accounts.js';
+import { startAccounts, type RunningAccounts, TEST_SECRET } from '../helpers/accounts.js';
 import { uniqueEmail } from '../helpers/emails.js';
 import { type RunningIdp, startIdp } from '../helpers/idp.js';
 import { type RunningNotes, startNotes } from '../helpers/notes.js';
@@ -27,10 +27,13 @@ let idpSessions: Array<{ access_token: string; refresh_token: string; user: { id
 
 before(async () => {
   // trace: the log streams are checked for the tokens at the end.
-  [accounts, idp] = await Promise.all([buildAccounts({ env: { LOG_LEVEL: 'trace' }, listen: true }), startIdp({ env: { LOG_LEVEL: 'trace' } })]);
+  [accounts, idp] = await Promise.all([
+    startAccounts({ env: { LOG_LEVEL: 'trace' }, listen: true }),
+    startIdp({ env: { LOG_LEVEL: 'trace' } }),
+  ]);
   [notesRemote, notesLocal] = await Promise.all([
-    startNotes(idp, { IDP_VERIFY: 'remote', LOG_LEVEL: 'trace' }),
-    startNotes(idp, { IDP_VERIFY: 'local', LOG_LEVEL: 'trace' }),
+    startNotes({ idp, env: { IDP_VERIFY: 'remote', LOG_LEVEL: 'trace' } }),
+    startNotes({ idp, env: { IDP_VERIFY: 'local', LOG_LEVEL: 'trace' } }),
   ]);
 
   accountTokens = await Promise.all(
@@ -47,13 +50,19 @@ before(async () => {
   idpSessions = [];
   for (const name of ['alice', 'bob']) {
     const email = uniqueEmail(`${name}-jwt`);
-    const created = await idpRequest(idp, 'POST', '/auth/v1/admin/users', { apikey: idp.secretKey, body: { email, password: IDP_PASSWORD, email_confirm: true } });
+    const created = await idpRequest(idp, 'POST', '/auth/v1/admin/users', {
+      apikey: idp.secretKey,
+      body: { email, password: IDP_PASSWORD, email_confirm: true },
+    });
     assert.equal(created.status, 200, created.text);
     const session = await idpRequest(idp, 'POST', '/auth/v1/token?grant_type=password', { body: { email, password: IDP_PASSWORD } });
     assert.equal(session.status, 200, session.text);
     idpSessions.push(session.body);
   }
-  const note = await idpRequest(idp, 'POST', '/rest/v1/notes', { token: idpSessions[0]!.access_token, body: { title: 'alice-private-note' } });
+  const note = await idpRequest(idp, 'POST', '/rest/v1/notes', {
+    token: idpSessions[0]!.access_token,
+    body: { title: 'alice-private-note' },
+  });
   assert.equal(note.status, 201, note.text);
 });
 
@@ -80,7 +89,12 @@ test('baseline: the real tokens are accepted everywhere (so every refusal below 
 });
 
 test('accounts: every forged or mangled token is 401 "Invalid or expired token." on /auth/me and /admin/users', async (t) => {
-  const corpus = accountsCorpus({ realToken: accountTokens[0]!, otherToken: accountTokens[1]!, secret: TEST_SECRET, nowSeconds: nowSeconds() });
+  const corpus = accountsCorpus({
+    realToken: accountTokens[0]!,
+    otherToken: accountTokens[1]!,
+    secret: TEST_SECRET,
+    nowSeconds: nowSeconds(),
+  });
   const failures: string[] = [];
   for (const [label, token] of corpus) {
     for (const path of ['/auth/me', '/admin/users']) {
@@ -124,14 +138,20 @@ test('idp: every attack is refused by GET /auth/v1/user (GoTrue statuses) and by
     ] as const) {
       const rest = await idpRequest(idp, method, path, { token: attack.token, body });
       const keys = rest.body ? Object.keys(rest.body).sort().join() : '';
-      if (rest.status !== 401 || rest.body?.code !== attack.restCode || keys !== 'code,details,hint,message' || rest.text.includes('alice-private-note')) {
+      if (
+        rest.status !== 401 ||
+        rest.body?.code !== attack.restCode ||
+        keys !== 'code,details,hint,message' ||
+        rest.text.includes('alice-private-note')
+      ) {
         failures.push(`${attack.label} on ${method} ${path}: ${rest.status} ${rest.text.slice(0, 160)}`);
       }
     }
   }
   // A forged DELETE or insert that slipped through would show here even if its answer looked right.
   const rows = await idpRequest(idp, 'GET', '/rest/v1/notes?select=title', { token: idpSessions[0]!.access_token });
-  if (JSON.stringify(rows.body) !== '[{"title":"alice-private-note"}]') failures.push(`the forged requests changed the notes table: ${rows.text}`);
+  if (JSON.stringify(rows.body) !== '[{"title":"alice-private-note"}]')
+    failures.push(`the forged requests changed the notes table: ${rows.text}`);
   reportFigures(t, 'JWT attack corpus: idp', { tokens: corpus.length, requests: corpus.length * 4, accepted: failures.length });
   assert.deepEqual(failures, []);
 });
@@ -148,11 +168,16 @@ for (const mode of ['remote', 'local'] as const) {
         ['DELETE', '/notes/1', undefined],
       ] as const) {
         const res = await request(notes.url, method, path, { token: attack.token, body });
-        const ok = res.status === 401 && res.body && Object.keys(res.body).join() === 'message' && res.body.message === 'Invalid or expired token';
+        const ok =
+          res.status === 401 && res.body && Object.keys(res.body).join() === 'message' && res.body.message === 'Invalid or expired token';
         if (!ok) failures.push(`${attack.label} on ${method} ${path}: ${res.status} ${res.text.slice(0, 160)}`);
       }
     }
-    reportFigures(t, `JWT attack corpus: notes (${mode})`, { tokens: corpus.length, requests: corpus.length * 3, accepted: failures.length });
+    reportFigures(t, `JWT attack corpus: notes (${mode})`, {
+      tokens: corpus.length,
+      requests: corpus.length * 3,
+      accepted: failures.length,
+    });
     assert.deepEqual(failures, []);
   });
 }

@@ -60,7 +60,7 @@ function visitors(run: string, count: number): Visitor[] {
         ? `198.18.${(i >> 8) & 255}.${i & 255}`
         : kind === 1
           ? `2001:db8:7a3f:${(i % 7).toString(16)}::${(0x1000 + i).toString(16)}`
-          : `127.77.${(i >> 8) & 255}.${(i & 255) || 1}`;
+          : `127.77.${(i >> 8) & 255}.${i & 255 || 1}`;
     return { ip, via: kind === 2 ? 'socket' : 'forwarded', agent, token };
   });
 }
@@ -82,7 +82,12 @@ interface Answer {
   text: string;
 }
 
-function request(port: number, visitor: Visitor, spec: { method: string; path: string; headers?: Record<string, string>; json?: unknown }, agent: http.Agent): Promise<Answer | string> {
+function request(
+  port: number,
+  visitor: Visitor,
+  spec: { method: string; path: string; headers?: Record<string, string>; json?: unknown },
+  agent: http.Agent,
+): Promise<Answer | string> {
   const body = spec.json === undefined ? undefined : JSON.stringify(spec.json);
   const headers: Record<string, string> = { 'user-agent': visitor.agent, referer: `https://ref.example/${visitor.token}`, ...spec.headers };
   if (visitor.via === 'forwarded') headers['x-forwarded-for'] = visitor.ip;
@@ -153,7 +158,8 @@ async function auditAt(level: 'info' | 'debug', t: TestContext): Promise<void> {
 
   const seedHeaders = { 'x-forwarded-for': '10.250.0.1' };
   const active = (await json(`${proc.url}/api/links`, 'POST', { url: 'https://example.com/active' }, seedHeaders)).data.code as string;
-  const limited = (await json(`${proc.url}/api/links`, 'POST', { url: 'https://example.com/limited', max_visits: 5 }, seedHeaders)).data.code as string;
+  const limited = (await json(`${proc.url}/api/links`, 'POST', { url: 'https://example.com/limited', max_visits: 5 }, seedHeaders)).data
+    .code as string;
   const disabled = (await json(`${proc.url}/api/links`, 'POST', { url: 'https://example.com/disabled' }, seedHeaders)).data.code as string;
   await json(`${proc.url}/api/links/${disabled}`, 'PATCH', { disabled: true }, { authorization: `Bearer ${ADMIN_KEY}` });
 
@@ -167,7 +173,12 @@ async function auditAt(level: 'info' | 'debug', t: TestContext): Promise<void> {
     if (roll < 26) return { method: 'GET', path: `/${i % 2 ? limited : disabled}` };
     if (roll < 27) return { method: 'GET', path: '/zzzzzz9' };
     if (roll < 28) return { method: 'GET', path: `/api/links/${active}` };
-    if (roll < 29) return { method: 'GET', path: `/api/links/${active}/visits?interval=hour&from=${new Date(Date.now() - 86_400_000).toISOString()}` };
+    if (roll < 29)
+      return {
+        method: 'GET',
+        path: `/api/links/${active}/visits?interval=hour&from=${new Date(Date.now() - 86_400_000).toISOString()}`,
+        headers: { authorization: `Bearer ${ADMIN_KEY}` },
+      };
     if (roll < 30) return { method: 'GET', path: `/api/links/${active}/visits?interval=week` };
     if (roll < 34) return { method: 'POST', path: '/api/links', json: { url: `https://example.com/created/${i}` } };
     if (roll < 35) return { method: 'GET', path: `/stats/${active}` };
@@ -235,7 +246,8 @@ async function auditAt(level: 'info' | 'debug', t: TestContext): Promise<void> {
   });
 
   // The run did what it should, so the search covers every kind of answer and line.
-  for (const status of ['200', '201', '302', '400', '401', '404', '410', '429']) assert.ok((statuses[status] ?? 0) > 0, `no ${status} in the run: ${JSON.stringify(statuses)}`);
+  for (const status of ['200', '201', '302', '400', '401', '404', '410', '429'])
+    assert.ok((statuses[status] ?? 0) > 0, `no ${status} in the run: ${JSON.stringify(statuses)}`);
   assert.deepEqual(
     Object.keys(statuses).filter((s) => !/^[2-4]\d\d$/.test(s)),
     [],

@@ -14,7 +14,7 @@ import net from 'node:net';
 import { after, before, test } from 'node:test';
 import type { TestDatabase } from '../helpers/database.js';
 import type { ServiceProcess } from '../helpers/process.js';
-import { DESCRIPTORS_KEPT_FREE, REFUSALS_IN_FLIGHT } from '../../src/kit/http-limits.js';
+import { DESCRIPTORS_KEPT_FREE, REFUSALS_IN_FLIGHT } from '../../src/kit/http/limits.js';
 import { createLink } from './helpers/api.js';
 import { reportFigures, round } from './helpers/figures.js';
 import { jsonOf, keepAliveAgent, type Outcome, send, sleep, waitUntil } from './helpers/http.js';
@@ -145,10 +145,14 @@ test('1,100 stalled connections under ulimit -n 1024: each answered and closed b
       resetWhileFull += 1;
       return;
     }
-    if (!outcome.ok || !expected.includes(outcome.status)) unexpected.push(`${what}: ${outcome.ok ? `${outcome.status} ${outcome.text}` : `${outcome.error} (${openWhenSent ?? 'pooled'} stalled open)`}`);
+    if (!outcome.ok || !expected.includes(outcome.status))
+      unexpected.push(
+        `${what}: ${outcome.ok ? `${outcome.status} ${outcome.text}` : `${outcome.error} (${openWhenSent ?? 'pooled'} stalled open)`}`,
+      );
     else if (outcome.status === 503) {
       const body = jsonOf(outcome) as Record<string, unknown> | undefined;
-      if (body?.status !== 503 || outcome.headers['retry-after'] === undefined) unexpected.push(`${what}: 503 without envelope or Retry-After: ${outcome.text}`);
+      if (body?.status !== 503 || outcome.headers['retry-after'] === undefined)
+        unexpected.push(`${what}: 503 without envelope or Retry-After: ${outcome.text}`);
     }
   };
   let n = 100;
@@ -156,7 +160,16 @@ test('1,100 stalled connections under ulimit -n 1024: each answered and closed b
     while (!allClosed() && performance.now() - attackStarted < REQUEST_TIMEOUT_MS + CLOSE_SLACK_MS) {
       const burst = await Promise.all(
         Array.from({ length: 8 }, (_, j) =>
-          send(pooled, { method: 'POST', path: '/api/links', json: { url: `https://example.com/pooled/${n}` }, headers: { 'x-forwarded-for': ip(50_000 + n++ + j) } }, 20_000),
+          send(
+            pooled,
+            {
+              method: 'POST',
+              path: '/api/links',
+              json: { url: `https://example.com/pooled/${n}` },
+              headers: { 'x-forwarded-for': ip(50_000 + n++ + j) },
+            },
+            20_000,
+          ),
         ),
       );
       for (const outcome of burst) check('pooled create', outcome, [201, 503]);
@@ -169,7 +182,19 @@ test('1,100 stalled connections under ulimit -n 1024: each answered and closed b
       const openWhenSent = stalledOpen();
       const [what, outcome] =
         i % 3 === 0
-          ? ['create', await send(target, { method: 'POST', path: '/api/links', json: { url: `https://example.com/during/${i}` }, headers: { 'x-forwarded-for': ip(i) } }, 20_000)]
+          ? [
+              'create',
+              await send(
+                target,
+                {
+                  method: 'POST',
+                  path: '/api/links',
+                  json: { url: `https://example.com/during/${i}` },
+                  headers: { 'x-forwarded-for': ip(i) },
+                },
+                20_000,
+              ),
+            ]
           : i % 3 === 1
             ? ['redirect', await send(target, { path: `/${codes[i % codes.length]}` }, 20_000)]
             : ['readyz', await send(target, { path: '/readyz' }, 20_000)];
@@ -199,7 +224,8 @@ test('1,100 stalled connections under ulimit -n 1024: each answered and closed b
     if (status !== null && !envelope) notEnvelope.push(s.received.slice(0, 200));
     if (s.closedAt !== undefined && s.connectedAt !== undefined) {
       const deadline = s.kind === 'body' ? REQUEST_TIMEOUT_MS : HEADERS_TIMEOUT_MS;
-      if (s.closedAt - s.connectedAt > deadline + CLOSE_SLACK_MS) late.push(`${s.kind} closed after ${round(s.closedAt - s.connectedAt, 0)} ms`);
+      if (s.closedAt - s.connectedAt > deadline + CLOSE_SLACK_MS)
+        late.push(`${s.kind} closed after ${round(s.closedAt - s.connectedAt, 0)} ms`);
     }
   }
 
@@ -207,9 +233,17 @@ test('1,100 stalled connections under ulimit -n 1024: each answered and closed b
   const stillRunning = shortener.child.exitCode === null && shortener.child.signalCode === null;
   const afterwards: Record<string, number> = {};
   for (let i = 0; i < 10; i++) {
-    const create = await send(target, { method: 'POST', path: '/api/links', json: { url: `https://example.com/after/${i}` }, headers: { 'x-forwarded-for': ip(1000 + i) } });
+    const create = await send(target, {
+      method: 'POST',
+      path: '/api/links',
+      json: { url: `https://example.com/after/${i}` },
+      headers: { 'x-forwarded-for': ip(1000 + i) },
+    });
     const redirect = await send(target, { path: `/${codes[i % codes.length]}` });
-    for (const [what, o] of [['create', create], ['redirect', redirect]] as const) {
+    for (const [what, o] of [
+      ['create', create],
+      ['redirect', redirect],
+    ] as const) {
       const key = `${what} ${o.ok ? o.status : o.error}`;
       afterwards[key] = (afterwards[key] ?? 0) + 1;
     }
@@ -247,11 +281,18 @@ test('1,100 stalled connections under ulimit -n 1024: each answered and closed b
   assert.ok(unanswered <= STALLED - cap - REFUSALS_IN_FLIGHT, `${unanswered} stalled connections closed without an answer`);
   assert.ok((answers['headers 503'] ?? 0) + (answers['body 503'] ?? 0) >= REFUSALS_IN_FLIGHT, 'the refusals in flight are told 503');
   assert.deepEqual(notEnvelope, [], 'answers to stalled connections outside the envelope');
-  assert.deepEqual(unexpected, [], 'traffic during the attack: only its answer or a 503 (or, on a fresh connection while over the cap, closed at once)');
+  assert.deepEqual(
+    unexpected,
+    [],
+    'traffic during the attack: only its answer or a 503 (or, on a fresh connection while over the cap, closed at once)',
+  );
   assert.ok(!shortener.output().includes('"level":50'), `errors logged: ${shortener.output().slice(0, 2000)}`);
   assert.deepEqual(afterwards, { 'create 201': 10, 'redirect 302': 10 }, 'after the attack');
   assert.ok(readyAfter.ok && readyAfter.status === 200, 'ready again after the attack');
-  assert.ok(descriptorsAfter !== null && descriptorsAfter < descriptorsAtRest + 50, `descriptors after: ${descriptorsAfter}, at rest: ${descriptorsAtRest}`);
+  assert.ok(
+    descriptorsAfter !== null && descriptorsAfter < descriptorsAtRest + 50,
+    `descriptors after: ${descriptorsAfter}, at rest: ${descriptorsAtRest}`,
+  );
 });
 
 test('descriptors run out for real (a cap set above ulimit -n): creates answer 503, never 500; /readyz says so; recovery without restart', async (t) => {
@@ -294,7 +335,16 @@ test('descriptors run out for real (a cap set above ulimit -n): creates answer 5
     peakDescriptors = Math.max(peakDescriptors, descriptorsOf(pid));
     const burst = await Promise.all([
       ...Array.from({ length: 6 }, () =>
-        send(pooled, { method: 'POST', path: '/api/links', json: { url: `https://example.com/emfile/${n}` }, headers: { 'x-forwarded-for': ip(60_000 + n++) } }, 20_000),
+        send(
+          pooled,
+          {
+            method: 'POST',
+            path: '/api/links',
+            json: { url: `https://example.com/emfile/${n}` },
+            headers: { 'x-forwarded-for': ip(60_000 + n++) },
+          },
+          20_000,
+        ),
       ),
       send(pooled, { path: `/${code}` }, 20_000),
     ]);
@@ -303,7 +353,9 @@ test('descriptors run out for real (a cap set above ulimit -n): creates answer 5
       during[key] = (during[key] ?? 0) + 1;
     });
     const ready = await send(pooled, { path: '/readyz' }, 20_000);
-    const reason = ready.ok ? `${ready.status} ${(jsonOf(ready) as { message?: string; status?: string } | undefined)?.message ?? 'ready'}` : ready.error;
+    const reason = ready.ok
+      ? `${ready.status} ${(jsonOf(ready) as { message?: string; status?: string } | undefined)?.message ?? 'ready'}`
+      : ready.error;
     readyReasons[reason] = (readyReasons[reason] ?? 0) + 1;
     await sleep(50);
   }
@@ -312,15 +364,27 @@ test('descriptors run out for real (a cap set above ulimit -n): creates answer 5
   // Recovery: once descriptors are free again, the same process serves and becomes ready.
   let readyAfterMs: number | null = null;
   const recoveryStarted = performance.now();
-  await waitUntil(async () => {
-    const ready = await send({ url: shortener!.url, agent: false }, { path: '/readyz' });
-    return ready.ok && ready.status === 200;
-  }, 30_000, 'ready again')
+  await waitUntil(
+    async () => {
+      const ready = await send({ url: shortener!.url, agent: false }, { path: '/readyz' });
+      return ready.ok && ready.status === 200;
+    },
+    30_000,
+    'ready again',
+  )
     .then(() => (readyAfterMs = performance.now() - recoveryStarted))
     .catch(() => {});
   const afterwards: Record<string, number> = {};
   for (let i = 0; i < 5; i++) {
-    const create = await send({ url: shortener.url, agent: false }, { method: 'POST', path: '/api/links', json: { url: `https://example.com/recovered/${i}` }, headers: { 'x-forwarded-for': ip(90_000 + i) } });
+    const create = await send(
+      { url: shortener.url, agent: false },
+      {
+        method: 'POST',
+        path: '/api/links',
+        json: { url: `https://example.com/recovered/${i}` },
+        headers: { 'x-forwarded-for': ip(90_000 + i) },
+      },
+    );
     const key = `create ${create.ok ? create.status : create.error}`;
     afterwards[key] = (afterwards[key] ?? 0) + 1;
   }
@@ -336,10 +400,80 @@ test('descriptors run out for real (a cap set above ulimit -n): creates answer 5
 
   const statuses = Object.keys(during);
   assert.ok(!statuses.some((k) => / 500$/.test(k)), `500s during the attack: ${JSON.stringify(during)}`);
-  assert.ok(statuses.every((k) => /^(create (201|503)|redirect (302|503))$/.test(k)), `answers during the attack: ${JSON.stringify(during)}`);
+  assert.ok(
+    statuses.every((k) => /^(create (201|503)|redirect (302|503))$/.test(k)),
+    `answers during the attack: ${JSON.stringify(during)}`,
+  );
   assert.ok(statuses.includes('create 503'), `the process never ran out of descriptors: ${JSON.stringify(during)}`);
-  assert.ok(Object.keys(readyReasons).includes('503 Service not ready: out of file descriptors'), `readyz: ${JSON.stringify(readyReasons)}`);
+  assert.ok(
+    Object.keys(readyReasons).includes('503 Service not ready: out of file descriptors'),
+    `readyz: ${JSON.stringify(readyReasons)}`,
+  );
   assert.ok(shortener.child.exitCode === null && shortener.child.signalCode === null, 'the process survived');
   assert.notEqual(readyAfterMs, null, 'ready again after the attack');
   assert.deepEqual(afterwards, { 'create 201': 5 });
+});
+
+test('one client with 800 stalled bodies holds only its share: other clients are served throughout, and its bodies are cut at the public deadline', async (t) => {
+  const ATTACK = 800;
+  if (openFileLimitOfThisProcess() < ATTACK + 400) {
+    const reason = `the test process needs an open-file limit above ${ATTACK + 400} (ulimit -n) to open ${ATTACK} connections`;
+    if (process.env.CI) assert.fail(reason);
+    t.skip(reason);
+    return;
+  }
+  await ensureStopped(shortener);
+  // Default limits: a cap of 768 under ulimit -n 1024, a quarter of it (192) per client, and a
+  // 10 s deadline for a body sent without credentials. No proxy is trusted.
+  shortener = await startShortener(db.url, { openFileLimit: OPEN_FILE_LIMIT });
+  const port = shortener.port;
+  const attacker = '127.0.0.9';
+  const other = '127.0.0.10';
+  const startedAt = performance.now();
+  const stalled = Array.from({ length: ATTACK }, () => {
+    const entry: Stalled = { socket: net.connect({ port, host: '127.0.0.1', localAddress: attacker }), kind: 'body', received: '' };
+    entry.socket.on('connect', () => {
+      entry.connectedAt = performance.now();
+      entry.socket.write(
+        'POST /api/links HTTP/1.1\r\nHost: sho.rt\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"url":',
+      );
+    });
+    entry.socket.on('data', (d: Buffer) => (entry.received += d.toString('latin1')));
+    entry.socket.on('error', () => {});
+    entry.socket.on('close', () => (entry.closedAt = performance.now()));
+    return entry;
+  });
+  await waitUntil(() => stalled.every((s) => s.connectedAt !== undefined || s.closedAt !== undefined), 20_000, 'the attack connected');
+
+  // Another client's fresh connections while the attack holds its share.
+  const others: Record<string, number> = {};
+  while (stalled.some((s) => s.closedAt === undefined) && performance.now() - startedAt < 10_000 + CLOSE_SLACK_MS) {
+    const outcome = await send({ url: shortener.url, agent: false, localAddress: other }, { path: '/healthz' });
+    const key = outcome.ok ? String(outcome.status) : outcome.error;
+    others[key] = (others[key] ?? 0) + 1;
+    await sleep(150);
+  }
+  const answers: Record<string, number> = {};
+  for (const s of stalled) {
+    const key = String(answerOf(s.received).status);
+    answers[key] = (answers[key] ?? 0) + 1;
+  }
+  const lastClosedS = round((Math.max(...stalled.map((s) => s.closedAt ?? Number.POSITIVE_INFINITY)) - startedAt) / 1000, 1);
+  reportFigures(t, 'one client cannot starve the others', {
+    attack: ATTACK,
+    attacker_answers: answers,
+    other_client: others,
+    last_closed_s: lastClosedS,
+  });
+  assert.ok(
+    stalled.every((s) => s.closedAt !== undefined),
+    'every stalled connection was closed',
+  );
+  assert.deepEqual(Object.keys(others), ['200'], `the other client is served throughout: ${JSON.stringify(others)}`);
+  assert.ok((others['200'] ?? 0) >= 10, 'the other client asked many times during the attack');
+  // A quarter of the cap got in: cut at the body deadline (408), or refused by the create limit and then
+  // closed at the same deadline; the rest were refused at once.
+  assert.equal((answers['408'] ?? 0) + (answers['429'] ?? 0), 192, JSON.stringify(answers));
+  assert.equal(answers['503'], ATTACK - 192, JSON.stringify(answers));
+  assert.ok(lastClosedS < 10 + CLOSE_SLACK_MS / 1000, `the last stalled connection closed after ${lastClosedS} s`);
 });

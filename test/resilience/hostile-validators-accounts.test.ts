@@ -15,7 +15,7 @@ import { INVALID_EMAIL_TOKEN } from '../../src/accounts/email-flows.js';
 import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
 import { reportFigures } from './helpers/figures.js';
 import { byteLength, envelopeOf, LONE_SURROGATE, params, seed, unicodeText, unicodeUnit } from './helpers/properties.js';
-import { buildAccounts, type RunningAccounts } from '../helpers/accounts.js';
+import { startAccounts, type RunningAccounts } from '../helpers/accounts.js';
 import { type RunningIdp, startIdp } from '../helpers/idp.js';
 import { idpRequest } from '../helpers/http.js';
 import { uniqueIp } from '../helpers/client-ips.js';
@@ -30,7 +30,7 @@ const EXISTING = { name: 'Existing User', email: 'existing-hostile@example.com',
 
 before(async () => {
   smtp = await startSmtp();
-  [accounts, idp] = await Promise.all([buildAccounts({ env: { SMTP_URL: smtp.url } }), startIdp()]);
+  [accounts, idp] = await Promise.all([startAccounts({ env: { SMTP_URL: smtp.url } }), startIdp()]);
   const registered = await accounts.app.inject({ method: 'POST', url: '/auth/register', payload: EXISTING });
   assert.equal(registered.statusCode, 201, registered.body);
 });
@@ -43,14 +43,30 @@ after(async () => {
 
 describe('accounts: email, name and password rules', () => {
   const register = (body: unknown) =>
-    accounts.app.inject({ method: 'POST', url: '/auth/register', payload: JSON.stringify(body), headers: { 'content-type': 'application/json' }, remoteAddress: uniqueIp() });
+    accounts.app.inject({
+      method: 'POST',
+      url: '/auth/register',
+      payload: JSON.stringify(body),
+      headers: { 'content-type': 'application/json' },
+      remoteAddress: uniqueIp(),
+    });
   const login = (body: unknown) =>
-    accounts.app.inject({ method: 'POST', url: '/auth/login', payload: JSON.stringify(body), headers: { 'content-type': 'application/json' }, remoteAddress: uniqueIp() });
+    accounts.app.inject({
+      method: 'POST',
+      url: '/auth/login',
+      payload: JSON.stringify(body),
+      headers: { 'content-type': 'application/json' },
+      remoteAddress: uniqueIp(),
+    });
 
   /** Flips the case of some letters and pads with whitespace: the same address once normalised. */
   const caseAndPadding = (email: string) =>
     fc
-      .tuple(fc.array(fc.boolean(), { minLength: email.length, maxLength: email.length }), fc.constantFrom('', ' ', '\t', '  \n'), fc.constantFrom('', ' ', '\t'))
+      .tuple(
+        fc.array(fc.boolean(), { minLength: email.length, maxLength: email.length }),
+        fc.constantFrom('', ' ', '\t', '  \n'),
+        fc.constantFrom('', ' ', '\t'),
+      )
       .map(([flips, a, b]) => a + [...email].map((c, i) => (flips[i] ? c.toUpperCase() : c)).join('') + b);
 
   const invalidEmail = fc.oneof(
@@ -58,7 +74,12 @@ describe('accounts: email, name and password rules', () => {
     fc.tuple(fc.emailAddress(), fc.webSegment()).map(([e, x]) => `${e}@${x}`),
     fc.emailAddress().map((e) => e.replace('@', ' @')),
     fc.emailAddress().map((e) => e.replace('@', '@ ')),
-    fc.tuple(unicodeText(8).filter((s) => /[^\x00-\x7f]/.test(s.trim())), fc.domain()).map(([l, d]) => `${l}@${d}`),
+    fc
+      .tuple(
+        unicodeText(8).filter((s) => /[^\x00-\x7f]/.test(s.trim())),
+        fc.domain(),
+      )
+      .map(([l, d]) => `${l}@${d}`),
     fc.constantFrom(
       'user@localhost',
       'user@-example.com',
@@ -82,14 +103,20 @@ describe('accounts: email, name and password rules', () => {
 
   test('emails: every valid address (any case, padded) is accepted and normalised; invalid ones are a 400 on email', async (t) => {
     fc.assert(
-      fc.property(fc.emailAddress().chain((e) => fc.tuple(fc.constant(e), caseAndPadding(e))), ([email, variant]) => {
-        const normalized = normalizeEmail(variant);
-        assert.equal(normalized, email.toLowerCase());
-        assert.equal(emailProblem(normalized), undefined, `${email} should be valid`);
-      }),
+      fc.property(
+        fc.emailAddress().chain((e) => fc.tuple(fc.constant(e), caseAndPadding(e))),
+        ([email, variant]) => {
+          const normalized = normalizeEmail(variant);
+          assert.equal(normalized, email.toLowerCase());
+          assert.equal(emailProblem(normalized), undefined, `${email} should be valid`);
+        },
+      ),
       params(3000),
     );
-    fc.assert(fc.property(invalidEmail, (e) => assert.notEqual(emailProblem(normalizeEmail(e)), undefined, JSON.stringify(e))), params(3000));
+    fc.assert(
+      fc.property(invalidEmail, (e) => assert.notEqual(emailProblem(normalizeEmail(e)), undefined, JSON.stringify(e))),
+      params(3000),
+    );
     // Through the route: a valid email passes to the next check (the too-short password); an invalid one stops at email.
     await fc.assert(
       fc.asyncProperty(fc.emailAddress().chain(caseAndPadding), async (email) => {
@@ -101,7 +128,10 @@ describe('accounts: email, name and password rules', () => {
     );
     await fc.assert(
       fc.asyncProperty(invalidEmail, async (email) => {
-        for (const res of [await register({ name: 'Valid Name', email, password: 'long-enough-1' }), await login({ email, password: 'long-enough-1' })]) {
+        for (const res of [
+          await register({ name: 'Valid Name', email, password: 'long-enough-1' }),
+          await login({ email, password: 'long-enough-1' }),
+        ]) {
           assert.equal(res.statusCode, 400, `${JSON.stringify(email)}: ${res.body}`);
           assert.match(envelopeOf(res.body, 400).message, /^body\/email /);
         }
@@ -112,14 +142,24 @@ describe('accounts: email, name and password rules', () => {
   });
 
   const post = (url: string, body: unknown) =>
-    accounts.app.inject({ method: 'POST', url, payload: JSON.stringify(body), headers: { 'content-type': 'application/json' }, remoteAddress: uniqueIp() });
+    accounts.app.inject({
+      method: 'POST',
+      url,
+      payload: JSON.stringify(body),
+      headers: { 'content-type': 'application/json' },
+      remoteAddress: uniqueIp(),
+    });
 
   test('mail requests: the reset and the resend take any valid address (202, the same for all) and refuse an invalid one on email', async (t) => {
     await fc.assert(
-      fc.asyncProperty(fc.emailAddress().chain(caseAndPadding), fc.constantFrom('/auth/password-reset', '/auth/verify-email/resend'), async (email, url) => {
-        const res = await post(url, { email });
-        assert.equal(res.statusCode, 202, `${url} ${JSON.stringify(email)}: ${res.body}`);
-      }),
+      fc.asyncProperty(
+        fc.emailAddress().chain(caseAndPadding),
+        fc.constantFrom('/auth/password-reset', '/auth/verify-email/resend'),
+        async (email, url) => {
+          const res = await post(url, { email });
+          assert.equal(res.statusCode, 202, `${url} ${JSON.stringify(email)}: ${res.body}`);
+        },
+      ),
       params(200),
     );
     await fc.assert(
@@ -141,7 +181,9 @@ describe('accounts: email, name and password rules', () => {
     );
     await fc.assert(
       fc.asyncProperty(tokens, fc.oneof(fc.string(), fc.constant('a valid new password')), fc.boolean(), async (token, password, reset) => {
-        const res = reset ? await post('/auth/password-reset/confirm', { token, new_password: password }) : await post('/auth/verify-email', { token });
+        const res = reset
+          ? await post('/auth/password-reset/confirm', { token, new_password: password })
+          : await post('/auth/verify-email', { token });
         assert.equal(res.statusCode, 400, `${JSON.stringify(token)}: ${res.body}`);
         const { message } = envelopeOf(res.body, 400);
         // The schema first, then the new password's rules (no lookup for a password that cannot be
@@ -158,13 +200,16 @@ describe('accounts: email, name and password rules', () => {
   test('emails are stored lowercased and unique in any case: a case variant of a taken address is a duplicate', async (t) => {
     // Real registrations (cost-12 bcrypt each): a few.
     await fc.assert(
-      fc.asyncProperty(fc.emailAddress().chain((e) => fc.tuple(caseAndPadding(e), caseAndPadding(e))), async ([first, second]) => {
-        const res = await register({ name: 'Case Test', email: first, password: 'case-test-pw-1' });
-        assert.equal(res.statusCode, 201, res.body);
-        assert.equal((res.json() as { data: { email: string } }).data.email, normalizeEmail(first));
-        const again = await register({ name: 'Case Test', email: second, password: 'case-test-pw-1' });
-        assert.equal(envelopeOf(again.body, 400).message, 'An account with this email already exists');
-      }),
+      fc.asyncProperty(
+        fc.emailAddress().chain((e) => fc.tuple(caseAndPadding(e), caseAndPadding(e))),
+        async ([first, second]) => {
+          const res = await register({ name: 'Case Test', email: first, password: 'case-test-pw-1' });
+          assert.equal(res.statusCode, 201, res.body);
+          assert.equal((res.json() as { data: { email: string } }).data.email, normalizeEmail(first));
+          const again = await register({ name: 'Case Test', email: second, password: 'case-test-pw-1' });
+          assert.equal(envelopeOf(again.body, 400).message, 'An account with this email already exists');
+        },
+      ),
       params(3),
     );
     // The duplicate check needs no hashing: many variants of the existing address.
@@ -185,8 +230,15 @@ describe('accounts: email, name and password rules', () => {
   };
 
   test('names: 2-60 code points after trim (emoji, combining marks, ZWJ sequences), no control characters', async (t) => {
-    const names = fc.oneof(unicodeText(70), fc.string({ unit: 'grapheme', maxLength: 65 }), fc.string({ unit: unicodeUnit, minLength: 55, maxLength: 64 }));
-    fc.assert(fc.property(names, (raw) => assert.equal(nameProblem(raw.trim()) === undefined, nameValid(raw), JSON.stringify(raw))), params(5000));
+    const names = fc.oneof(
+      unicodeText(70),
+      fc.string({ unit: 'grapheme', maxLength: 65 }),
+      fc.string({ unit: unicodeUnit, minLength: 55, maxLength: 64 }),
+    );
+    fc.assert(
+      fc.property(names, (raw) => assert.equal(nameProblem(raw.trim()) === undefined, nameValid(raw), JSON.stringify(raw))),
+      params(5000),
+    );
     // Route: a valid name gets as far as the duplicate check (no hashing); an invalid one stops at name.
     await fc.assert(
       fc.asyncProperty(names, async (name) => {
@@ -219,7 +271,10 @@ describe('accounts: email, name and password rules', () => {
 
   test('passwords: 8-72 characters and at most 72 UTF-8 bytes, the byte boundary exact with multibyte characters', async (t) => {
     const passwords = fc.oneof(unicodeText(80), fc.string({ unit: fc.constantFrom('a', 'é', '€', '😀'), minLength: 15, maxLength: 40 }));
-    fc.assert(fc.property(passwords, (p) => assert.equal(passwordProblem(p) === undefined, passwordValid(p), JSON.stringify(p))), params(5000));
+    fc.assert(
+      fc.property(passwords, (p) => assert.equal(passwordProblem(p) === undefined, passwordValid(p), JSON.stringify(p))),
+      params(5000),
+    );
     await fc.assert(
       fc.asyncProperty(passwords, async (password) => {
         const res = await register({ name: 'Valid Name', email: EXISTING.email, password });
@@ -254,12 +309,15 @@ describe('accounts: email, name and password rules', () => {
     const email = 'truncation-hostile@example.com';
     assert.equal((await register({ name: 'Trunc', email, password: p72 })).statusCode, 201);
     await fc.assert(
-      fc.asyncProperty(unicodeText(20).filter((s) => s.length > 0), async (suffix) => {
-        const res = await login({ email, password: p72 + suffix });
-        assert.equal(res.statusCode, 400, 'a password over 72 bytes must be refused before bcrypt, not truncated');
-        // And it cannot be registered either (so no second account relies on truncation).
-        assert.equal((await register({ name: 'Trunc', email: 'other-trunc@example.com', password: p72 + suffix })).statusCode, 400);
-      }),
+      fc.asyncProperty(
+        unicodeText(20).filter((s) => s.length > 0),
+        async (suffix) => {
+          const res = await login({ email, password: p72 + suffix });
+          assert.equal(res.statusCode, 400, 'a password over 72 bytes must be refused before bcrypt, not truncated');
+          // And it cannot be registered either (so no second account relies on truncation).
+          assert.equal((await register({ name: 'Trunc', email: 'other-trunc@example.com', password: p72 + suffix })).statusCode, 400);
+        },
+      ),
       params(100),
     );
     assert.equal((await login({ email, password: p72 })).statusCode, 200);
@@ -270,16 +328,26 @@ describe('accounts: email, name and password rules', () => {
     const signup = await idpRequest(idp, 'POST', '/auth/v1/signup', { body: { email: idpEmail, password: p72 } });
     assert.equal(signup.status, 200, signup.text);
     await fc.assert(
-      fc.asyncProperty(unicodeText(10).filter((s) => s.length > 0), async (suffix) => {
-        const longer = await idpRequest(idp, 'POST', '/auth/v1/signup', { body: { email: 'x-trunc@example.com', password: p72 + suffix } });
-        assert.equal(longer.status, 400, longer.text);
-        const signin = await idpRequest(idp, 'POST', '/auth/v1/token?grant_type=password', { body: { email: idpEmail, password: p72 + suffix } });
-        assert.equal(signin.status, 400, signin.text);
-        assert.equal(signin.body.code, 'invalid_credentials');
-      }),
+      fc.asyncProperty(
+        unicodeText(10).filter((s) => s.length > 0),
+        async (suffix) => {
+          const longer = await idpRequest(idp, 'POST', '/auth/v1/signup', {
+            body: { email: 'x-trunc@example.com', password: p72 + suffix },
+          });
+          assert.equal(longer.status, 400, longer.text);
+          const signin = await idpRequest(idp, 'POST', '/auth/v1/token?grant_type=password', {
+            body: { email: idpEmail, password: p72 + suffix },
+          });
+          assert.equal(signin.status, 400, signin.text);
+          assert.equal(signin.body.code, 'invalid_credentials');
+        },
+      ),
       params(15),
     );
-    assert.equal((await idpRequest(idp, 'POST', '/auth/v1/token?grant_type=password', { body: { email: idpEmail, password: p72 } })).status, 200);
+    assert.equal(
+      (await idpRequest(idp, 'POST', '/auth/v1/token?grant_type=password', { body: { email: idpEmail, password: p72 } })).status,
+      200,
+    );
     reportFigures(t, 'property: no password truncation', { accountsRuns: 100, idpRuns: 15, seed });
   });
 });

@@ -7,7 +7,7 @@ import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
 import { reportFigures } from './helpers/figures.js';
 import { envelopeOf, params, seed } from './helpers/properties.js';
-import { buildAccounts, type RunningAccounts } from '../helpers/accounts.js';
+import { startAccounts, type RunningAccounts } from '../helpers/accounts.js';
 import { type RunningIdp, startIdp } from '../helpers/idp.js';
 import { type RunningNotes, startNotes } from '../helpers/notes.js';
 import { idpRequest, request } from '../helpers/http.js';
@@ -18,8 +18,11 @@ let notes: RunningNotes;
 let notesLocal: RunningNotes;
 
 before(async () => {
-  [accounts, idp] = await Promise.all([buildAccounts(), startIdp()]);
-  [notes, notesLocal] = await Promise.all([startNotes(idp, { IDP_VERIFY: 'remote' }), startNotes(idp, { IDP_VERIFY: 'local' })]);
+  [accounts, idp] = await Promise.all([startAccounts(), startIdp()]);
+  [notes, notesLocal] = await Promise.all([
+    startNotes({ idp, env: { IDP_VERIFY: 'remote' } }),
+    startNotes({ idp, env: { IDP_VERIFY: 'local' } }),
+  ]);
 });
 
 after(async () => {
@@ -50,7 +53,12 @@ describe('JWT-looking strings against every bearer-protected route', () => {
       segment,
     )
     .map(([h, p, s]) => `${b64(h)}.${b64(p)}.${s}`);
-  const tokens = fc.oneof(fc.tuple(segment, segment, segment).map((parts) => parts.join('.')), structured).filter((t) => !t.startsWith('sb_'));
+  const tokens = fc
+    .oneof(
+      fc.tuple(segment, segment, segment).map((parts) => parts.join('.')),
+      structured,
+    )
+    .filter((t) => !t.startsWith('sb_'));
 
   test('accounts, notes (both modes) and the idp refuse every one with their documented 401/403, never a 5xx', async (t) => {
     let requests = 0;
@@ -68,7 +76,12 @@ describe('JWT-looking strings against every bearer-protected route', () => {
           assert.equal(envelopeOf(res.body, 401).message, 'Invalid or expired token.');
         }
         for (const app of [notes, notesLocal]) {
-          for (const [method, path, body] of [['GET', '/notes'], ['POST', '/notes', { title: 'x' }], ['DELETE', '/notes/1'], ['POST', '/auth/password', { password: 'bearer-new-password' }]] as const) {
+          for (const [method, path, body] of [
+            ['GET', '/notes'],
+            ['POST', '/notes', { title: 'x' }],
+            ['DELETE', '/notes/1'],
+            ['POST', '/auth/password', { password: 'bearer-new-password' }],
+          ] as const) {
             const res = await request(app.url, method, path, { token, body });
             expectStatus(`notes ${method} ${path}`, res, 401);
             assert.deepEqual(res.body, { message: 'Invalid or expired token' });
@@ -83,13 +96,21 @@ describe('JWT-looking strings against every bearer-protected route', () => {
           ['POST', '/auth/v1/invite'],
           ['POST', '/auth/v1/admin/generate_link'],
         ] as const) {
-          const body = method === 'PUT' ? { email: 'bearer-change@example.com' } : path.endsWith('invite') || path.endsWith('generate_link') ? { type: 'magiclink', email: 'bearer@example.com' } : {};
+          const body =
+            method === 'PUT'
+              ? { email: 'bearer-change@example.com' }
+              : path.endsWith('invite') || path.endsWith('generate_link')
+                ? { type: 'magiclink', email: 'bearer@example.com' }
+                : {};
           const res = await idpRequest(idp, method, path, { token, body: method === 'POST' || method === 'PUT' ? body : undefined });
           expectStatus(`idp ${method} ${path}`, res, 403);
           assert.equal(res.body.code, 'bad_jwt');
         }
         for (const method of ['GET', 'POST', 'PATCH', 'DELETE']) {
-          const res = await idpRequest(idp, method, '/rest/v1/notes?id=eq.1', { token, body: method === 'POST' || method === 'PATCH' ? { title: 'x' } : undefined });
+          const res = await idpRequest(idp, method, '/rest/v1/notes?id=eq.1', {
+            token,
+            body: method === 'POST' || method === 'PATCH' ? { title: 'x' } : undefined,
+          });
           expectStatus(`idp ${method} /rest/v1/notes`, res, 401);
           assert.equal(res.body.code, 'PGRST301');
         }

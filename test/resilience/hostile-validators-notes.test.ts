@@ -29,7 +29,7 @@ before(async () => {
     if (String(input instanceof Request ? input.url : input).includes('/rest/v1/')) storeCalls += 1;
     return fetch(input, init);
   };
-  notes = await startNotes(idp, { IDP_VERIFY: 'remote' }, { fetch: countingFetch });
+  notes = await startNotes({ idp, env: { IDP_VERIFY: 'remote' }, deps: { fetch: countingFetch } });
   const email = 'notes-hostile@example.com';
   assert.equal((await request(notes.url, 'POST', '/auth/register', { body: { email, password: 'notes-password-1' } })).status, 201);
   const login = await request(notes.url, 'POST', '/auth/login', { body: { email, password: 'notes-password-1' } });
@@ -71,7 +71,10 @@ describe('notes: titles, bodies and note ids', () => {
     );
     const body = await request(notes.url, 'POST', '/notes', { body: { title: 'long body', body: 'b'.repeat(10_001) }, token: notesToken });
     assert.equal(body.status, 400);
-    assert.equal((await request(notes.url, 'POST', '/notes', { body: { title: 'max body', body: '😀'.repeat(10_000) }, token: notesToken })).status, 201);
+    assert.equal(
+      (await request(notes.url, 'POST', '/notes', { body: { title: 'max body', body: '😀'.repeat(10_000) }, token: notesToken })).status,
+      201,
+    );
     const list = await request(notes.url, 'GET', '/notes', { token: notesToken });
     assert.equal(list.body.length, created + 1);
     reportFigures(t, 'property: notes titles', { runs: 80, created, seed });
@@ -112,7 +115,16 @@ describe('notes: the password-reset address', () => {
     const values = fc.oneof(
       { weight: 3, arbitrary: fc.emailAddress() },
       { weight: 2, arbitrary: unicodeText(40).filter((s) => !LONE_SURROGATE.test(s)) },
-      { weight: 1, arbitrary: fc.constantFrom(`${'a'.repeat(250)}@example.com`, ' user@example.com ', 'USER@EXAMPLE.COM', "x' OR '1'='1@example.com", 'user@localhost') },
+      {
+        weight: 1,
+        arbitrary: fc.constantFrom(
+          `${'a'.repeat(250)}@example.com`,
+          ' user@example.com ',
+          'USER@EXAMPLE.COM',
+          "x' OR '1'='1@example.com",
+          'user@localhost',
+        ),
+      },
       { weight: 1, arbitrary: fc.constantFrom(null, 0, true, [], {}, ['a@b.co'], { email: 'a@b.co' }) },
     );
     let accepted = 0;

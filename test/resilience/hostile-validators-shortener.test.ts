@@ -20,19 +20,19 @@ import { after, before, describe, test } from 'node:test';
 import { domainToASCII } from 'node:url';
 import fc from 'fast-check';
 import { characterCount } from '../../src/accounts/validation.js';
-import { CODE_PATTERN, randomCode } from '../../src/shortener/codes.js';
+import { CODE_PATTERN, LINK_CODE_PATTERN, randomCode } from '../../src/shortener/codes.js';
 import { SHORTENER_ASSETS } from '../../src/shortener/routes/web-pages.js';
 import { watchQueries } from '../helpers/database.js';
 import { reportFigures } from './helpers/figures.js';
 import { envelopeOf, LONE_SURROGATE, params, seed, unicodeText } from './helpers/properties.js';
-import { buildShortener, type RunningShortener, TEST_ADMIN_KEY } from '../helpers/shortener.js';
+import { startShortener, type RunningShortener, TEST_ADMIN_AUTH, TEST_ADMIN_KEY } from '../helpers/shortener.js';
 import { uniqueIp } from '../helpers/client-ips.js';
 
 let shortener: RunningShortener;
 
 before(async () => {
   // The admin key set, so the admin routes are reached past authentication.
-  shortener = await buildShortener({ env: { SHORTENER_ADMIN_KEY: TEST_ADMIN_KEY } });
+  shortener = await startShortener({ env: { SHORTENER_ADMIN_KEY: TEST_ADMIN_KEY } });
 });
 
 after(async () => {
@@ -93,7 +93,10 @@ describe('shortener: create, redirect and stats inputs', () => {
     assert.equal(redirect.statusCode, 302);
     const location = String(redirect.headers.location);
     assert.equal(location, new URL(url).href, 'Location is the normalised URL');
-    assert.ok(sameHost(hostAsRead(url)!, new URL(location).hostname), `Location ${location} is not the host ${JSON.stringify(url)} reads as`);
+    assert.ok(
+      sameHost(hostAsRead(url)!, new URL(location).hostname),
+      `Location ${location} is not the host ${JSON.stringify(url)} reads as`,
+    );
     assert.match(location, /^[\x21-\x7e]+$/, `Location must be printable ASCII without spaces: ${JSON.stringify(location)}`);
     const stats = await shortener.app.inject({ method: 'GET', url: `/api/links/${code}` });
     assert.equal((stats.json() as { data: { original_url: string } }).data.original_url, url);
@@ -101,7 +104,12 @@ describe('shortener: create, redirect and stats inputs', () => {
 
   test('every scheme other than http and https is refused with 400 (allowlist)', async (t) => {
     const scheme = fc.stringMatching(/^[a-zA-Z][a-zA-Z0-9+.-]{0,12}$/).filter((s) => !/^https?$/i.test(s));
-    const rest = fc.oneof(fc.constant('//example.com/path'), fc.webPath(), fc.string({ maxLength: 40 }), fc.constant('alert(document.cookie)'));
+    const rest = fc.oneof(
+      fc.constant('//example.com/path'),
+      fc.webPath(),
+      fc.string({ maxLength: 40 }),
+      fc.constant('alert(document.cookie)'),
+    );
     const known = fc.constantFrom(
       'javascript:alert(1)',
       'JaVaScRiPt:alert(1)',
@@ -124,7 +132,10 @@ describe('shortener: create, redirect and stats inputs', () => {
       '/relative/path',
       'http//missing-colon.example',
     );
-    const arb = fc.oneof(fc.tuple(scheme, rest).map(([s, r]) => `${s}:${r}`), known);
+    const arb = fc.oneof(
+      fc.tuple(scheme, rest).map(([s, r]) => `${s}:${r}`),
+      known,
+    );
     const before = await countLinks();
     await fc.assert(
       fc.asyncProperty(arb, async (url) => {
@@ -142,19 +153,22 @@ describe('shortener: create, redirect and stats inputs', () => {
   test('http(s) URLs: accepted exactly when they parse and go where they read; Location always ASCII', async (t) => {
     const label = fc.string({ unit: fc.constantFrom(...'abcxyzüöäßéñçø日本語中文한국어пример'), minLength: 1, maxLength: 12 });
     const idn = fc
-      .tuple(fc.constantFrom('http', 'https', 'HTTP', 'hTTpS'), label, fc.constantFrom('com', 'de', 'рф', '中国', 'example'), unicodeText(20))
+      .tuple(
+        fc.constantFrom('http', 'https', 'HTTP', 'hTTpS'),
+        label,
+        fc.constantFrom('com', 'de', 'рф', '中国', 'example'),
+        unicodeText(20),
+      )
       .map(([s, l, tld, path]) => `${s}://${l}.${tld}/${path}`);
     const withCredentials = fc
       .tuple(fc.webSegment(), fc.webSegment(), fc.webUrl())
       .map(([user, pass, url]) => url.replace('://', `://${user}:${pass}@`));
     const whitespace = fc.constantFrom(' ', '\t', '\n', '\r\n', '\f', '\u000b', '\u00a0', '\u3000', '\u200b', '\u0000');
     const padded = fc.tuple(whitespace, fc.webUrl(), whitespace).map(([a, url, b]) => `${a}${url}${b}`);
-    const inside = fc
-      .tuple(fc.webUrl({ withQueryParameters: true }), whitespace, fc.nat())
-      .map(([url, w, at]) => {
-        const i = 8 + (at % Math.max(1, url.length - 8));
-        return url.slice(0, i) + w + url.slice(i);
-      });
+    const inside = fc.tuple(fc.webUrl({ withQueryParameters: true }), whitespace, fc.nat()).map(([url, w, at]) => {
+      const i = 8 + (at % Math.max(1, url.length - 8));
+      return url.slice(0, i) + w + url.slice(i);
+    });
     const arb = fc.oneof(fc.webUrl({ withQueryParameters: true, withFragments: true }), idn, withCredentials, padded, inside);
     await fc.assert(fc.asyncProperty(arb, checkUrl), params(200));
     // Fixed cases the generators may miss.
@@ -196,19 +210,21 @@ describe('shortener: create, redirect and stats inputs', () => {
     reportFigures(t, 'property: shortener URL length 2048/2049', { runs: 66, seed });
   });
 
-  test('codes: any path segment that is not ^[0-9a-zA-Z]{7}$ is a 404 in the envelope without a single database query', async (t) => {
+  test('codes: any path segment that is not ^[A-Za-z0-9_-]{3,64}$ (generated or chosen) is a 404 in the envelope without a single database query', async (t) => {
     // Paths the service serves itself: its probes, documents, API, pages (`/`, which `.` and `..`
     // resolve to, `/admin`, `/stats/…`) and their assets; everything else at the top is a code.
     const routes = /^(healthz|readyz|docs|admin|stats|assets)(\/|$)|^api(\/|$)|^\.{0,2}$/;
-    const malformed = fc.oneof(
-      fc.string({ unit: 'binary', maxLength: 300 }),
-      fc.stringMatching(/^[0-9a-zA-Z]{0,6}$/),
-      fc.stringMatching(/^[0-9a-zA-Z]{8,40}$/),
-      fc.tuple(fc.stringMatching(/^[0-9a-zA-Z]{6}$/), fc.constantFrom('-', '_', '.', '/', '%', ' ', 'é', '\u0000', '😀'), fc.nat(6))
-        .map(([s, bad, at]) => s.slice(0, at) + bad + s.slice(at)),
-      fc.constantFrom('../../etc/passwd', '..%2f..%2f', "abc'; DROP TABLE links; --", 'AAAAAAA ', ' AAAAAAA', 'ＡＢＣＤＥＦＧ'),
-    )
-      .filter((s) => !CODE_PATTERN.test(s))
+    const malformed = fc
+      .oneof(
+        fc.string({ unit: 'binary', maxLength: 300 }),
+        fc.stringMatching(/^[0-9a-zA-Z_-]{0,2}$/),
+        fc.stringMatching(/^[0-9a-zA-Z_-]{65,100}$/),
+        fc
+          .tuple(fc.stringMatching(/^[0-9a-zA-Z]{6}$/), fc.constantFrom('.', '/', '%', ' ', 'é', '\u0000', '😀'), fc.nat(6))
+          .map(([s, bad, at]) => s.slice(0, at) + bad + s.slice(at)),
+        fc.constantFrom('../../etc/passwd', '..%2f..%2f', "abc'; DROP TABLE links; --", 'AAAAAAA ', ' AAAAAAA', 'ＡＢＣＤＥＦＧ'),
+      )
+      .filter((s) => !LINK_CODE_PATTERN.test(s))
       // A lone surrogate has no UTF-8 form, so it cannot be put in a request path at all.
       .filter((s) => !LONE_SURROGATE.test(s));
     const watch = watchQueries(shortener.pool);
@@ -236,7 +252,10 @@ describe('shortener: create, redirect and stats inputs', () => {
   });
 
   test('generated codes always match ^[0-9a-zA-Z]{7}$ (10,000 draws and every code issued above)', (t) => {
-    fc.assert(fc.property(fc.nat(), () => CODE_PATTERN.test(randomCode())), params(10_000));
+    fc.assert(
+      fc.property(fc.nat(), () => CODE_PATTERN.test(randomCode())),
+      params(10_000),
+    );
     assert.ok(created.length > 0);
     for (const code of created) assert.match(code, CODE_PATTERN);
     reportFigures(t, 'property: shortener generated codes', { draws: 10_000, issued: created.length, seed });
@@ -258,10 +277,23 @@ describe('shortener: visits parameters and pages', () => {
   let planted = 0;
 
   before(async () => {
-    const res = await shortener.app.inject({ method: 'POST', url: '/api/links', payload: { url: 'https://example.com/visited' }, remoteAddress: uniqueIp() });
+    const res = await shortener.app.inject({
+      method: 'POST',
+      url: '/api/links',
+      payload: { url: 'https://example.com/visited' },
+      remoteAddress: uniqueIp(),
+    });
     code = (res.json() as { data: { code: string } }).data.code;
-    for (const agent of ['Mozilla/5.0 (X11; Linux x86_64; rv:121.0) Gecko/20100101 Firefox/121.0', 'Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)', 'curl/8.4.0']) {
-      assert.equal((await shortener.app.inject({ method: 'GET', url: `/${code}`, headers: { 'user-agent': agent }, remoteAddress: uniqueIp() })).statusCode, 302);
+    for (const agent of [
+      'Mozilla/5.0 (X11; Linux x86_64; rv:121.0) Gecko/20100101 Firefox/121.0',
+      'Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)',
+      'curl/8.4.0',
+    ]) {
+      assert.equal(
+        (await shortener.app.inject({ method: 'GET', url: `/${code}`, headers: { 'user-agent': agent }, remoteAddress: uniqueIp() }))
+          .statusCode,
+        302,
+      );
       planted += 1;
     }
   });
@@ -291,7 +323,7 @@ describe('shortener: visits parameters and pages', () => {
       if (form === 'Z') return { text: new Date(seconds).toISOString().replace('.000Z', 'Z'), ms: seconds };
       if (form === 'minutes') {
         const minute = Math.floor(ms / 60_000) * 60_000;
-        return { text: new Date(minute).toISOString().slice(0, 16) + 'Z', ms: minute };
+        return { text: `${new Date(minute).toISOString().slice(0, 16)}Z`, ms: minute };
       }
       if (form === 'fraction') return { text: new Date(ms).toISOString(), ms };
       const sign = form[0] === '-' ? -1 : 1;
@@ -356,17 +388,25 @@ describe('shortener: visits parameters and pages', () => {
     let runs = 0;
     const which = fc.constantFrom('from', 'to', 'interval');
     await fc.assert(
-      fc.asyncProperty(which, validTime, validTime, validInterval, invalidTime, invalidInterval, async (bad, from, to, interval, badTime, badInterval) => {
-        runs += 1;
-        const parts: Record<string, string | undefined> = { from: from.text, to: to.text, interval };
-        if (bad === 'interval') parts.interval = badInterval;
-        else parts[bad] = badTime;
-        const url = `/api/links/${code}/visits?${query(parts)}`;
-        const res = await shortener.app.inject({ method: 'GET', url });
-        assert.equal(res.statusCode, 400, `${url}: ${res.body}`);
-        const { message } = envelopeOf(res.body, 400);
-        assert.ok(message.startsWith(`${bad} must be`), `${url}: the message names ${bad}: ${message}`);
-      }),
+      fc.asyncProperty(
+        which,
+        validTime,
+        validTime,
+        validInterval,
+        invalidTime,
+        invalidInterval,
+        async (bad, from, to, interval, badTime, badInterval) => {
+          runs += 1;
+          const parts: Record<string, string | undefined> = { from: from.text, to: to.text, interval };
+          if (bad === 'interval') parts.interval = badInterval;
+          else parts[bad] = badTime;
+          const url = `/api/links/${code}/visits?${query(parts)}`;
+          const res = await shortener.app.inject({ method: 'GET', url, headers: TEST_ADMIN_AUTH });
+          assert.equal(res.statusCode, 400, `${url}: ${res.body}`);
+          const { message } = envelopeOf(res.body, 400);
+          assert.ok(message.startsWith(`${bad} must be`), `${url}: the message names ${bad}: ${message}`);
+        },
+      ),
       params(300),
     );
     assert.equal(await snapshot(), before, 'bad input changed nothing');
@@ -385,10 +425,12 @@ describe('shortener: visits parameters and pages', () => {
     });
     const time = fc.option(fc.oneof(validTime, nearNow), { nil: undefined });
     // Half the pairs are a range of 1 hour to 400 days before `to`, around both interval limits.
-    const relative = fc.tuple(fc.oneof(validTime, nearNow), fc.integer({ min: 1, max: 400 * 24 })).map(([to, hours]) => {
-      const ms = to.ms - hours * HOUR;
-      return [{ text: new Date(ms).toISOString(), ms }, to] as const;
-    })
+    const relative = fc
+      .tuple(fc.oneof(validTime, nearNow), fc.integer({ min: 1, max: 400 * 24 }))
+      .map(([to, hours]) => {
+        const ms = to.ms - hours * HOUR;
+        return [{ text: new Date(ms).toISOString(), ms }, to] as const;
+      })
       // An instant before 1970 is not a valid `from` (the other test covers it).
       .filter(([from]) => from.ms >= 0);
     const range = fc.oneof(fc.tuple(time, time), relative);
@@ -396,10 +438,19 @@ describe('shortener: visits parameters and pages', () => {
       fc.asyncProperty(range, validInterval, async ([from, to], interval) => {
         runs += 1;
         const url = `/api/links/${code}/visits?${query({ from: from?.text, to: to?.text, interval })}`;
-        const res = await shortener.app.inject({ method: 'GET', url });
+        const res = await shortener.app.inject({ method: 'GET', url, headers: TEST_ADMIN_AUTH });
         const step = interval === 'hour' ? HOUR : DAY;
         const toMs = to?.ms ?? undefined;
-        const body = res.json() as { message: string; data?: { from: string; to: string; interval: string; series: Array<{ start: string; visits: number }>; totals: { visits: number } } };
+        const body = res.json() as {
+          message: string;
+          data?: {
+            from: string;
+            to: string;
+            interval: string;
+            series: Array<{ start: string; visits: number }>;
+            totals: { visits: number };
+          };
+        };
         answered[res.statusCode] = (answered[res.statusCode] ?? 0) + 1;
         if (res.statusCode === 200) {
           const d = body.data!;
@@ -409,11 +460,18 @@ describe('shortener: visits parameters and pages', () => {
           if (from) assert.equal(fromUsed, from.ms, `${url}: from`);
           else assert.equal(fromUsed, toUsed - 30 * DAY, `${url}: from defaults to 30 days before to`);
           assert.equal(d.interval, interval ?? 'day');
-          assert.ok(fromUsed < toUsed && toUsed - fromUsed <= (interval === 'hour' ? 31 : 366) * DAY, `${url}: a range the rules refuse was answered`);
+          assert.ok(
+            fromUsed < toUsed && toUsed - fromUsed <= (interval === 'hour' ? 31 : 366) * DAY,
+            `${url}: a range the rules refuse was answered`,
+          );
           const first = Math.floor(fromUsed / step) * step;
           assert.equal(d.series.length, Math.ceil((toUsed - first) / step), `${url}: bucket count`);
-          d.series.forEach((b, i) => assert.equal(Date.parse(b.start), first + i * step, `${url}: bucket ${i}`));
-          assert.equal(d.totals.visits, d.series.reduce((s, b) => s + b.visits, 0), `${url}: totals = sum of the series`);
+          for (const [i, b] of d.series.entries()) assert.equal(Date.parse(b.start), first + i * step, `${url}: bucket ${i}`);
+          assert.equal(
+            d.totals.visits,
+            d.series.reduce((s, b) => s + b.visits, 0),
+            `${url}: totals = sum of the series`,
+          );
           assert.ok(d.totals.visits <= planted);
         } else {
           assert.equal(res.statusCode, 400, `${url}: ${res.body}`);
@@ -426,7 +484,7 @@ describe('shortener: visits parameters and pages', () => {
       params(400),
     );
     // The planted visits are found by a range that holds them.
-    const all = await shortener.app.inject({ method: 'GET', url: `/api/links/${code}/visits` });
+    const all = await shortener.app.inject({ method: 'GET', url: `/api/links/${code}/visits`, headers: TEST_ADMIN_AUTH });
     assert.equal((all.json() as { data: { totals: { visits: number } } }).data.totals.visits, planted);
     assert.equal(await snapshot(), before, 'reading visits changed nothing');
     reportFigures(t, 'property: shortener visits, valid parameters', { runs, seed, ...answered });
@@ -434,12 +492,13 @@ describe('shortener: visits parameters and pages', () => {
 
   test('pages: /stats/<anything> is the stats page of an existing code, else the not-found page (404, no query for a malformed code); nothing changes', async (t) => {
     const before = await snapshot();
-    const segment = fc.oneof(
-      fc.constant(code),
-      fc.stringMatching(/^[0-9a-zA-Z]{7}$/),
-      fc.string({ unit: 'binary', maxLength: 120 }).filter((s) => !LONE_SURROGATE.test(s) && s !== code),
-      fc.constantFrom('...', '..%2F..%2Fpackage.json', "abc'; DROP TABLE links; --", code.toLowerCase(), code + 'x', ` ${code}`),
-    )
+    const segment = fc
+      .oneof(
+        fc.constant(code),
+        fc.stringMatching(/^[0-9a-zA-Z]{7}$/),
+        fc.string({ unit: 'binary', maxLength: 120 }).filter((s) => !LONE_SURROGATE.test(s) && s !== code),
+        fc.constantFrom('...', '..%2F..%2Fpackage.json', "abc'; DROP TABLE links; --", code.toLowerCase(), `${code}x`, ` ${code}`),
+      )
       // `.` and `..` are resolved by the client (/stats/.. is /), as a browser does: not a code.
       .filter((s) => s !== '.' && s !== '..');
     const watch = watchQueries(shortener.pool);
@@ -459,7 +518,7 @@ describe('shortener: visits parameters and pages', () => {
             assert.equal(res.statusCode, 404, url);
             if (method === 'GET') assert.match(res.body, /<title>Link not found<\/title>/);
           }
-          if (!CODE_PATTERN.test(s)) assert.deepEqual(watch.queries, [], `${url}: a malformed code reached the database`);
+          if (!LINK_CODE_PATTERN.test(s)) assert.deepEqual(watch.queries, [], `${url}: a malformed code reached the database`);
         }),
         params(300),
       );
@@ -474,29 +533,37 @@ describe('shortener: visits parameters and pages', () => {
     const before = await snapshot();
     const ASSETS = Object.keys(SHORTENER_ASSETS);
     const served = fc.constantFrom('/', '/admin', ...ASSETS);
-    const queryText = fc.option(unicodeText(60).filter((s) => !LONE_SURROGATE.test(s)), { nil: undefined });
-    const otherAsset = fc.oneof(
-      fc.string({ unit: 'binary', maxLength: 80 }).filter((s) => !LONE_SURROGATE.test(s)).map((s) => `/assets/${encodeURIComponent(s)}`),
-      fc.constantFrom(
-        '/assets/',
-        '/assets/shortener/index.html',
-        '/assets/shortener/stats.html',
-        '/assets/serve.ts',
-        '/assets/vendor/uPlot.iife.js',
-        '/assets/../package.json',
-        '/assets/%2e%2e/%2e%2e/package.json',
-        '/assets/shortener/..%2f..%2f..%2fsrc%2fcli.ts',
-        '/assets/STYLE.CSS',
-        '/assets/style.css/',
-        '/assets/style.css%00',
-      ),
-    ).filter((p) => !ASSETS.includes(p));
+    const queryText = fc.option(
+      unicodeText(60).filter((s) => !LONE_SURROGATE.test(s)),
+      { nil: undefined },
+    );
+    const otherAsset = fc
+      .oneof(
+        fc
+          .string({ unit: 'binary', maxLength: 80 })
+          .filter((s) => !LONE_SURROGATE.test(s))
+          .map((s) => `/assets/${encodeURIComponent(s)}`),
+        fc.constantFrom(
+          '/assets/',
+          '/assets/shortener/index.html',
+          '/assets/shortener/stats.html',
+          '/assets/serve.ts',
+          '/assets/vendor/uPlot.iife.js',
+          '/assets/../package.json',
+          '/assets/%2e%2e/%2e%2e/package.json',
+          '/assets/shortener/..%2f..%2f..%2fsrc%2fdev%2fcli.ts',
+          '/assets/STYLE.CSS',
+          '/assets/style.css/',
+          '/assets/style.css%00',
+        ),
+      )
+      .filter((p) => !ASSETS.includes(p));
     let runs = 0;
     await fc.assert(
       fc.asyncProperty(served, queryText, otherAsset, fc.constantFrom('POST', 'PUT', 'DELETE', 'PATCH'), async (path, q, other, method) => {
         runs += 1;
         const url = q === undefined ? path : `${path}?x=${encodeURIComponent(q)}`;
-        const res = await shortener.app.inject({ method: 'GET', url });
+        const res = await shortener.app.inject({ method: 'GET', url, headers: TEST_ADMIN_AUTH });
         assert.equal(res.statusCode, 200, `${url}: ${res.body.slice(0, 200)}`);
         assert.ok(res.body.length > 0);
         const missing = await shortener.app.inject({ method: 'GET', url: other });

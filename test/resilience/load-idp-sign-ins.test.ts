@@ -44,7 +44,12 @@ test(`${SIGN_INS} concurrent idp sign-ins: REST reads keep their database connec
     Array.from({ length: SIGN_INS }, (_, i) =>
       send(
         target,
-        { method: 'POST', path: '/auth/v1/token?grant_type=password', headers: { apikey: IDP_KEYS.publishable }, json: { email, password: i % 2 ? PASSWORD : 'wrong-password-1' } },
+        {
+          method: 'POST',
+          path: '/auth/v1/token?grant_type=password',
+          headers: { apikey: IDP_KEYS.publishable },
+          json: { email, password: i % 2 ? PASSWORD : 'wrong-password-1' },
+        },
         120_000,
       ),
     ),
@@ -53,7 +58,11 @@ test(`${SIGN_INS} concurrent idp sign-ins: REST reads keep their database connec
   const reads = Promise.all(
     Array.from({ length: READS }, async (_, i) => {
       await new Promise((resolve) => setTimeout(resolve, 10 * i));
-      return send({ url: idp!.url, agent: false }, { path: '/rest/v1/notes?select=id&limit=1', headers: { apikey: IDP_KEYS.secret } }, 60_000);
+      return send(
+        { url: idp!.url, agent: false },
+        { path: '/rest/v1/notes?select=id&limit=1', headers: { apikey: IDP_KEYS.secret } },
+        60_000,
+      );
     }),
   );
   const [signInOutcomes, readOutcomes] = await Promise.all([signIns, reads]);
@@ -66,7 +75,10 @@ test(`${SIGN_INS} concurrent idp sign-ins: REST reads keep their database connec
   };
   const signInStatuses = count(signInOutcomes);
   const readStatuses = count(readOutcomes);
-  assert.ok(Object.keys(signInStatuses).every((s) => ['200', '400', '503'].includes(s)), JSON.stringify(signInStatuses));
+  assert.ok(
+    Object.keys(signInStatuses).every((s) => ['200', '400', '503'].includes(s)),
+    JSON.stringify(signInStatuses),
+  );
   for (const o of signInOutcomes) if (o.ok && o.status === 503) assert.ok(Number(o.headers['retry-after']) >= 1, 'Retry-After on a 503');
   assert.deepEqual(readStatuses, { 200: READS });
   reportFigures(t, `${SIGN_INS} concurrent idp sign-ins with REST reads opening database connections`, {

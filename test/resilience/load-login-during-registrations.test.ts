@@ -34,7 +34,11 @@ after(async () => {
 });
 
 async function loginMs(target: Target, email: string, ip: string): Promise<number> {
-  const outcome = await send(target, { method: 'POST', path: '/auth/login', json: { email, password: PASSWORD }, headers: { 'x-forwarded-for': ip } }, 60_000);
+  const outcome = await send(
+    target,
+    { method: 'POST', path: '/auth/login', json: { email, password: PASSWORD }, headers: { 'x-forwarded-for': ip } },
+    60_000,
+  );
   assert.ok(outcome.ok && outcome.status === 200, JSON.stringify(outcome));
   return outcome.ms;
 }
@@ -53,7 +57,12 @@ for (const [label, sameIp] of [
       Array.from({ length: FLOOD }, (_, i) =>
         send(
           target,
-          { method: 'POST', path: '/auth/register', json: { name: 'Flood', email: uniqueEmail('flood'), password: PASSWORD }, headers: { 'x-forwarded-for': sameIp ? ips(0) : ips(i) } },
+          {
+            method: 'POST',
+            path: '/auth/register',
+            json: { name: 'Flood', email: uniqueEmail('flood'), password: PASSWORD },
+            headers: { 'x-forwarded-for': sameIp ? ips(0) : ips(i) },
+          },
           120_000,
         ),
       ),
@@ -65,7 +74,10 @@ for (const [label, sameIp] of [
     (target.agent as { destroy(): void }).destroy();
     const statuses: Record<string, number> = {};
     for (const o of outcomes) statuses[o.ok ? String(o.status) : o.error] = (statuses[o.ok ? String(o.status) : o.error] ?? 0) + 1;
-    assert.ok(Object.keys(statuses).every((s) => ['201', '429', '503'].includes(s)), JSON.stringify(statuses));
+    assert.ok(
+      Object.keys(statuses).every((s) => ['201', '429', '503'].includes(s)),
+      JSON.stringify(statuses),
+    );
     if (sameIp) assert.deepEqual(statuses, { 201: 10, 429: FLOOD - 10 });
     reportFigures(t, `login during ${FLOOD} concurrent registrations from ${label}`, {
       login_quiet_ms: round(quietMs),

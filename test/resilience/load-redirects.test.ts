@@ -87,9 +87,15 @@ test('10,000 concurrent redirects over two instances: every one a 302, clicks ==
   const clicks = new Map(rows.map((r) => [r.code, r.clicks]));
   const mismatched = codes.filter((c) => (clicks.get(c) ?? 0) !== redirects.get(c));
   const total = rows.reduce((sum, r) => sum + r.clicks, 0);
-  const visitRows = await queryOnce<{ code: string; visits: number }>(db.url, 'SELECT code, sum(visits)::int AS visits FROM visit_counts GROUP BY code');
+  const visitRows = await queryOnce<{ code: string; visits: number }>(
+    db.url,
+    'SELECT code, sum(visits)::int AS visits FROM visit_counts GROUP BY code',
+  );
   const visitsMismatched = codes.filter((c) => (visitRows.find((r) => r.code === c)?.visits ?? 0) !== redirects.get(c));
-  const classRows = await queryOnce<{ class: string; visits: number }>(db.url, 'SELECT class, sum(visits)::int AS visits FROM visit_counts GROUP BY class');
+  const classRows = await queryOnce<{ class: string; visits: number }>(
+    db.url,
+    'SELECT class, sum(visits)::int AS visits FROM visit_counts GROUP BY class',
+  );
 
   reportFigures(t, '10,000 concurrent redirects, 2 instances', {
     redirects: REDIRECTS,

@@ -45,7 +45,9 @@ test('20 concurrent registrations of one email in mixed case: exactly one 201', 
 
   const started = performance.now();
   const outcomes = await Promise.all(
-    emails.map((email, i) => send(target, { method: 'POST', path: '/auth/register', json: { name: `Racer ${i}`, email, password: 'race-password-1' } }, 60_000)),
+    emails.map((email, i) =>
+      send(target, { method: 'POST', path: '/auth/register', json: { name: `Racer ${i}`, email, password: 'race-password-1' } }, 60_000),
+    ),
   );
   const elapsedMs = performance.now() - started;
   (target.agent as { destroy(): void }).destroy();

@@ -48,7 +48,8 @@ describe('through PgBouncer (pool_mode = transaction)', { skip }, () => {
   const processes: ServiceProcess[] = [];
 
   before(async () => {
-    if (binary === undefined) throw new Error('pgbouncer not found (/usr/sbin/pgbouncer or PATH): CI must install it (apt-get install -y pgbouncer)');
+    if (binary === undefined)
+      throw new Error('pgbouncer not found (/usr/sbin/pgbouncer or PATH): CI must install it (apt-get install -y pgbouncer)');
     // Shortener and accounts start on empty databases: their two instances migrate at once.
     shortenerDb = await freshDatabase('pgb_shortener', []);
     accountsDb = await freshDatabase('pgb_accounts', []);
@@ -112,7 +113,11 @@ describe('through PgBouncer (pool_mode = transaction)', { skip }, () => {
       await Promise.all([...pools, traffic].map((p) => p.end()));
     }
     const [rows] = await queryOnce<{ n: number }>(migrationsDb.url, 'SELECT count(*)::int AS n FROM pooled_once');
-    const recorded = await queryOnce<{ name: string }>(migrationsDb.url, 'SELECT name FROM schema_migrations WHERE scope = $1 ORDER BY name', [scope]);
+    const recorded = await queryOnce<{ name: string }>(
+      migrationsDb.url,
+      'SELECT name FROM schema_migrations WHERE scope = $1 ORDER BY name',
+      [scope],
+    );
     reportFigures(t, 'concurrent migrations through PgBouncer', {
       runs: 2,
       applied: results.map((r) => r.length).join('+'),
@@ -130,7 +135,10 @@ describe('through PgBouncer (pool_mode = transaction)', { skip }, () => {
 
   test(`shortener: two instances start at once, then ${REDIRECTS} concurrent redirects: every one a 302, clicks == 302s per code`, async (t) => {
     const instances = await startTwo(() => startShortener(bouncer.url(shortenerDb.name), { env: UNNAMED }));
-    const migrated = await queryOnce<{ name: string }>(shortenerDb.url, "SELECT name FROM schema_migrations WHERE scope = 'shortener' ORDER BY name");
+    const migrated = await queryOnce<{ name: string }>(
+      shortenerDb.url,
+      "SELECT name FROM schema_migrations WHERE scope = 'shortener' ORDER BY name",
+    );
     assert.deepEqual(
       migrated.map((r) => r.name),
       (await shortenerMigrations()).map((m) => m.name),
@@ -156,7 +164,10 @@ describe('through PgBouncer (pool_mode = transaction)', { skip }, () => {
     outcomes.forEach((o, i) => {
       if (o.ok && o.status === 302) redirects.set(visits[i]!, redirects.get(visits[i]!)! + 1);
     });
-    const rows = await queryOnce<{ code: string; clicks: number }>(shortenerDb.url, 'SELECT code, clicks FROM links WHERE clicks > 0 ORDER BY code');
+    const rows = await queryOnce<{ code: string; clicks: number }>(
+      shortenerDb.url,
+      'SELECT code, clicks FROM links WHERE clicks > 0 ORDER BY code',
+    );
     const clicks = new Map(rows.map((r) => [r.code, r.clicks]));
     const mismatched = codes.filter((c) => (clicks.get(c) ?? 0) !== redirects.get(c));
     const total = rows.reduce((sum, r) => sum + r.clicks, 0);
@@ -173,7 +184,10 @@ describe('through PgBouncer (pool_mode = transaction)', { skip }, () => {
     assert.equal(total, REDIRECTS, 'clicks stored == 302s received');
     assert.deepEqual(mismatched, [], 'codes whose clicks differ from their 302s');
     // Each click's visit is written by the same statement, through the transaction pooler too.
-    const [stored] = await queryOnce<{ visits: number }>(shortenerDb.url, 'SELECT coalesce(sum(visits), 0)::int AS visits FROM visit_counts');
+    const [stored] = await queryOnce<{ visits: number }>(
+      shortenerDb.url,
+      'SELECT coalesce(sum(visits), 0)::int AS visits FROM visit_counts',
+    );
     assert.equal(stored!.visits, REDIRECTS, 'visits stored == 302s received');
   });
 
@@ -191,12 +205,16 @@ describe('through PgBouncer (pool_mode = transaction)', { skip }, () => {
     const address = `race.${randomBytes(4).toString('hex')}@example.com`;
     const password = 'pooled-password-1';
     // Twenty different casings of one address (the bits of i pick which letters are upper case).
-    const emails = Array.from({ length: RACERS }, (_, i) => [...address].map((ch, k) => ((i >> k % 5) & 1 ? ch.toUpperCase() : ch)).join(''));
+    const emails = Array.from({ length: RACERS }, (_, i) =>
+      [...address].map((ch, k) => ((i >> (k % 5)) & 1 ? ch.toUpperCase() : ch)).join(''),
+    );
     assert.equal(new Set(emails).size, RACERS);
 
     const started = performance.now();
     const registrations = await Promise.all(
-      emails.map((email, i) => send(targets[i % 2]!, { method: 'POST', path: '/auth/register', json: { name: `Racer ${i}`, email, password } }, 60_000)),
+      emails.map((email, i) =>
+        send(targets[i % 2]!, { method: 'POST', path: '/auth/register', json: { name: `Racer ${i}`, email, password } }, 60_000),
+      ),
     );
     const elapsedMs = performance.now() - started;
     const registered = statusCounts(registrations);
@@ -207,12 +225,16 @@ describe('through PgBouncer (pool_mode = transaction)', { skip }, () => {
     // Login and profile read the account with the queries the service names; unnamed through the
     // pooler they work on every instance, however often the server connection changes.
     const logins = await Promise.all(
-      Array.from({ length: 6 }, (_, i) => send(targets[i % 2]!, { method: 'POST', path: '/auth/login', json: { email: address, password } }, 60_000)),
+      Array.from({ length: 6 }, (_, i) =>
+        send(targets[i % 2]!, { method: 'POST', path: '/auth/login', json: { email: address, password } }, 60_000),
+      ),
     );
     assert.deepEqual(statusCounts(logins), { 200: 6 });
     const token = (jsonOf(logins[0]!) as { data: { token: string } }).data.token;
     const profiles = await Promise.all(
-      Array.from({ length: 200 }, (_, i) => send(targets[i % 2]!, { path: '/auth/me', headers: { authorization: `Bearer ${token}` } }, 60_000)),
+      Array.from({ length: 200 }, (_, i) =>
+        send(targets[i % 2]!, { path: '/auth/me', headers: { authorization: `Bearer ${token}` } }, 60_000),
+      ),
     );
     for (const target of targets) (target.agent as { destroy(): void }).destroy();
     const profileStatuses = statusCounts(profiles);
@@ -243,7 +265,9 @@ describe('through PgBouncer (pool_mode = transaction)', { skip }, () => {
     );
     const elapsedMs = performance.now() - started;
     const listings = await Promise.all(
-      users.flatMap((user) => targets.map((target) => send(target, { path: '/notes', headers: { authorization: `Bearer ${user.token}` } }, 60_000))),
+      users.flatMap((user) =>
+        targets.map((target) => send(target, { path: '/notes', headers: { authorization: `Bearer ${user.token}` } }, 60_000)),
+      ),
     );
     for (const target of targets) (target.agent as { destroy(): void }).destroy();
 
@@ -253,7 +277,10 @@ describe('through PgBouncer (pool_mode = transaction)', { skip }, () => {
       const user = Math.floor(k / 2);
       return { user, foreign: rows.filter((r) => r.user_id !== users[user]!.id).length, titles: rows.map((r) => r.title).sort() };
     });
-    const owners = await queryOnce<{ user_id: string; n: number }>(idpDb.url, 'SELECT user_id, count(*)::int AS n FROM public.notes GROUP BY user_id ORDER BY n');
+    const owners = await queryOnce<{ user_id: string; n: number }>(
+      idpDb.url,
+      'SELECT user_id, count(*)::int AS n FROM public.notes GROUP BY user_id ORDER BY n',
+    );
     reportFigures(t, 'notes isolation, 2 idp instances through PgBouncer', {
       creates: NOTES_PER_USER * users.length,
       listed_per_user: seen.map((s) => s.titles.length).join('+'),

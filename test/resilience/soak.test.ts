@@ -233,16 +233,52 @@ describe('soak', { concurrency: false }, () => {
     // (each one hash) are 3 in every 10,000 requests: 60 in all.
     const plan = (i: number): Planned => {
       const slot = i % 100;
-      if (i % 10_000 === 1) return { kind: 'register', target, expect: [201], spec: { method: 'POST', path: '/auth/register', json: { name: 'Soak', email: uniqueEmail('soak'), password: 'soak-password-1' } } };
-      if (i % 10_000 === 2) return { kind: 'login', target, expect: [200], spec: { method: 'POST', path: '/auth/login', json: { email, password: 'resilience-pw-1' } } };
-      if (i % 10_000 === 3) return { kind: 'login failed', target, expect: [401], spec: { method: 'POST', path: '/auth/login', json: { email: uniqueEmail('nobody'), password: 'wrong-password-1' } } };
+      if (i % 10_000 === 1)
+        return {
+          kind: 'register',
+          target,
+          expect: [201],
+          spec: { method: 'POST', path: '/auth/register', json: { name: 'Soak', email: uniqueEmail('soak'), password: 'soak-password-1' } },
+        };
+      if (i % 10_000 === 2)
+        return {
+          kind: 'login',
+          target,
+          expect: [200],
+          spec: { method: 'POST', path: '/auth/login', json: { email, password: 'resilience-pw-1' } },
+        };
+      if (i % 10_000 === 3)
+        return {
+          kind: 'login failed',
+          target,
+          expect: [401],
+          spec: { method: 'POST', path: '/auth/login', json: { email: uniqueEmail('nobody'), password: 'wrong-password-1' } },
+        };
       if (slot < 80) return { kind: 'me', target, expect: [200], spec: { path: '/auth/me', headers: bearer(userToken) } };
-      if (slot < 88) return { kind: 'admin list', target, expect: [200], spec: { path: `/admin/users?per_page=5&page=${1 + (i % 3)}`, headers: bearer(adminToken) } };
+      if (slot < 88)
+        return {
+          kind: 'admin list',
+          target,
+          expect: [200],
+          spec: { path: `/admin/users?per_page=5&page=${1 + (i % 3)}`, headers: bearer(adminToken) },
+        };
       if (slot < 90) return { kind: 'admin as user', target, expect: [403], spec: { path: '/admin/users', headers: bearer(userToken) } };
       if (slot < 93) return { kind: 'forged token', target, expect: [401], spec: { path: '/auth/me', headers: bearer(forged) } };
       if (slot < 95) return { kind: 'no token', target, expect: [401], spec: { path: '/auth/me' } };
-      if (slot < 97) return { kind: 'register invalid', target, expect: [400], spec: { method: 'POST', path: '/auth/register', json: { name: 'Soak', email: `bad-${i}@example.com`, password: 'short' } } };
-      if (slot < 99) return { kind: 'login invalid', target, expect: [400], spec: { method: 'POST', path: '/auth/login', json: { email: 'not-an-email', password: 'whatever-1' } } };
+      if (slot < 97)
+        return {
+          kind: 'register invalid',
+          target,
+          expect: [400],
+          spec: { method: 'POST', path: '/auth/register', json: { name: 'Soak', email: `bad-${i}@example.com`, password: 'short' } },
+        };
+      if (slot < 99)
+        return {
+          kind: 'login invalid',
+          target,
+          expect: [400],
+          spec: { method: 'POST', path: '/auth/login', json: { email: 'not-an-email', password: 'whatever-1' } },
+        };
       return { kind: 'unknown route', target, expect: [404], spec: { path: '/nowhere' } };
     };
     await soak(t, 'accounts soak', [accounts], REQUESTS, plan);
@@ -269,17 +305,46 @@ describe('soak', { concurrency: false }, () => {
     const plan = (i: number): Planned => {
       const user = users[i % users.length]!;
       const auth = { authorization: `Bearer ${user.token}` };
-      if (i % 2000 === 7) return { kind: 'login', target, expect: [200], spec: { method: 'POST', path: '/auth/login', json: { email: user.email, password: NOTES_PASSWORD } } };
+      if (i % 2000 === 7)
+        return {
+          kind: 'login',
+          target,
+          expect: [200],
+          spec: { method: 'POST', path: '/auth/login', json: { email: user.email, password: NOTES_PASSWORD } },
+        };
       const slot = i % 20;
       if (slot < 6) return { kind: 'list', target, expect: [200], spec: { path: '/notes', headers: auth } };
-      if (slot < 10) return { kind: 'create', target, expect: [201], spec: { method: 'POST', path: '/notes', json: { title: `soak ${i}`, body: 'x'.repeat(200) }, headers: auth } };
+      if (slot < 10)
+        return {
+          kind: 'create',
+          target,
+          expect: [201],
+          spec: { method: 'POST', path: '/notes', json: { title: `soak ${i}`, body: 'x'.repeat(200) }, headers: auth },
+        };
       if (slot < 14) {
         const id = user.ids.shift();
-        return { kind: 'delete', target, expect: id === undefined ? [404] : [200], spec: { method: 'DELETE', path: `/notes/${id ?? 9_000_000_000}`, headers: auth } };
+        return {
+          kind: 'delete',
+          target,
+          expect: id === undefined ? [404] : [200],
+          spec: { method: 'DELETE', path: `/notes/${id ?? 9_000_000_000}`, headers: auth },
+        };
       }
       if (slot < 16) return { kind: 'no bearer', target, expect: [401], spec: { path: '/notes' } };
-      if (slot < 17) return { kind: 'invalid token', target, expect: [401], spec: { path: '/notes', headers: { authorization: `Bearer ${user.token.slice(0, -4)}AAAA` } } };
-      if (slot < 18) return { kind: 'register invalid', target, expect: [400], spec: { method: 'POST', path: '/auth/register', json: { email: 'x@example.com' } } };
+      if (slot < 17)
+        return {
+          kind: 'invalid token',
+          target,
+          expect: [401],
+          spec: { path: '/notes', headers: { authorization: `Bearer ${user.token.slice(0, -4)}AAAA` } },
+        };
+      if (slot < 18)
+        return {
+          kind: 'register invalid',
+          target,
+          expect: [400],
+          spec: { method: 'POST', path: '/auth/register', json: { email: 'x@example.com' } },
+        };
       if (slot < 19) return { kind: 'unknown route', target, expect: [404], spec: { path: '/nowhere' } };
       return { kind: 'readyz', target, expect: [200], spec: { path: '/readyz' } };
     };

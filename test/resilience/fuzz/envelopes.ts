@@ -4,9 +4,7 @@
 
 export type ServiceName = 'shortener' | 'accounts' | 'notes' | 'idp';
 
-export type BodyVerdict =
-  | { ok: true; kind: 'envelope' | 'framework' | 'no-body' | 'success' | 'page' }
-  | { ok: false; problem: string };
+export type BodyVerdict = { ok: true; kind: 'envelope' | 'framework' | 'no-body' | 'success' | 'page' } | { ok: false; problem: string };
 
 const keysOf = (o: Record<string, unknown>) => Object.keys(o).sort().join(',');
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -65,10 +63,15 @@ export function checkResponseBody(
       return { ok: false, problem: `a ${status} says JSON but its body does not parse: ${text.slice(0, 120)}` };
     }
   }
-  // The one HTML error: the shortener's stats page of an unknown, malformed or deleted code is its
-  // "Link not found" page, with a 404 (docs/shortener.md, Web pages).
-  if (service === 'shortener' && status === 404 && method === 'GET' && path.startsWith('/stats/') && /^text\/html/i.test(contentType ?? '')) {
-    return text.includes('<title>Link not found</title>') ? { ok: true, kind: 'page' } : { ok: false, problem: `a 404 page that is not the not-found page: ${text.slice(0, 120)}` };
+  // The shortener's HTML errors, for a browser (Accept naming text/html): the stats page of an
+  // unknown code is its "Link not found" page (404), and a short link that leads nowhere answers
+  // the page saying why, 404 or 410 (docs/shortener.md, Web pages). Any other HTML error is wrong.
+  if (service === 'shortener' && (status === 404 || status === 410) && method === 'GET' && /^text\/html/i.test(contentType ?? '')) {
+    const title = /<title>([^<]*)<\/title>/.exec(text)?.[1];
+    const pages = status === 404 ? ['Link not found'] : path.startsWith('/stats/') ? [] : ['Link disabled', 'Link expired', 'Link used up'];
+    return title !== undefined && pages.includes(title) && !path.startsWith('/api/') && !LEAKS.test(text)
+      ? { ok: true, kind: 'page' }
+      : { ok: false, problem: `a ${status} page that is not a dead-link page: ${text.slice(0, 120)}` };
   }
   if (!isJson) return { ok: false, problem: `a ${status} is not JSON (content-type ${contentType ?? 'none'}): ${text.slice(0, 120)}` };
   let body: unknown;

@@ -1,13 +1,7 @@
 // Forged and mangled JWTs. Each attack starts from a real token (its header and claims), so only
 // the attack itself differs from what the service would accept. Signing is done with node:crypto
 // directly: a JWT library would refuse to produce most of these.
-import {
-  createHmac,
-  createPublicKey,
-  generateKeyPairSync,
-  type KeyObject,
-  sign as cryptoSign,
-} from 'node:crypto';
+import { createHmac, createPublicKey, generateKeyPairSync, type KeyObject, sign as cryptoSign } from 'node:crypto';
 import { toLowSEs256Signature } from '../../../src/kit/jws.js';
 
 export type Json = Record<string, unknown>;
@@ -152,7 +146,12 @@ export function idpCorpus(ctx: {
   const jwk = pub.export({ format: 'jwk' });
   const ours = (changes: Json, extraHeader: Json = {}) =>
     asymToken('ES256', ctx.signingKey, { typ: 'JWT', kid, ...extraHeader }, { ...fresh, ...changes });
-  const bad = (label: string, token: string, restCode: Attack['restCode'] = 'PGRST301'): Attack => ({ label, token, userApi: BAD_JWT, restCode });
+  const bad = (label: string, token: string, restCode: Attack['restCode'] = 'PGRST301'): Attack => ({
+    label,
+    token,
+    userApi: BAD_JWT,
+    restCode,
+  });
 
   const attacks: Attack[] = [
     bad('alg none, empty signature', `${b64url({ alg: 'none', typ: 'JWT' })}.${b64url(fresh)}.`),
@@ -166,7 +165,9 @@ export function idpCorpus(ctx: {
     bad('HS256 keyed with the public key (JWK text)', hmacToken('HS256', { typ: 'JWT', kid }, fresh, JSON.stringify(jwk))),
     bad('HS256 keyed with the public x coordinate', hmacToken('HS256', { typ: 'JWT', kid }, fresh, String(jwk.x))),
     ...ctx.apiKeys.flatMap((key, i) =>
-      (['HS256', 'HS384', 'HS512'] as const).map((alg) => bad(`${alg} keyed with API key #${i + 1}`, hmacToken(alg, { typ: 'JWT', kid }, fresh, key))),
+      (['HS256', 'HS384', 'HS512'] as const).map((alg) =>
+        bad(`${alg} keyed with API key #${i + 1}`, hmacToken(alg, { typ: 'JWT', kid }, fresh, key)),
+      ),
     ),
     bad('RS256 from an attacker key under our kid', asymToken('RS256', attacker.rsa, { typ: 'JWT', kid }, fresh)),
     bad('PS256 from an attacker key under our kid', asymToken('PS256', attacker.rsa, { typ: 'JWT', kid }, fresh)),
@@ -176,11 +177,23 @@ export function idpCorpus(ctx: {
     bad('ES256 from an attacker key, no kid', asymToken('ES256', attacker.p256, { typ: 'JWT' }, fresh)),
     bad('our key under a wrong kid', ours({}, { kid: 'attacker-kid' })),
     bad('our key under a path-traversal kid', ours({}, { kid: '../../../../dev/null' })),
-    bad("our key under a SQL kid", ours({}, { kid: "x' OR '1'='1" })),
-    bad('jku pointing at an attacker key set (attacker-signed)', asymToken('ES256', attacker.p256, { typ: 'JWT', kid, jku: 'http://127.0.0.1:9/attacker/jwks.json' }, fresh)),
-    bad('x5u pointing at an attacker certificate (attacker-signed)', asymToken('ES256', attacker.p256, { typ: 'JWT', kid, x5u: 'http://127.0.0.1:9/attacker.pem' }, fresh)),
-    bad('jwk embedding the attacker key (attacker-signed)', asymToken('ES256', attacker.p256, { typ: 'JWT', kid, jwk: publicJwk(attacker.p256) }, fresh)),
-    bad('jwk embedding an attacker RSA key (attacker-signed)', asymToken('RS256', attacker.rsa, { typ: 'JWT', jwk: publicJwk(attacker.rsa) }, fresh)),
+    bad('our key under a SQL kid', ours({}, { kid: "x' OR '1'='1" })),
+    bad(
+      'jku pointing at an attacker key set (attacker-signed)',
+      asymToken('ES256', attacker.p256, { typ: 'JWT', kid, jku: 'http://127.0.0.1:9/attacker/jwks.json' }, fresh),
+    ),
+    bad(
+      'x5u pointing at an attacker certificate (attacker-signed)',
+      asymToken('ES256', attacker.p256, { typ: 'JWT', kid, x5u: 'http://127.0.0.1:9/attacker.pem' }, fresh),
+    ),
+    bad(
+      'jwk embedding the attacker key (attacker-signed)',
+      asymToken('ES256', attacker.p256, { typ: 'JWT', kid, jwk: publicJwk(attacker.p256) }, fresh),
+    ),
+    bad(
+      'jwk embedding an attacker RSA key (attacker-signed)',
+      asymToken('RS256', attacker.rsa, { typ: 'JWT', jwk: publicJwk(attacker.rsa) }, fresh),
+    ),
     bad('crit naming an unknown extension (our key)', ours({}, { crit: ['exp-v2'], 'exp-v2': true })),
     bad('ES256 signature DER-encoded (our key)', asymToken('ES256', ctx.signingKey, { typ: 'JWT', kid }, fresh, { der: true })),
     bad('signature malleated: s replaced by n − s (high s)', malleated(ctx.realToken)),
@@ -191,15 +204,30 @@ export function idpCorpus(ctx: {
     bad('exp as a string (our key)', ours({ exp: String(now + 3600) })),
     bad('not valid before two minutes from now (our key)', ours({ nbf: now + 120 }), 'PGRST303'),
     bad('issued two minutes in the future (our key)', ours({ iat: now + 120 }), 'PGRST303'),
-    { label: 'audience "anon" (our key)', token: ours({ aud: 'anon' }), userApi: { status: 400, code: 'validation_failed' }, restCode: 'PGRST303' },
-    { label: 'audience missing (our key)', token: ours({ aud: undefined }), userApi: { status: 400, code: 'validation_failed' }, restCode: 'PGRST303' },
+    {
+      label: 'audience "anon" (our key)',
+      token: ours({ aud: 'anon' }),
+      userApi: { status: 400, code: 'validation_failed' },
+      restCode: 'PGRST303',
+    },
+    {
+      label: 'audience missing (our key)',
+      token: ours({ aud: undefined }),
+      userApi: { status: 400, code: 'validation_failed' },
+      restCode: 'PGRST303',
+    },
     ...mangled(ctx.realToken, ctx.otherToken, (c) => ({ ...c, role: 'service_role' })).map(([label, token]) => bad(label, token)),
   ];
   return attacks;
 }
 
 /** Tokens for accounts: HS256 with JWT_SECRET, claims id and role. */
-export function accountsCorpus(ctx: { realToken: string; otherToken: string; secret: string; nowSeconds: number }): Array<[string, string]> {
+export function accountsCorpus(ctx: {
+  realToken: string;
+  otherToken: string;
+  secret: string;
+  nowSeconds: number;
+}): Array<[string, string]> {
   const claims = decodePart(ctx.realToken, 1);
   const attacker = attackerKeys();
   const now = ctx.nowSeconds;
@@ -219,14 +247,35 @@ export function accountsCorpus(ctx: { realToken: string; otherToken: string; sec
     ['ES256 from an attacker key', asymToken('ES256', attacker.p256, { typ: 'JWT' }, admin)],
     ['EdDSA from an attacker key', asymToken('EdDSA', attacker.ed25519, { typ: 'JWT' }, admin)],
     ['wrong kid, attacker secret', hmacToken('HS256', { typ: 'JWT', kid: 'attacker' }, admin, attackerSecret)],
-    ['jku pointing at an attacker key set (attacker-signed)', asymToken('RS256', attacker.rsa, { typ: 'JWT', jku: 'http://127.0.0.1:9/jwks.json', kid: 'a' }, admin)],
-    ['x5u pointing at an attacker certificate (attacker-signed)', asymToken('RS256', attacker.rsa, { typ: 'JWT', x5u: 'http://127.0.0.1:9/a.pem' }, admin)],
-    ['jwk embedding the attacker key (attacker-signed)', asymToken('ES256', attacker.p256, { typ: 'JWT', jwk: publicJwk(attacker.p256) }, admin)],
-    ['jwk embedding an attacker oct key', hmacToken('HS256', { typ: 'JWT', jwk: { kty: 'oct', k: Buffer.from(attackerSecret).toString('base64url') } }, admin, attackerSecret)],
-    ['crit naming an unknown extension (real secret)', hmacToken('HS256', { typ: 'JWT', crit: ['exp-v2'], 'exp-v2': true }, { ...claims, iat: now, exp: now + 3600 }, ctx.secret)],
+    [
+      'jku pointing at an attacker key set (attacker-signed)',
+      asymToken('RS256', attacker.rsa, { typ: 'JWT', jku: 'http://127.0.0.1:9/jwks.json', kid: 'a' }, admin),
+    ],
+    [
+      'x5u pointing at an attacker certificate (attacker-signed)',
+      asymToken('RS256', attacker.rsa, { typ: 'JWT', x5u: 'http://127.0.0.1:9/a.pem' }, admin),
+    ],
+    [
+      'jwk embedding the attacker key (attacker-signed)',
+      asymToken('ES256', attacker.p256, { typ: 'JWT', jwk: publicJwk(attacker.p256) }, admin),
+    ],
+    [
+      'jwk embedding an attacker oct key',
+      hmacToken('HS256', { typ: 'JWT', jwk: { kty: 'oct', k: Buffer.from(attackerSecret).toString('base64url') } }, admin, attackerSecret),
+    ],
+    [
+      'crit naming an unknown extension (real secret)',
+      hmacToken('HS256', { typ: 'JWT', crit: ['exp-v2'], 'exp-v2': true }, { ...claims, iat: now, exp: now + 3600 }, ctx.secret),
+    ],
     ['expired by one second (real secret)', hmacToken('HS256', { typ: 'JWT' }, { ...claims, iat: now - 3601, exp: now - 1 }, ctx.secret)],
-    ['not valid before two minutes from now (real secret)', hmacToken('HS256', { typ: 'JWT' }, { ...claims, iat: now, nbf: now + 120, exp: now + 3600 }, ctx.secret)],
-    ['issued two minutes in the future (real secret)', hmacToken('HS256', { typ: 'JWT' }, { ...claims, iat: now + 120, exp: now + 3600 }, ctx.secret)],
+    [
+      'not valid before two minutes from now (real secret)',
+      hmacToken('HS256', { typ: 'JWT' }, { ...claims, iat: now, nbf: now + 120, exp: now + 3600 }, ctx.secret),
+    ],
+    [
+      'issued two minutes in the future (real secret)',
+      hmacToken('HS256', { typ: 'JWT' }, { ...claims, iat: now + 120, exp: now + 3600 }, ctx.secret),
+    ],
     ...mangled(ctx.realToken, ctx.otherToken, (c) => ({ ...c, role: 'admin' })),
   ];
 }

@@ -43,7 +43,15 @@ export function keepAliveClient(baseUrl: string, maxSockets: number) {
         let client: http.ClientRequest;
         try {
           client = http.request(
-            { host: url.hostname, port: url.port, method: req.method, path: req.path, headers: req.headers, agent, setHost: req.headers.host === undefined },
+            {
+              host: url.hostname,
+              port: url.port,
+              method: req.method,
+              path: req.path,
+              headers: req.headers,
+              agent,
+              setHost: req.headers.host === undefined,
+            },
             (res) => {
               const chunks: Buffer[] = [];
               res.on('data', (c: Buffer) => chunks.push(c));
@@ -51,7 +59,13 @@ export function keepAliveClient(baseUrl: string, maxSockets: number) {
               res.on('end', () => {
                 if (!res.complete) return finish({ kind: 'closed', detail: 'response cut short' });
                 const contentType = res.headers['content-type'];
-                finish({ kind: 'response', status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8'), contentType });
+                finish({
+                  kind: 'response',
+                  status: res.statusCode ?? 0,
+                  headers: res.headers,
+                  text: Buffer.concat(chunks).toString('utf8'),
+                  contentType,
+                });
               });
             },
           );
@@ -92,7 +106,13 @@ export function parseRawResponse(data: Buffer, closed: boolean, headRequest = fa
       start = bodyStart;
       continue;
     }
-    const done = (body: Buffer): HttpAnswer => ({ kind: 'response', status, headers, text: body.toString('utf8'), contentType: headers['content-type'] });
+    const done = (body: Buffer): HttpAnswer => ({
+      kind: 'response',
+      status,
+      headers,
+      text: body.toString('utf8'),
+      contentType: headers['content-type'],
+    });
     // A response to HEAD (and a 204 or 304) has no body, whatever its Content-Length says.
     if (headRequest || status === 204 || status === 304) return done(Buffer.alloc(0));
     if (headers['content-length'] !== undefined) {
@@ -125,7 +145,11 @@ export function parseRawResponse(data: Buffer, closed: boolean, headRequest = fa
  * once, for requests that promise more bytes than they send): not at once in general, because
  * Node's HTTP server drops a response still being computed when the client half-closes.
  */
-export function rawExchange(port: number, payload: Buffer, opts: { halfCloseAfterMs?: number; timeoutMs?: number } = {}): Promise<HttpOutcome> {
+export function rawExchange(
+  port: number,
+  payload: Buffer,
+  opts: { halfCloseAfterMs?: number; timeoutMs?: number } = {},
+): Promise<HttpOutcome> {
   const headRequest = payload.subarray(0, 5).toString('latin1') === 'HEAD ';
   const { halfCloseAfterMs = 2_000, timeoutMs = 15_000 } = opts;
   return new Promise((resolve) => {
@@ -158,7 +182,12 @@ export function rawExchange(port: number, payload: Buffer, opts: { halfCloseAfte
     });
     socket.on('close', () => {
       const answer = parseRawResponse(data, true, headRequest);
-      finish(answer ?? { kind: 'closed', detail: data.length === 0 ? 'closed without a response' : `unparsable: ${data.toString('latin1').slice(0, 80)}` });
+      finish(
+        answer ?? {
+          kind: 'closed',
+          detail: data.length === 0 ? 'closed without a response' : `unparsable: ${data.toString('latin1').slice(0, 80)}`,
+        },
+      );
     });
   });
 }

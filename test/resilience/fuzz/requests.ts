@@ -88,7 +88,20 @@ export const HOSTILE_STRINGS: readonly string[] = [
   '00000000-0000-0000-0000-000000000000',
 ];
 
-const PROTO_KEYS = ['__proto__', 'constructor', 'prototype', 'toString', 'valueOf', 'hasOwnProperty', 'role', 'user_id', 'id', 'is_admin', 'email_confirm', 'app_metadata'];
+const PROTO_KEYS = [
+  '__proto__',
+  'constructor',
+  'prototype',
+  'toString',
+  'valueOf',
+  'hasOwnProperty',
+  'role',
+  'user_id',
+  'id',
+  'is_admin',
+  'email_confirm',
+  'app_metadata',
+];
 
 function hostileString(rng: Rng): string {
   return rng.weighted<() => string>([
@@ -108,7 +121,10 @@ function hostileValue(rng: Rng, depth = 3): unknown {
     [depth > 0 ? 1 : 0, () => Array.from({ length: rng.int(0, 4) }, () => hostileValue(rng, depth - 1))],
     [
       depth > 0 ? 1 : 0,
-      () => Object.fromEntries(Array.from({ length: rng.int(0, 4) }, () => [rng.pick([...PROTO_KEYS, 'a', 'b', '']), hostileValue(rng, depth - 1)])),
+      () =>
+        Object.fromEntries(
+          Array.from({ length: rng.int(0, 4) }, () => [rng.pick([...PROTO_KEYS, 'a', 'b', '']), hostileValue(rng, depth - 1)]),
+        ),
     ],
   ])();
 }
@@ -172,7 +188,10 @@ function makeBody(rng: Rng, template: BodyTemplate): Body {
       2,
       () => {
         // 10,000 levels, at the top or inside a field.
-        const [open, close] = rng.pick([['[', ']'], ['{"a":', '}']] as const);
+        const [open, close] = rng.pick([
+          ['[', ']'],
+          ['{"a":', '}'],
+        ] as const);
         const field = rng.pick(Object.keys(template.fields));
         const deep = nested(rng.pick([1_000, 1_001, 10_000]), open, close);
         return asJson(rng.chance(0.5) ? deep : `{"${field}":${deep}}`);
@@ -237,7 +256,9 @@ function makeBody(rng: Rng, template: BodyTemplate): Body {
       5,
       () => {
         const field = rng.pick(Object.keys(template.fields));
-        return asJson(`{"${field}":${rng.pick(['1e400', '-1e400', '123456789012345678901234567890', '1.7976931348623157e309', '-0', '0.0000000000000000000000001', '9007199254740993'])}}`);
+        return asJson(
+          `{"${field}":${rng.pick(['1e400', '-1e400', '123456789012345678901234567890', '1.7976931348623157e309', '-0', '0.0000000000000000000000001', '9007199254740993'])}}`,
+        );
       },
     ],
     [4, () => ({ payload: Buffer.alloc(0), contentType: 'application/json' })],
@@ -332,7 +353,8 @@ function commonHeaders(rng: Rng, clientIp: () => string): Record<string, string 
   headers['x-forwarded-for'] = rng.chance(0.85)
     ? clientIp()
     : rng.pick(['zzz', '1.2.3.4, 5.6.7.8', '::1', '999.999.999.999', '', 'a'.repeat(500), '10.0.0.1, 10.0.0.1', '127.0.0.1']);
-  if (rng.chance(0.1)) headers['x-request-id'] = rng.pick(['id-1', 'a'.repeat(300), '../../etc', '\u00ff\u00fe', "'; DROP TABLE x; --", '']);
+  if (rng.chance(0.1))
+    headers['x-request-id'] = rng.pick(['id-1', 'a'.repeat(300), '../../etc', '\u00ff\u00fe', "'; DROP TABLE x; --", '']);
   if (rng.chance(0.1)) headers.accept = rng.pick(['application/json', 'text/html', '*/*', 'application/xml', 'image/png;q=0.9', '']);
   if (rng.chance(0.05)) headers['accept-encoding'] = rng.pick(['gzip, deflate, br', 'identity;q=0', '*']);
   if (rng.chance(0.03)) headers['content-encoding'] = rng.pick(['gzip', 'br', 'deflate', 'identity', 'x']);
@@ -347,7 +369,22 @@ function commonHeaders(rng: Rng, clientIp: () => string): Record<string, string 
   return headers;
 }
 
-const WEIRD_METHODS = ['PUT', 'PATCH', 'OPTIONS', 'TRACE', 'PROPFIND', 'MKCOL', 'PURGE', 'SEARCH', 'LINK', 'REPORT', 'M-SEARCH', 'QUERY', 'SOURCE', 'BIND'];
+const WEIRD_METHODS = [
+  'PUT',
+  'PATCH',
+  'OPTIONS',
+  'TRACE',
+  'PROPFIND',
+  'MKCOL',
+  'PURGE',
+  'SEARCH',
+  'LINK',
+  'REPORT',
+  'M-SEARCH',
+  'QUERY',
+  'SOURCE',
+  'BIND',
+];
 
 // ---- routes per service ------------------------------------------------------------------------
 
@@ -375,7 +412,11 @@ const validEmail = (rng: Rng) => rng.pick([`fuzz-${rng.int(0, 1e9)}@example.com`
 export const FUZZ_MAIL_ADDRESS = `fuzz-mail-${randomBytes(4).toString('hex')}@example.com`;
 const mailEmail = (rng: Rng) => (rng.chance(0.3) ? rng.pick([FUZZ_MAIL_ADDRESS, FUZZ_MAIL_ADDRESS.toUpperCase()]) : validEmail(rng));
 const validPassword = (rng: Rng) => rng.pick(['fuzz-password-1', '€'.repeat(24), 'short', 'x'.repeat(72)]);
-const HEALTH: Route = { weight: 2, methods: ['GET', 'HEAD', 'POST'], path: (rng) => rng.pick(['/healthz', '/readyz', '/docs/json', '/docs', '/docs/static/index.html', '/']) };
+const HEALTH: Route = {
+  weight: 2,
+  methods: ['GET', 'HEAD', 'POST'],
+  path: (rng) => rng.pick(['/healthz', '/readyz', '/docs/json', '/docs', '/docs/static/index.html', '/']),
+};
 
 const accountsRoutes: Route[] = [
   {
@@ -408,16 +449,31 @@ const accountsRoutes: Route[] = [
   },
   // Sessions, password and admin changes. Never scope "global", a real user id or a real
   // current password: the run's own tokens must keep working for the other routes.
-  { weight: 8, methods: ['POST'], path: () => '/auth/refresh', body: { fields: { refresh_token: (rng) => rng.pick([rng.bytes(32).toString('base64url'), hostileString(rng)]) } } },
+  {
+    weight: 8,
+    methods: ['POST'],
+    path: () => '/auth/refresh',
+    body: { fields: { refresh_token: (rng) => rng.pick([rng.bytes(32).toString('base64url'), hostileString(rng)]) } },
+  },
   {
     weight: 6,
     methods: ['POST'],
     path: () => '/auth/logout',
-    body: { fields: { refresh_token: (rng) => rng.pick([rng.bytes(32).toString('base64url'), hostileString(rng)]), scope: (rng) => rng.pick(['local', hostileString(rng)]) } },
+    body: {
+      fields: {
+        refresh_token: (rng) => rng.pick([rng.bytes(32).toString('base64url'), hostileString(rng)]),
+        scope: (rng) => rng.pick(['local', hostileString(rng)]),
+      },
+    },
     tokens: (ctx) => ctx.accountsTokens ?? [],
   },
   { weight: 6, methods: ['GET', 'HEAD'], path: () => '/auth/sessions', tokens: (ctx) => ctx.accountsTokens ?? [] },
-  { weight: 6, methods: ['DELETE'], path: (rng) => `/auth/sessions/${rng.chance(0.5) ? uuid(rng) : pathSegment(rng)}`, tokens: (ctx) => ctx.accountsTokens ?? [] },
+  {
+    weight: 6,
+    methods: ['DELETE'],
+    path: (rng) => `/auth/sessions/${rng.chance(0.5) ? uuid(rng) : pathSegment(rng)}`,
+    tokens: (ctx) => ctx.accountsTokens ?? [],
+  },
   {
     weight: 6,
     methods: ['POST'],
@@ -433,7 +489,12 @@ const accountsRoutes: Route[] = [
     weight: 8,
     methods: ['PATCH', 'DELETE'],
     path: (rng) => `/admin/users/${rng.chance(0.5) ? uuid(rng) : pathSegment(rng)}`,
-    body: { fields: { role: (rng) => rng.pick(['user', 'admin', hostileString(rng)]), banned: (rng) => rng.pick([true, false, hostileString(rng)]) } },
+    body: {
+      fields: {
+        role: (rng) => rng.pick(['user', 'admin', hostileString(rng)]),
+        banned: (rng) => rng.pick([true, false, hostileString(rng)]),
+      },
+    },
     tokens: (ctx) => ctx.accountsTokens ?? [],
   },
   {
@@ -483,7 +544,9 @@ function accountsPage(rng: Rng): string {
     '/assets/accounts/..%2f..%2f..%2fconfig.ts',
     '/assets/',
   ]);
-  return rng.chance(0.2) ? `${page}?${rng.pick(['next=/admin', 'next=https://evil.example', 'token=x', `q=${pathSegment(rng)}`, 'a=1&a=2'])}` : page;
+  return rng.chance(0.2)
+    ? `${page}?${rng.pick(['next=/admin', 'next=https://evil.example', 'token=x', `q=${pathSegment(rng)}`, 'a=1&a=2'])}`
+    : page;
 }
 
 const shortenerRoutes: Route[] = [
@@ -491,16 +554,45 @@ const shortenerRoutes: Route[] = [
     weight: 35,
     methods: ['POST'],
     path: () => '/api/links',
-    body: { fields: { url: (rng) => rng.pick(['https://example.com/fuzz', 'http://bücher.example/ü', `https://example.com/${'a'.repeat(2040)}`, 'https://user:pass@example.com/']) } },
+    body: {
+      fields: {
+        url: (rng) =>
+          rng.pick([
+            'https://example.com/fuzz',
+            'http://bücher.example/ü',
+            `https://example.com/${'a'.repeat(2040)}`,
+            'https://user:pass@example.com/',
+          ]),
+      },
+    },
   },
-  { weight: 20, methods: ['GET', 'HEAD'], path: (rng, ctx) => `/api/links/${rng.chance(0.4) && ctx.codes?.length ? rng.pick(ctx.codes) : pathSegment(rng)}` },
-  { weight: 30, methods: ['GET', 'HEAD', 'DELETE', 'POST'], path: (rng, ctx) => `/${rng.chance(0.4) && ctx.codes?.length ? rng.pick(ctx.codes) : rng.chance(0.3) ? rng.string(7, 'abcXYZ0129') : pathSegment(rng)}` },
+  {
+    weight: 20,
+    methods: ['GET', 'HEAD'],
+    path: (rng, ctx) => `/api/links/${rng.chance(0.4) && ctx.codes?.length ? rng.pick(ctx.codes) : pathSegment(rng)}`,
+  },
+  {
+    weight: 30,
+    methods: ['GET', 'HEAD', 'DELETE', 'POST'],
+    path: (rng, ctx) =>
+      `/${rng.chance(0.4) && ctx.codes?.length ? rng.pick(ctx.codes) : rng.chance(0.3) ? rng.string(7, 'abcXYZ0129') : pathSegment(rng)}`,
+  },
   {
     weight: 8,
     methods: ['GET', 'HEAD'],
     path: (rng, ctx) =>
       `/api/links/${rng.chance(0.6) && ctx.codes?.length ? rng.pick(ctx.codes) : pathSegment(rng)}/qr` +
-      rng.pick(['', '?format=png', '?format=svg&size=1024', '?size=64', '?size=63', '?size=1e400', '?format=gif', `?size=${rng.int(-2000, 3000)}`, `?format=${pathSegment(rng)}`]),
+      rng.pick([
+        '',
+        '?format=png',
+        '?format=svg&size=1024',
+        '?size=64',
+        '?size=63',
+        '?size=1e400',
+        '?format=gif',
+        `?size=${rng.int(-2000, 3000)}`,
+        `?format=${pathSegment(rng)}`,
+      ]),
   },
   {
     weight: 8,
@@ -513,10 +605,19 @@ const shortenerRoutes: Route[] = [
     weight: 8,
     methods: ['PATCH'],
     // Mostly codes that do not exist, so the seeded links keep serving the other routes.
-    path: (rng, ctx) => `/api/links/${rng.chance(0.3) && ctx.codes?.length ? rng.pick(ctx.codes) : rng.chance(0.5) ? rng.string(7, 'abcXYZ0129') : pathSegment(rng)}`,
+    path: (rng, ctx) =>
+      `/api/links/${rng.chance(0.3) && ctx.codes?.length ? rng.pick(ctx.codes) : rng.chance(0.5) ? rng.string(7, 'abcXYZ0129') : pathSegment(rng)}`,
     body: {
       fields: {
-        expires_at: (rng) => rng.pick([null, '2030-01-01T00:00:00Z', '2030-01-01T00:00:00+14:00', '2030-02-30T00:00:00Z', '9999-12-31T23:59:59-01:00', 'tomorrow']),
+        expires_at: (rng) =>
+          rng.pick([
+            null,
+            '2030-01-01T00:00:00Z',
+            '2030-01-01T00:00:00+14:00',
+            '2030-02-30T00:00:00Z',
+            '9999-12-31T23:59:59-01:00',
+            'tomorrow',
+          ]),
         max_visits: (rng) => rng.pick([null, 1, 0, -1, 2 ** 53, 1.5, '3']),
         disabled: (rng) => rng.pick([true, false, 'true', null]),
       },
@@ -533,12 +634,15 @@ const shortenerRoutes: Route[] = [
     weight: 10,
     methods: ['GET', 'HEAD'],
     path: (rng, ctx) => `/api/links/${existingOrNot(rng, ctx)}/visits${visitsQuery(rng)}`,
+    // The admin key reads every link's visits, so the query parsing behind the credential check is fuzzed too.
+    tokens: (ctx) => (ctx.shortenerAdminKey ? [ctx.shortenerAdminKey] : []),
   },
   {
     weight: 8,
     methods: ['GET', 'HEAD', 'POST'],
     path: (rng, ctx) => shortenerPage(rng, ctx),
-    headers: (rng): Record<string, string> => (rng.chance(0.3) ? { 'if-none-match': rng.pick(['*', '"x"', 'W/"x"', '"', `"${'a'.repeat(300)}"`, '"a", "b"']) } : {}),
+    headers: (rng): Record<string, string> =>
+      rng.chance(0.3) ? { 'if-none-match': rng.pick(['*', '"x"', 'W/"x"', '"', `"${'a'.repeat(300)}"`, '"a", "b"']) } : {},
   },
   HEALTH,
 ];
@@ -582,7 +686,10 @@ function visitsQuery(rng: Rng): string {
   if (rng.chance(0.6)) parts.push(`from=${value(VISIT_TIMES)}`);
   if (rng.chance(0.5)) parts.push(`to=${value(VISIT_TIMES)}`);
   if (rng.chance(0.6)) parts.push(`interval=${value(['hour', 'day', 'HOUR', 'Day', 'week', 'minute', 'hour%00', 'hour ', ''])}`);
-  if (rng.chance(0.1)) parts.push(rng.pick(['from=2026-11-01&from=2026-11-02', 'interval=hour&interval=day', 'from[]=2026-11-01', 'to[a]=1', 'interval', 'unknown=1']));
+  if (rng.chance(0.1))
+    parts.push(
+      rng.pick(['from=2026-11-01&from=2026-11-02', 'interval=hour&interval=day', 'from[]=2026-11-01', 'to[a]=1', 'interval', 'unknown=1']),
+    );
   if (rng.chance(0.5)) parts.reverse();
   return parts.length > 0 ? `?${parts.join('&')}` : '';
 }
@@ -600,7 +707,7 @@ function shortenerPage(rng: Rng, ctx: FuzzContext): string {
     '/assets/shortener/index.html',
     '/assets/../package.json',
     '/assets/%2e%2e/%2e%2e/package.json',
-    '/assets/shortener/..%2f..%2f..%2fsrc%2fcli.ts',
+    '/assets/shortener/..%2f..%2f..%2fsrc%2fdev%2fcli.ts',
     '/assets/vendor/uPlot.iife.js',
     '/assets/',
   ]);
@@ -616,18 +723,29 @@ const notesCredentials: BodyTemplate = {
 const notesRoutes: Route[] = [
   { weight: 10, methods: ['POST'], path: () => '/auth/register', body: notesCredentials },
   { weight: 10, methods: ['POST'], path: () => '/auth/login', body: notesCredentials },
-  { weight: 25, methods: ['GET', 'HEAD'], path: (rng) => rng.pick(['/notes', '/notes?select=*', '/notes?user_id=eq.x', '/notes/']), tokens: (ctx) => (ctx.idpToken ? [ctx.idpToken] : []) },
+  {
+    weight: 25,
+    methods: ['GET', 'HEAD'],
+    path: (rng) => rng.pick(['/notes', '/notes?select=*', '/notes?user_id=eq.x', '/notes/']),
+    tokens: (ctx) => (ctx.idpToken ? [ctx.idpToken] : []),
+  },
   {
     weight: 30,
     methods: ['POST', 'PUT', 'PATCH'],
     path: () => '/notes',
-    body: { fields: { title: (rng) => rng.pick(['fuzz note', '😀', 'x'.repeat(200)]), body: (rng) => rng.pick(['body', null, 'y'.repeat(10_000)]) } },
+    body: {
+      fields: {
+        title: (rng) => rng.pick(['fuzz note', '😀', 'x'.repeat(200)]),
+        body: (rng) => rng.pick(['body', null, 'y'.repeat(10_000)]),
+      },
+    },
     tokens: (ctx) => (ctx.idpToken ? [ctx.idpToken] : []),
   },
   {
     weight: 20,
     methods: ['DELETE', 'GET'],
-    path: (rng, ctx) => `/notes/${rng.chance(0.3) && ctx.noteIds?.length ? rng.pick(ctx.noteIds) : rng.chance(0.3) ? rng.int(0, 1e6) : pathSegment(rng)}`,
+    path: (rng, ctx) =>
+      `/notes/${rng.chance(0.3) && ctx.noteIds?.length ? rng.pick(ctx.noteIds) : rng.chance(0.3) ? rng.int(0, 1e6) : pathSegment(rng)}`,
     tokens: (ctx) => (ctx.idpToken ? [ctx.idpToken] : []),
   },
   // The provider mails the recovery link (to the test's SMTP server) or answers the same 202.
@@ -681,16 +799,56 @@ function gatewayHeaders(rng: Rng, ctx: FuzzContext): Record<string, string> {
 
 function restHeaders(rng: Rng, ctx: FuzzContext): Record<string, string> {
   const headers = gatewayHeaders(rng, ctx);
-  if (rng.chance(0.4)) headers.prefer = rng.pick(['return=representation', 'return=minimal', 'count=exact', 'return=representation, count=exact', 'resolution=merge-duplicates', 'tx=rollback', 'junk=1', ''.padEnd(3000, 'a')]);
-  if (rng.chance(0.3)) headers.accept = rng.pick(['application/json', 'application/vnd.pgrst.object+json', 'text/csv', '*/*', 'application/geo+json', '']);
+  if (rng.chance(0.4))
+    headers.prefer = rng.pick([
+      'return=representation',
+      'return=minimal',
+      'count=exact',
+      'return=representation, count=exact',
+      'resolution=merge-duplicates',
+      'tx=rollback',
+      'junk=1',
+      ''.padEnd(3000, 'a'),
+    ]);
+  if (rng.chance(0.3))
+    headers.accept = rng.pick(['application/json', 'application/vnd.pgrst.object+json', 'text/csv', '*/*', 'application/geo+json', '']);
   if (rng.chance(0.1)) headers['accept-profile'] = rng.pick(['public', 'auth', 'pg_catalog', "public'; --", '']);
   if (rng.chance(0.1)) headers['content-profile'] = rng.pick(['public', 'auth', 'information_schema']);
   if (rng.chance(0.05)) headers.range = rng.pick(['0-9', 'items=0-9', 'bytes=0-']);
   return headers;
 }
 
-const REST_TABLES = ['notes', 'notes', 'notes', 'users', 'notez', 'pg_user', 'auth.users', 'notes;drop', '%22notes%22', '', 'rpc/x', 'notes/1'];
-const REST_COLUMNS = ['id', 'title', 'body', 'user_id', 'created_at', 'nope', '"id"', 'ti"tle', 'or', 'and', '__proto__', 'constructor', 'title->>x', 'title::text', '*'];
+const REST_TABLES = [
+  'notes',
+  'notes',
+  'notes',
+  'users',
+  'notez',
+  'pg_user',
+  'auth.users',
+  'notes;drop',
+  '%22notes%22',
+  '',
+  'rpc/x',
+  'notes/1',
+];
+const REST_COLUMNS = [
+  'id',
+  'title',
+  'body',
+  'user_id',
+  'created_at',
+  'nope',
+  '"id"',
+  'ti"tle',
+  'or',
+  'and',
+  '__proto__',
+  'constructor',
+  'title->>x',
+  'title::text',
+  '*',
+];
 const REST_OPS = ['eq', 'neq', 'gt', 'gte', 'lt', 'lte', 'in', 'is', 'like', 'ilike', 'cs', 'fts', 'not.eq', 'not.in', 'not', ''];
 
 function restQuery(rng: Rng): string {
@@ -709,8 +867,14 @@ function restQuery(rng: Rng): string {
     ])();
     parts.push(`${encodeURIComponent(key)}=${encodeURIComponent(`${rng.pick(REST_OPS)}.${value}`.replace(/[\ud800-\udfff]/g, ''))}`);
   }
-  if (rng.chance(0.4)) parts.push(`select=${encodeURIComponent(rng.pick(['*', 'id,title', 'title', 'nope', '*,foo(*)', 'count()', 'title::text', '"title"', 'ti"tle', '', 'id,id', 'user_id,auth.users(*)']))}`);
-  if (rng.chance(0.3)) parts.push(`order=${encodeURIComponent(rng.pick(['created_at.desc', 'id.asc.nullsfirst', 'x', 'id;drop table notes', '', 'id.desc,title', '"id".desc', 'id.sideways', 'id.asc.nullsfirst.extra']))}`);
+  if (rng.chance(0.4))
+    parts.push(
+      `select=${encodeURIComponent(rng.pick(['*', 'id,title', 'title', 'nope', '*,foo(*)', 'count()', 'title::text', '"title"', 'ti"tle', '', 'id,id', 'user_id,auth.users(*)']))}`,
+    );
+  if (rng.chance(0.3))
+    parts.push(
+      `order=${encodeURIComponent(rng.pick(['created_at.desc', 'id.asc.nullsfirst', 'x', 'id;drop table notes', '', 'id.desc,title', '"id".desc', 'id.sideways', 'id.asc.nullsfirst.extra']))}`,
+    );
   if (rng.chance(0.2)) parts.push(`limit=${encodeURIComponent(rng.pick(['0', '1', '-1', 'abc', '99999999999999999999', '1e3', '']))}`);
   if (rng.chance(0.1)) parts.push(`offset=${encodeURIComponent(rng.pick(['0', '5', '-1', 'x']))}`);
   if (rng.chance(0.1)) parts.push(`columns=${encodeURIComponent(rng.pick(['title', 'title,body', 'nope', '"title"', 'title)', '']))}`);
@@ -724,22 +888,60 @@ const idpCredentials = (extra: Record<string, FieldGen> = {}): BodyTemplate => (
 });
 
 /** Referer values an HTTP client sends (header values are printable ASCII): GET /verify falls back to it without redirect_to. */
-const REFERERS = ['http://127.0.0.1:9999/reset-password', 'https://evil.example/', 'javascript:alert(1)', '//evil.example', 'about:blank', '', 'x'.repeat(3000)];
+const REFERERS = [
+  'http://127.0.0.1:9999/reset-password',
+  'https://evil.example/',
+  'javascript:alert(1)',
+  '//evil.example',
+  'about:blank',
+  '',
+  'x'.repeat(3000),
+];
 /** A verification type: the real ones, near misses, and names every object inherits (a type is looked up by name). */
 const otpType = (rng: Rng): string =>
-  rng.pick(['signup', 'invite', 'recovery', 'magiclink', 'email', 'email_change', 'sms', 'phone_change', '', 'SIGNUP', 'constructor', '__proto__', 'toString', hostileString(rng)]);
+  rng.pick([
+    'signup',
+    'invite',
+    'recovery',
+    'magiclink',
+    'email',
+    'email_change',
+    'sms',
+    'phone_change',
+    '',
+    'SIGNUP',
+    'constructor',
+    '__proto__',
+    'toString',
+    hostileString(rng),
+  ]);
 const redirectValue = (rng: Rng): string =>
-  rng.pick(['http://127.0.0.1:9999/reset-password', 'https://evil.example/', 'javascript:alert(1)', '//evil.example', 'http://127.0.0.1:1/x?a=b#c', '', hostileString(rng)]);
+  rng.pick([
+    'http://127.0.0.1:9999/reset-password',
+    'https://evil.example/',
+    'javascript:alert(1)',
+    '//evil.example',
+    'http://127.0.0.1:1/x?a=b#c',
+    '',
+    hostileString(rng),
+  ]);
 /** A query value percent-encoded, lone surrogates dropped (encodeURIComponent refuses them). */
 const queryValue = (value: string): string => encodeURIComponent(value.replace(/[\ud800-\udfff]/g, ''));
 const redirectQuery = (rng: Rng): string => (rng.chance(0.4) ? `?redirect_to=${queryValue(redirectValue(rng))}` : '');
 
 const idpRoutes: Route[] = [
-  { weight: 8, methods: ['POST'], path: () => '/auth/v1/signup', body: idpCredentials({ data: (rng) => hostileValue(rng, 3) }), headers: gatewayHeaders },
+  {
+    weight: 8,
+    methods: ['POST'],
+    path: () => '/auth/v1/signup',
+    body: idpCredentials({ data: (rng) => hostileValue(rng, 3) }),
+    headers: gatewayHeaders,
+  },
   {
     weight: 10,
     methods: ['POST'],
-    path: (rng) => `/auth/v1/token${rng.pick(['?grant_type=password', '?grant_type=password', '?grant_type=refresh_token', '?grant_type=pkce', '?grant_type=', '', '?grant_type[]=password'])}`,
+    path: (rng) =>
+      `/auth/v1/token${rng.pick(['?grant_type=password', '?grant_type=password', '?grant_type=refresh_token', '?grant_type=pkce', '?grant_type=', '', '?grant_type[]=password'])}`,
     body: idpCredentials({ refresh_token: (rng) => rng.pick(['x', 'a'.repeat(44), '']) }),
     headers: gatewayHeaders,
   },
@@ -756,13 +958,33 @@ const idpRoutes: Route[] = [
   // Mail routes: recover and resend mail the test's SMTP server (or meet the per-address limit);
   // verify looks up made-up codes and hashes; invite and generate_link create users (a hash of a
   // random password each), so they count against the hashing budget.
-  { weight: 5, methods: ['POST'], path: (rng) => `/auth/v1/recover${redirectQuery(rng)}`, body: { fields: { email: mailEmail } }, headers: gatewayHeaders },
-  { weight: 4, methods: ['POST'], path: (rng) => `/auth/v1/resend${redirectQuery(rng)}`, body: { fields: { type: otpType, email: mailEmail } }, headers: gatewayHeaders },
+  {
+    weight: 5,
+    methods: ['POST'],
+    path: (rng) => `/auth/v1/recover${redirectQuery(rng)}`,
+    body: { fields: { email: mailEmail } },
+    headers: gatewayHeaders,
+  },
+  {
+    weight: 4,
+    methods: ['POST'],
+    path: (rng) => `/auth/v1/resend${redirectQuery(rng)}`,
+    body: { fields: { type: otpType, email: mailEmail } },
+    headers: gatewayHeaders,
+  },
   {
     weight: 6,
     methods: ['POST'],
     path: () => '/auth/v1/verify',
-    body: { fields: { type: otpType, token: (rng) => rng.pick([String(rng.int(0, 999_999)).padStart(6, '0'), '1234567', '']), token_hash: (rng) => rng.bytes(28).toString('hex'), email: validEmail, redirect_to: redirectValue } },
+    body: {
+      fields: {
+        type: otpType,
+        token: (rng) => rng.pick([String(rng.int(0, 999_999)).padStart(6, '0'), '1234567', '']),
+        token_hash: (rng) => rng.bytes(28).toString('hex'),
+        email: validEmail,
+        redirect_to: redirectValue,
+      },
+    },
     headers: gatewayHeaders,
   },
   {
@@ -781,7 +1003,11 @@ const idpRoutes: Route[] = [
     weight: 2,
     methods: ['POST'],
     path: (rng) => `/auth/v1/invite${redirectQuery(rng)}`,
-    body: { fields: { email: validEmail, data: (rng) => hostileValue(rng, 2) }, costly: (b) => typeof b.email === 'string' && b.email.includes('@'), cheapen: (b) => void (b.email = '') },
+    body: {
+      fields: { email: validEmail, data: (rng) => hostileValue(rng, 2) },
+      costly: (b) => typeof b.email === 'string' && b.email.includes('@'),
+      cheapen: (b) => void (b.email = ''),
+    },
     headers: gatewayHeaders,
   },
   {
@@ -789,35 +1015,72 @@ const idpRoutes: Route[] = [
     methods: ['POST'],
     path: () => '/auth/v1/admin/generate_link',
     body: {
-      fields: { type: (rng) => rng.pick(['signup', 'invite', 'recovery', 'magiclink', 'email_change', 'nope', 'constructor', '__proto__']), email: validEmail, password: validPassword, data: (rng) => hostileValue(rng, 2), redirect_to: redirectValue },
+      fields: {
+        type: (rng) => rng.pick(['signup', 'invite', 'recovery', 'magiclink', 'email_change', 'nope', 'constructor', '__proto__']),
+        email: validEmail,
+        password: validPassword,
+        data: (rng) => hostileValue(rng, 2),
+        redirect_to: redirectValue,
+      },
       costly: (b) => typeof b.email === 'string' && b.email.includes('@'),
       cheapen: (b) => void (b.email = ''),
     },
     headers: gatewayHeaders,
   },
   // Logout is only fuzzed with junk tokens: the real session is what the other routes use.
-  { weight: 3, methods: ['POST'], path: (rng) => `/auth/v1/logout${rng.pick(['', '?scope=global', '?scope=others', '?scope=all', '?scope[]=local'])}`, headers: gatewayHeaders },
+  {
+    weight: 3,
+    methods: ['POST'],
+    path: (rng) => `/auth/v1/logout${rng.pick(['', '?scope=global', '?scope=others', '?scope=all', '?scope[]=local'])}`,
+    headers: gatewayHeaders,
+  },
   {
     weight: 5,
     methods: ['POST', 'GET'],
     path: () => '/auth/v1/admin/users',
-    body: idpCredentials({ email_confirm: (rng) => rng.chance(0.5), user_metadata: (rng) => hostileValue(rng, 3), app_metadata: (rng) => hostileValue(rng, 3) }),
+    body: idpCredentials({
+      email_confirm: (rng) => rng.chance(0.5),
+      user_metadata: (rng) => hostileValue(rng, 3),
+      app_metadata: (rng) => hostileValue(rng, 3),
+    }),
     headers: gatewayHeaders,
   },
-  { weight: 4, methods: ['DELETE'], path: (rng) => `/auth/v1/admin/users/${rng.chance(0.5) ? uuid(rng) : pathSegment(rng)}`, headers: gatewayHeaders },
-  { weight: 3, methods: ['GET', 'HEAD', 'POST'], path: (rng) => rng.pick(['/auth/v1/.well-known/jwks.json', '/auth/v1/settings', '/auth/v1/', '/auth/v1/admin/users/']), headers: gatewayHeaders },
+  {
+    weight: 4,
+    methods: ['DELETE'],
+    path: (rng) => `/auth/v1/admin/users/${rng.chance(0.5) ? uuid(rng) : pathSegment(rng)}`,
+    headers: gatewayHeaders,
+  },
+  {
+    weight: 3,
+    methods: ['GET', 'HEAD', 'POST'],
+    path: (rng) => rng.pick(['/auth/v1/.well-known/jwks.json', '/auth/v1/settings', '/auth/v1/', '/auth/v1/admin/users/']),
+    headers: gatewayHeaders,
+  },
   {
     weight: 50,
     methods: ['GET', 'GET', 'HEAD', 'POST', 'PATCH', 'DELETE', 'PUT'],
     path: (rng) => `/rest/v1/${rng.pick(REST_TABLES)}${restQuery(rng)}`,
-    body: { fields: { title: (rng) => rng.pick(['fuzz', '😀', '']), body: (rng) => rng.pick(['b', null]), user_id: () => '00000000-0000-0000-0000-000000000000', id: (rng) => rng.int(1, 100) } },
+    body: {
+      fields: {
+        title: (rng) => rng.pick(['fuzz', '😀', '']),
+        body: (rng) => rng.pick(['b', null]),
+        user_id: () => '00000000-0000-0000-0000-000000000000',
+        id: (rng) => rng.int(1, 100),
+      },
+    },
     tokens: (ctx) => (ctx.idpToken ? [ctx.idpToken] : []),
     headers: restHeaders,
   },
   HEALTH,
 ];
 
-export const ROUTES: Record<ServiceName, Route[]> = { accounts: accountsRoutes, shortener: shortenerRoutes, notes: notesRoutes, idp: idpRoutes };
+export const ROUTES: Record<ServiceName, Route[]> = {
+  accounts: accountsRoutes,
+  shortener: shortenerRoutes,
+  notes: notesRoutes,
+  idp: idpRoutes,
+};
 
 function passes(check: () => unknown): boolean {
   try {
@@ -846,8 +1109,14 @@ const INCOMPLETE = new Set([
 function rawCase(rng: Rng, path: string): { label: string; method: string; bytes: Buffer; incomplete: boolean } {
   const json = '{"a":1}';
   const head = (method: string, target: string, headers: string[], body = '', version = 'HTTP/1.1') =>
-    Buffer.concat([Buffer.from(`${method} `), Buffer.from(target, 'utf8'), Buffer.from(` ${version}\r\n${[...headers, 'Connection: close'].join('\r\n')}\r\n\r\n`, 'latin1'), Buffer.from(body)]);
-  const post = (headers: string[], body = json) => head('POST', path, ['Host: 127.0.0.1', 'Content-Type: application/json', ...headers], body);
+    Buffer.concat([
+      Buffer.from(`${method} `),
+      Buffer.from(target, 'utf8'),
+      Buffer.from(` ${version}\r\n${[...headers, 'Connection: close'].join('\r\n')}\r\n\r\n`, 'latin1'),
+      Buffer.from(body),
+    ]);
+  const post = (headers: string[], body = json) =>
+    head('POST', path, ['Host: 127.0.0.1', 'Content-Type: application/json', ...headers], body);
   const cases: Array<[string, () => Buffer]> = [
     ['Content-Length not a number', () => post([`Content-Length: ${rng.pick(['abc', '1e3', '0x10', ' 7', '7 7', '+7'])}`])],
     ['negative Content-Length', () => post(['Content-Length: -7'])],
@@ -855,7 +1124,10 @@ function rawCase(rng: Rng, path: string): { label: string; method: string; bytes
     ['two different Content-Lengths', () => post(['Content-Length: 7', 'Content-Length: 8'])],
     ['Content-Length list', () => post(['Content-Length: 7, 8'])],
     ['Content-Length larger than the body', () => post(['Content-Length: 500'])],
-    ['Content-Length smaller than the body (smuggled rest)', () => post(['Content-Length: 3'], `${json}GET /admin/users HTTP/1.1\r\nHost: x\r\n\r\n`)],
+    [
+      'Content-Length smaller than the body (smuggled rest)',
+      () => post(['Content-Length: 3'], `${json}GET /admin/users HTTP/1.1\r\nHost: x\r\n\r\n`),
+    ],
     ['Transfer-Encoding and Content-Length', () => post(['Content-Length: 7', 'Transfer-Encoding: chunked'], `7\r\n${json}\r\n0\r\n\r\n`)],
     ['chunk size not hex', () => post(['Transfer-Encoding: chunked'], `zz\r\n${json}\r\n0\r\n\r\n`)],
     ['chunk size overflow', () => post(['Transfer-Encoding: chunked'], `ffffffffffffffffff\r\n${json}\r\n0\r\n\r\n`)],
@@ -889,13 +1161,30 @@ function rawCase(rng: Rng, path: string): { label: string; method: string; bytes
     ['raw UTF-8 in a header value', () => head('GET', path, ['Host: x', 'X-A: ü€😀'])],
     ['Expect: 100-continue', () => post(['Expect: 100-continue', `Content-Length: ${json.length}`])],
     ['unknown Expect', () => post(['Expect: 200-ok', `Content-Length: ${json.length}`])],
-    ['Upgrade to websocket', () => head('GET', path, ['Host: x', 'Connection: Upgrade', 'Upgrade: websocket', 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==', 'Sec-WebSocket-Version: 13'])],
-    ['Upgrade to h2c', () => head('GET', path, ['Host: x', 'Connection: Upgrade, HTTP2-Settings', 'Upgrade: h2c', 'HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA'])],
+    [
+      'Upgrade to websocket',
+      () =>
+        head('GET', path, [
+          'Host: x',
+          'Connection: Upgrade',
+          'Upgrade: websocket',
+          'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==',
+          'Sec-WebSocket-Version: 13',
+        ]),
+    ],
+    [
+      'Upgrade to h2c',
+      () =>
+        head('GET', path, ['Host: x', 'Connection: Upgrade, HTTP2-Settings', 'Upgrade: h2c', 'HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA']),
+    ],
     ['HTTP/2 preface', () => Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n')],
     ['TLS ClientHello', () => Buffer.from('16030100a5010000a10303', 'hex')],
     ['random bytes', () => rng.bytes(rng.int(1, 2_000))],
     ['request head cut short', () => Buffer.from(`GET ${path} HTTP/1.1\r\nHost: x\r\nX-Partial: `)],
-    ['two pipelined requests', () => Buffer.concat([head('GET', path, ['Host: x']).subarray(0, -2), Buffer.from(`\r\nGET ${path} HTTP/1.1\r\nHost: x\r\n\r\n`)])],
+    [
+      'two pipelined requests',
+      () => Buffer.concat([head('GET', path, ['Host: x']).subarray(0, -2), Buffer.from(`\r\nGET ${path} HTTP/1.1\r\nHost: x\r\n\r\n`)]),
+    ],
     ['body on GET', () => head('GET', path, ['Host: x', 'Content-Type: application/json', `Content-Length: ${json.length}`], json)],
   ];
   const [label, make] = rng.pick(cases);
@@ -927,7 +1216,12 @@ export interface Generator {
   readonly hashed: number;
 }
 
-export function requestGenerator(service: ServiceName, rng: Rng, ctx: FuzzContext, opts: { hashBudget: number; rawShare: number; clientIp: () => string }): Generator {
+export function requestGenerator(
+  service: ServiceName,
+  rng: Rng,
+  ctx: FuzzContext,
+  opts: { hashBudget: number; rawShare: number; clientIp: () => string },
+): Generator {
   const routes = ROUTES[service];
   let hashed = 0;
   const weighted = routes.map((r) => [r.weight, r] as const);
@@ -939,7 +1233,10 @@ export function requestGenerator(service: ServiceName, rng: Rng, ctx: FuzzContex
       const route = rng.weighted(weighted);
       const path = mutatePath(rng, route.path(rng, ctx));
       if (rng.chance(opts.rawShare)) {
-        const raw = rawCase(rng, path.replace(/[^\x21-\x7e]/g, (c) => encodeURIComponent(c)));
+        const raw = rawCase(
+          rng,
+          path.replace(/[^\x21-\x7e]/g, (c) => encodeURIComponent(c)),
+        );
         return { kind: 'raw', label: `raw: ${raw.label}`, method: raw.method, path, bytes: raw.bytes, incomplete: raw.incomplete };
       }
       const method = rng.chance(0.05) ? rng.pick(WEIRD_METHODS) : rng.pick(route.methods);

@@ -1,7 +1,7 @@
 // One start of the embedded PostgreSQL as a process of its own, so a test can
 // watch its files, kill it mid-initdb, or see it fail: starts the cluster in
 // the directory given as argument, prints "ready", stops it and exits.
-import { startEmbeddedPostgres } from '../../../src/kit/embedded-postgres.js';
+import { startEmbeddedPostgres } from '../../../src/dev/embedded-postgres.js';
 
 const log = { info: () => {}, debug: () => {}, warn: (m: string) => console.error(m) };
 try {

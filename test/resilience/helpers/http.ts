@@ -9,6 +9,8 @@ export interface Target {
   /** http://127.0.0.1:<port> */
   url: string;
   agent?: http.Agent | false;
+  /** The local address to connect from (a loopback address other than 127.0.0.1 plays another client). */
+  localAddress?: string;
 }
 
 export interface RequestSpec {
@@ -67,7 +69,15 @@ export function send(target: Target, spec: RequestSpec, timeoutMs = 10_000): Pro
         ms: performance.now() - started,
       });
     const req = http.request(
-      { host: url.hostname, port: url.port, method: spec.method ?? 'GET', path: spec.path, headers, agent: target.agent },
+      {
+        host: url.hostname,
+        port: url.port,
+        method: spec.method ?? 'GET',
+        path: spec.path,
+        headers,
+        agent: target.agent,
+        localAddress: target.localAddress,
+      },
       (res) => {
         responseStarted = true;
         const chunks: Buffer[] = [];
@@ -76,7 +86,13 @@ export function send(target: Target, spec: RequestSpec, timeoutMs = 10_000): Pro
         res.on('error', fail);
         res.on('end', () => {
           if (!res.complete) return fail(new Error('INCOMPLETE'));
-          finish({ ok: true, status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8'), ms: performance.now() - started });
+          finish({
+            ok: true,
+            status: res.statusCode ?? 0,
+            headers: res.headers,
+            text: Buffer.concat(chunks).toString('utf8'),
+            ms: performance.now() - started,
+          });
         });
       },
     );

@@ -14,6 +14,9 @@ if (file && typeof globalThis.gc === 'function') {
     await new Promise((resolve) => setTimeout(resolve, 50));
     gc();
     const m = process.memoryUsage();
-    appendFileSync(file, `${JSON.stringify({ rss: m.rss, heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external, arrayBuffers: m.arrayBuffers })}\n`);
+    appendFileSync(
+      file,
+      `${JSON.stringify({ rss: m.rss, heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external, arrayBuffers: m.arrayBuffers })}\n`,
+    );
   });
 }

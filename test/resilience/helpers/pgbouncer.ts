@@ -86,7 +86,9 @@ export async function startPgBouncer(binary: string, upstreamUrl: string, opts: 
     { mode: 0o644 },
   );
   const version = execFileSync(binary, ['--version'], { encoding: 'utf8' }).split('\n')[0]!.trim();
-  const child: ChildProcess = spawn(binary, asRoot ? ['-u', unprivilegedUser(), iniFile] : [iniFile], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child: ChildProcess = spawn(binary, asRoot ? ['-u', unprivilegedUser(), iniFile] : [iniFile], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   const collect = (d: Buffer) => {
     out = (out + d.toString()).slice(-200_000);

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { ensureDatabase, withDatabase } from '../../../src/kit/db.js';
-import { type EmbeddedPostgres, startEmbeddedPostgres } from '../../../src/kit/embedded-postgres.js';
+import { type EmbeddedPostgres, startEmbeddedPostgres } from '../../../src/dev/embedded-postgres.js';
 import { freePort } from '../../helpers/ports.js';
 
 // A PostgreSQL of the test's own, which it may stop and start again: the

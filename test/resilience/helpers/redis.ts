@@ -47,10 +47,14 @@ export async function startPrivateRedis(): Promise<PrivateRedis> {
     proc.stdout?.on('data', (d: Buffer) => (output = (output + d.toString()).slice(-4000)));
     proc.stderr?.on('data', (d: Buffer) => (output = (output + d.toString()).slice(-4000)));
     exited = new Promise((resolve) => proc.once('exit', () => resolve()));
-    await waitUntil(async () => {
-      if (proc.exitCode !== null) throw new Error(`redis-server exited: ${output}`);
-      return ping(port);
-    }, 10_000, 'redis-server to answer PING');
+    await waitUntil(
+      async () => {
+        if (proc.exitCode !== null) throw new Error(`redis-server exited: ${output}`);
+        return ping(port);
+      },
+      10_000,
+      'redis-server to answer PING',
+    );
   };
   const kill = async () => {
     if (!child) return;

@@ -20,7 +20,10 @@ export interface ProcessOptions {
   openFileLimit?: number;
 }
 
-export function startShortener(databaseUrl: string, opts: ProcessOptions & { redisUrl?: string; trustProxy?: string } = {}): Promise<ServiceProcess> {
+export function startShortener(
+  databaseUrl: string,
+  opts: ProcessOptions & { redisUrl?: string; trustProxy?: string } = {},
+): Promise<ServiceProcess> {
   return startServiceProcess(
     'src/shortener/server.ts',
     {

@@ -1,19 +1,25 @@
 // `npm start`: every service of the project on one embedded PostgreSQL (or on
 // DATABASE_URL), each in its own process with its own database, secrets the
 // user did not set generated once under DATA_DIR. Ctrl-C or SIGTERM stops the
-// services (they drain), then the database.
+// services (they drain), then the mailbox, then the database, which runs in a
+// process group of its own so the terminal's Ctrl-C never reaches it first.
+// The services' logs are shown readably, health probes left out, and the
+// banner comes after the start's own lines.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createServer as createNetServer } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { type ConfigOf, commonVars, connectionUrl, int, loadConfigOrExit, oneOf, str } from './kit/config.js';
-import { generateEs256PrivateKeyPem } from './kit/es256-keys.js';
-import { ensureDatabase, withDatabase } from './kit/db.js';
-import { checkEmbeddedPostgresCanRun, startEmbeddedPostgres } from './kit/embedded-postgres.js';
-import { loadOrCreateSecret } from './kit/secrets.js';
-import { processLogger } from './kit/service.js';
+import pino from 'pino';
+import { type ConfigOf, commonVars, connectionUrl, int, loadConfigOrExit, oneOf, str } from '../kit/config.js';
+import { generateEs256PrivateKeyPem } from '../kit/es256-keys.js';
+import { ensureDatabase, withDatabase } from '../kit/db.js';
+import { DevLog } from './dev-logs.js';
+import { checkEmbeddedPostgresCanRun } from './embedded-postgres.js';
+import { MAILBOX_HOST, startDevMailbox } from './mailbox.js';
+import { loadOrCreateSecret } from './secrets.js';
+import { startShieldedPostgres } from './shielded-postgres.js';
 
 const { PORT: _port, HOST: _host, ...shared } = commonVars(0);
 const launcherConfig = {
@@ -39,12 +45,15 @@ const launcherConfig = {
   /** The development mailbox, on 127.0.0.1: its SMTP port and its web page. */
   MAILDEV_SMTP_PORT: int({ default: 1025, min: 1, max: 65535 }),
   MAILDEV_WEB_PORT: int({ default: 1080, min: 1, max: 65535 }),
+  /** How the services' logs are shown: readable lines (pretty), or the JSON lines they write (json). */
+  LOG_FORMAT: oneOf(['pretty', 'json'] as const, { default: 'pretty' }),
 };
 type LauncherConfig = ConfigOf<typeof launcherConfig>;
 
 const config = loadConfigOrExit(launcherConfig);
-const log = processLogger('launcher', config.LOG_LEVEL);
-const srcDir = path.dirname(fileURLToPath(import.meta.url));
+const devLog = new DevLog(config.LOG_FORMAT);
+const log = pino({ level: config.LOG_LEVEL, base: { service: 'launcher' } }, devLog.stream('launcher'));
+const srcDir = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 // Run from source through tsx, or from the compiled dist/ with plain node.
 const ext = path.extname(fileURLToPath(import.meta.url));
 const nodeArgs = ext === '.ts' ? ['--import', 'tsx'] : [];
@@ -67,8 +76,11 @@ async function secrets(cfg: LauncherConfig) {
   // Made here, not by accounts itself: the services start at once, and two processes writing
   // secrets.json together would lose one of the keys.
   const jwtPrivateKey =
-    cfg.JWT_ALGORITHM === 'ES256' ? (cfg.JWT_PRIVATE_KEY ?? (await loadOrCreateSecret(dataDir, 'JWT_PRIVATE_KEY', generateEs256PrivateKeyPem))) : undefined;
-  const secretKey = cfg.IDP_SECRET_KEY ?? (await loadOrCreateSecret(dataDir, 'IDP_SECRET_KEY', () => `sb_secret_${randomBytes(24).toString('base64url')}`));
+    cfg.JWT_ALGORITHM === 'ES256'
+      ? (cfg.JWT_PRIVATE_KEY ?? (await loadOrCreateSecret(dataDir, 'JWT_PRIVATE_KEY', generateEs256PrivateKeyPem)))
+      : undefined;
+  const secretKey =
+    cfg.IDP_SECRET_KEY ?? (await loadOrCreateSecret(dataDir, 'IDP_SECRET_KEY', () => `sb_secret_${randomBytes(24).toString('base64url')}`));
   const publishableKey =
     cfg.IDP_PUBLISHABLE_KEY ??
     (await loadOrCreateSecret(dataDir, 'IDP_PUBLISHABLE_KEY', () => `sb_publishable_${randomBytes(24).toString('base64url')}`));
@@ -77,8 +89,35 @@ async function secrets(cfg: LauncherConfig) {
   return { jwtSecret, jwtPrivateKey, secretKey, publishableKey, shortenerAdminKey };
 }
 
+/** A public address the user did not set: the one the services are reached at, the same in every link, page and mail. */
+const publicUrl = (variable: string, port: number): Record<string, string> =>
+  process.env[variable] ? {} : { [variable]: `http://${urlHost}:${port}` };
+
+/**
+ * The idp's mails as notes' own: the notes app is what this idp serves here, so its mails name Notes,
+ * come from Notes, and link to notes' pages (the redirect notes asks for), which use the token only
+ * when the person presses the page's button: a mail scanner that opens the link spends nothing.
+ * Notes has no place to type a six-digit code, so the mails offer none. Any of these set in the
+ * environment wins.
+ */
+function idpMailForNotes(notesUrl: string): Record<string, string> {
+  const settings: Record<string, string> = {
+    IDP_APP_URL: notesUrl,
+    IDP_MAILER_SITE_NAME: 'Notes',
+    IDP_MAILER_OFFER_CODE: 'false',
+    IDP_MAILER_LINK_RECOVERY: '{{ .RedirectTo }}?token_hash={{ .TokenHash }}&type=recovery',
+    // Sent only when the idp confirms addresses by mail (IDP_AUTOCONFIRM=false).
+    IDP_MAILER_LINK_SIGNUP: '{{ .RedirectTo }}?token_hash={{ .TokenHash }}&type=signup',
+    MAIL_FROM: 'Notes <noreply@localhost>',
+  };
+  return Object.fromEntries(Object.entries(settings).filter(([name]) => process.env[name] === undefined));
+}
+
 function servicesToRun(cfg: LauncherConfig, keys: Awaited<ReturnType<typeof secrets>>, smtpUrl: string | undefined): ServiceSpec[] {
   const idpUrl = `http://${urlHost}:${cfg.IDP_PORT}`;
+  const notesUrl = process.env.NOTES_PUBLIC_URL || `http://${urlHost}:${cfg.NOTES_PORT}`;
+  // New at every start: only notes, which gets it too, may name its caller's address to the idp.
+  const forwardedSecret = randomBytes(24).toString('base64url');
   // The two services that send mail; MAIL_FROM, when set, reaches them from the environment.
   const mail: Record<string, string> = smtpUrl ? { SMTP_URL: smtpUrl } : {};
   const all: ServiceSpec[] = [
@@ -91,28 +130,51 @@ function servicesToRun(cfg: LauncherConfig, keys: Awaited<ReturnType<typeof secr
         IDP_SECRET_KEY: keys.secretKey,
         IDP_PUBLISHABLE_KEY: keys.publishableKey,
         TRUST_PROXY: [cfg.TRUST_PROXY, '127.0.0.1'].filter(Boolean).join(','),
+        // Development, as the Supabase CLI: a sign-up is confirmed at once and gets a session (the
+        // notes contract's sign-up expects one). The idp's own default is off.
+        IDP_AUTOCONFIRM: process.env.IDP_AUTOCONFIRM || 'true',
+        IDP_FORWARDED_SECRET: forwardedSecret,
+        // Notes' pages (its password reset page) are another origin than the idp's: a mail's link
+        // may lead there.
+        IDP_REDIRECT_URLS: [process.env.IDP_REDIRECT_URLS, `${notesUrl.replace(/\/+$/, '')}/**`].filter(Boolean).join(','),
         ...mail,
+        ...idpMailForNotes(notesUrl),
       },
       database: true,
       // Loaded only when the idp runs, like its server file.
-      prepareDatabase: async (url) => (await import('./idp/bootstrap.js')).prepareIdpRoles(url, keys.secretKey),
+      prepareDatabase: async (url) => (await import('../idp/bootstrap.js')).prepareIdpRoles(url, keys.secretKey),
     },
     {
       name: 'accounts',
       port: cfg.ACCOUNTS_PORT,
-      env: { JWT_SECRET: keys.jwtSecret, ...(keys.jwtPrivateKey ? { JWT_PRIVATE_KEY: keys.jwtPrivateKey } : {}), ...mail },
+      env: {
+        JWT_SECRET: keys.jwtSecret,
+        ...(keys.jwtPrivateKey ? { JWT_PRIVATE_KEY: keys.jwtPrivateKey } : {}),
+        ...mail,
+        ...publicUrl('ACCOUNTS_PUBLIC_URL', cfg.ACCOUNTS_PORT),
+      },
       database: true,
     },
     {
       name: 'shortener',
       port: cfg.SHORTENER_PORT,
-      env: { SHORTENER_ADMIN_KEY: keys.shortenerAdminKey, ...(cfg.REDIS_URL ? { REDIS_URL: cfg.REDIS_URL } : {}) },
+      env: {
+        SHORTENER_ADMIN_KEY: keys.shortenerAdminKey,
+        ...(cfg.REDIS_URL ? { REDIS_URL: cfg.REDIS_URL } : {}),
+        ...publicUrl('BASE_URL', cfg.SHORTENER_PORT),
+      },
       database: true,
     },
     {
       name: 'notes',
       port: cfg.NOTES_PORT,
-      env: { IDP_URL: idpUrl, IDP_SECRET_KEY: keys.secretKey, IDP_PUBLISHABLE_KEY: keys.publishableKey },
+      env: {
+        IDP_URL: idpUrl,
+        IDP_SECRET_KEY: keys.secretKey,
+        IDP_PUBLISHABLE_KEY: keys.publishableKey,
+        IDP_FORWARDED_SECRET: forwardedSecret,
+        ...publicUrl('NOTES_PUBLIC_URL', cfg.NOTES_PORT),
+      },
       database: false,
     },
   ];
@@ -141,33 +203,8 @@ function portInUse(port: number, on: string = host): Promise<boolean> {
   });
 }
 
-/** The development mailbox listens on the loopback interface only, whatever HOST says: it shows every mail's links. */
-const MAILBOX_HOST = '127.0.0.1';
-
-/**
- * maildev: an SMTP server that keeps what it receives (the last 500 mails, under
- * DATA_DIR/maildev) and shows it on a web page. Loaded only when it runs.
- */
+/** Where services send mail when SMTP_URL is unset: the development mailbox. */
 const devMailboxSmtpUrl = (cfg: LauncherConfig) => `smtp://${MAILBOX_HOST}:${cfg.MAILDEV_SMTP_PORT}`;
-
-async function startDevMailbox(cfg: LauncherConfig): Promise<{ smtpUrl: string; webUrl: string; stop(): Promise<void> }> {
-  const { MailDev } = await import('maildev');
-  const maildev = new MailDev({
-    smtp: cfg.MAILDEV_SMTP_PORT,
-    ip: MAILBOX_HOST,
-    web: cfg.MAILDEV_WEB_PORT,
-    webIp: MAILBOX_HOST,
-    mailDirectory: path.join(dataDir, 'maildev'),
-    maxEmails: 500,
-    silent: true,
-  });
-  await maildev.start();
-  return {
-    smtpUrl: devMailboxSmtpUrl(cfg),
-    webUrl: `http://${MAILBOX_HOST}:${cfg.MAILDEV_WEB_PORT}`,
-    stop: () => maildev.stop(),
-  };
-}
 
 // Before anything is written under DATA_DIR.
 const SERVICE_PORTS = ['IDP_PORT', 'ACCOUNTS_PORT', 'SHORTENER_PORT', 'NOTES_PORT'] as const;
@@ -209,16 +246,19 @@ if (config.DATABASE_URL) {
     databaseUrls.set(s.name, withDatabase(config.DATABASE_URL, s.name));
   }
 } else {
-  const embedded = await startEmbeddedPostgres(dataDir, { info: (m) => log.info(m), warn: (m) => log.warn(m), debug: (m) => log.debug(m) }).catch(
-    (err: Error) => {
-      process.stderr.write(`npm start: ${err.message}\n`);
-      process.exit(1);
-    },
-  );
+  const withDatabases = services.filter((s) => s.database);
+  const embedded = await startShieldedPostgres(
+    dataDir,
+    withDatabases.map((s) => s.name),
+    { info: (m) => log.info(m), warn: (m) => log.warn(m), debug: (m) => log.debug(m) },
+  ).catch((err: Error) => {
+    process.stderr.write(`npm start: ${err.message}\n`);
+    process.exit(1);
+  });
   stopDatabase = () => embedded.stop();
   try {
-    for (const s of services.filter((s) => s.database)) {
-      databaseUrls.set(s.name, await embedded.serviceDatabase(s.name));
+    for (const s of withDatabases) {
+      databaseUrls.set(s.name, embedded.urls[s.name]!);
       await s.prepareDatabase?.(withDatabase(embedded.adminUrl, s.name));
     }
   } catch (err) {
@@ -235,10 +275,17 @@ function databaseUrlOf(s: ServiceSpec): { DATABASE_URL?: string } {
   return url ? { DATABASE_URL: url } : {};
 }
 
+// From here on, what the launcher and the services write is theirs alone (mode 0600, folders 0700):
+// the mailbox keeps every mail, reset links included, as it arrives.
+process.umask(0o077);
 // Started once the database is ready, so a start that fails before leaves nothing running.
 const mailbox = config.SMTP_URL
   ? undefined
-  : await startDevMailbox(config).catch(async (err: Error) => {
+  : await startDevMailbox({
+      smtpPort: config.MAILDEV_SMTP_PORT,
+      webPort: config.MAILDEV_WEB_PORT,
+      directory: path.join(dataDir, 'maildev'),
+    }).catch(async (err: Error) => {
       process.stderr.write(`npm start: the development mailbox (maildev) did not start: ${err.message}\n`);
       await stopDatabase();
       process.exit(1);
@@ -258,6 +305,7 @@ async function stopAll(code: number, signal: NodeJS.Signals = 'SIGTERM'): Promis
   // After the services: they send what they queued before they stop.
   await mailbox?.stop().catch(() => {});
   await stopDatabase();
+  log.info('database stopped: every service had stopped before it');
   process.exit(code);
 }
 
@@ -266,9 +314,11 @@ for (const s of services) {
   // then stops each service once, in order, with the same signal.
   const child = spawn(process.execPath, [...nodeArgs, path.join(srcDir, s.name, `server${ext}`)], {
     env: { ...inheritedEnv, ...s.env, HOST: host, PORT: String(s.port), ...databaseUrlOf(s), DATA_DIR: dataDir },
-    stdio: 'inherit',
+    stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
   });
+  devLog.relay(s.name, child.stdout!);
+  devLog.relay(s.name, child.stderr!);
   children.set(s.name, child);
   child.on('exit', (code) => {
     if (!stopping) {
@@ -282,6 +332,8 @@ process.on('SIGINT', () => void stopAll(0, 'SIGINT'));
 process.on('SIGTERM', () => void stopAll(0));
 
 const healthy = await Promise.all(services.map((s) => waitHealthy(s.port, children.get(s.name)!)));
+// The banner comes last: after the lines each service writes as it starts, which may still be on their way.
+await devLog.quiet(500, 3000);
 if (healthy.every(Boolean) && !stopping) {
   const secretsFile = path.join(dataDir, 'secrets.json');
   const lines = services.map((s) => `  ${s.name.padEnd(10)} http://${urlHost}:${s.port}   API documents: http://${urlHost}:${s.port}/docs`);
@@ -295,6 +347,7 @@ if (healthy.every(Boolean) && !stopping) {
       `IDP_SECRET_KEY, JWT_SECRET, ${keys.jwtPrivateKey ? 'JWT_PRIVATE_KEY, ' : ''}SHORTENER_ADMIN_KEY${config.DATABASE_URL ? '' : ', DATABASE_PASSWORD_<SERVICE>'}\n` +
       `  read one with: node -pe "require('${secretsFile}').SHORTENER_ADMIN_KEY"\n` +
       `Admin account: ${config.ADMIN_EMAIL ? `${config.ADMIN_EMAIL} (ADMIN_EMAIL)` : 'none (set ADMIN_EMAIL and ADMIN_PASSWORD)'}\n` +
+      `Logs: ${config.LOG_FORMAT === 'pretty' ? 'readable lines (LOG_FORMAT=json for the JSON the services write)' : 'JSON lines'}; health probes are not shown\n` +
       'Press Ctrl-C to stop.\n\n',
   );
 }

@@ -7,9 +7,9 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
-import { loadOrCreateSecret } from '../src/kit/secrets.js';
+import { loadOrCreateSecret } from '../src/dev/secrets.js';
 
-const SECRETS_MODULE = pathToFileURL(path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'src', 'kit', 'secrets.ts')).href;
+const SECRETS_MODULE = pathToFileURL(path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'src', 'dev', 'secrets.ts')).href;
 const run = promisify(execFile);
 
 let dir: string;
@@ -48,12 +48,17 @@ describe('loadOrCreateSecret', () => {
       console.log(JSON.stringify({ own, shared }));
     `;
     const outputs = await Promise.all(
-      Array.from({ length: 6 }, (_, p) => run(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script, `p${p}`], { timeout: 60_000 })),
+      Array.from({ length: 6 }, (_, p) =>
+        run(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script, `p${p}`], { timeout: 60_000 }),
+      ),
     );
     const results = outputs.map((o) => JSON.parse(o.stdout) as { own: string[]; shared: string });
     const kept = await secretsIn(d);
     for (let p = 0; p < 6; p++) {
-      assert.deepEqual(results[p]!.own, [1, 2, 3, 4, 5].map((i) => `p${p}-${i}`));
+      assert.deepEqual(
+        results[p]!.own,
+        [1, 2, 3, 4, 5].map((i) => `p${p}-${i}`),
+      );
       for (let i = 1; i <= 5; i++) assert.equal(kept[`OWN_p${p}_${i}`], `p${p}-${i}`, `OWN_p${p}_${i} kept`);
     }
     assert.equal(new Set(results.map((r) => r.shared)).size, 1, 'every process got the same SHARED secret');
