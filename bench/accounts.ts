@@ -1,9 +1,31 @@
-import { randomBytes } from 'node:crypto';
+import { createHmac, createSecretKey, type KeyObject, randomBytes, timingSafeEqual } from 'node:crypto';
+import http from 'node:http';
 import { availableParallelism, loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
 import bcrypt from 'bcrypt';
 import { BCRYPT_COST } from '../src/accounts/passwords.js';
-import { type LoadResult, cpuDuring, cpuPerRequest, cpuSeconds, databaseBackendPids, defaultGenerator, freshBenchDatabase, load, ratio, startCeiling, startService } from './lib.js';
+import { createPool } from '../src/kit/db.js';
+import { isCanonicalCompactJws } from '../src/kit/jws.js';
+import {
+  type LoadResult,
+  type Measured,
+  alternate,
+  BENCH_ROUNDS,
+  contextRow,
+  cpuSeconds,
+  databaseBackendPids,
+  defaultGenerator,
+  freshBenchDatabase,
+  load,
+  measure,
+  ratio,
+  referenceConfig,
+  referenceRow,
+  startCeiling,
+  startReference,
+  startService,
+} from './lib.js';
 
 // bcrypt is what bounds the accounts service. These are measured side by side in one run:
 //  - the bcrypt ceiling: cores ÷ the time of one cost-12 hash, the most logins/s this machine can do;
@@ -13,7 +35,95 @@ import { type LoadResult, cpuDuring, cpuPerRequest, cpuSeconds, databaseBackendP
 //  - POST /auth/refresh: each request rotates its session's refresh token, so
 //    every client chains its own session (the next request sends what the last returned).
 
+//  - /auth/me beside a minimal node:http reference that does the same work: the bearer header's
+//    form, the HS256 check with node:crypto (the algorithm pinned before the key is used, the MAC
+//    compared in constant time, exp, iat, id and role checked), the same one-row read of the
+//    caller's account (the same named statement), the cut-off and ban checks, the same JSON body
+//    (compared before the runs), on a pool of the same size. Alternating rounds, medians.
+
 type Row = Record<string, string | number>;
+
+const REFERENCE_FLAG = '--accounts-reference';
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+interface ReferenceConfig {
+  databaseUrl: string;
+  jwtSecret: string;
+}
+
+const segment = (text: string): Record<string, unknown> | undefined => {
+  try {
+    const value = JSON.parse(Buffer.from(text, 'base64url').toString('utf8')) as unknown;
+    return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
+};
+
+/** HS256 only (the header's alg read before the key is used), MAC in constant time, exp not reached. */
+function verifyHs256(token: string, key: KeyObject): { id: string; iat: number } | undefined {
+  if (!isCanonicalCompactJws(token)) return undefined;
+  const [encodedHeader, encodedPayload, encodedSignature] = token.split('.') as [string, string, string];
+  const header = segment(encodedHeader);
+  if (header?.alg !== 'HS256' || Object.hasOwn(header, 'crit')) return undefined;
+  const expected = createHmac('sha256', key).update(`${encodedHeader}.${encodedPayload}`).digest();
+  const given = Buffer.from(encodedSignature, 'base64url');
+  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return undefined;
+  const payload = segment(encodedPayload);
+  const now = Math.floor(Date.now() / 1000);
+  const { exp, iat, id, role } = payload ?? {};
+  if (typeof exp !== 'number' || exp <= now || typeof iat !== 'number' || iat > now + 60) return undefined;
+  if (typeof id !== 'string' || !UUID.test(id) || (role !== 'user' && role !== 'admin')) return undefined;
+  return { id, iat };
+}
+
+async function serveReference(config: ReferenceConfig & { port: number }): Promise<void> {
+  const pool = createPool(config.databaseUrl, { max: 20, applicationName: 'accounts-reference' });
+  const key = createSecretKey(Buffer.from(config.jwtSecret));
+  const answer = (res: http.ServerResponse, status: number, body: unknown) => {
+    res.writeHead(status, { 'content-type': 'application/json; charset=utf-8' });
+    res.end(JSON.stringify(body));
+  };
+  const fail = (res: http.ServerResponse, status: number, message: string) =>
+    answer(res, status, { status, response: http.STATUS_CODES[status], message });
+  http
+    .createServer(async (req, res) => {
+      try {
+        const header = req.headers.authorization;
+        if (req.url !== '/auth/me' || typeof header !== 'string' || !header.startsWith('Bearer ')) return fail(res, 401, 'No token');
+        const claims = verifyHs256(header.slice('Bearer '.length), key);
+        if (!claims) return fail(res, 401, 'Invalid token');
+        const { rows } = await pool.query({
+          name: 'accounts-find-account-by-id',
+          text: 'SELECT id, name, email, role, email_verified_at, created_at, updated_at, access_tokens_from, banned_at FROM users WHERE id = $1',
+          values: [claims.id],
+        });
+        const row = rows[0];
+        if (!row) return fail(res, 404, 'User not found');
+        const cutOff = row.access_tokens_from ? Math.floor(row.access_tokens_from.getTime() / 1000) : 0;
+        if (claims.iat < cutOff || row.banned_at !== null) return fail(res, 401, 'Invalid token');
+        answer(res, 200, {
+          status: 200,
+          response: 'OK',
+          message: 'User profile retrieved successfully',
+          data: {
+            id: row.id,
+            name: row.name,
+            email: row.email,
+            role: row.role,
+            emailVerified: row.email_verified_at !== null,
+            createdAt: row.created_at.toISOString(),
+            updatedAt: row.updated_at.toISOString(),
+          },
+        });
+      } catch {
+        fail(res, 503, 'Service unavailable');
+      }
+    })
+    .listen(config.port, '127.0.0.1');
+}
+
+if (process.argv.includes(REFERENCE_FLAG)) await serveReference(referenceConfig<ReferenceConfig>());
 
 const cores = availableParallelism();
 const PASSWORD = 'bench password 1';
@@ -99,18 +209,20 @@ async function timedFailedLogin(url: string, email: string): Promise<number> {
   return took;
 }
 
-export async function run(ctx: { adminUrl: string }): Promise<Row[]> {
+export async function run(ctx: { adminUrl: string }): Promise<Record<string, Row[]>> {
   const databaseUrl = await freshBenchDatabase(ctx.adminUrl, 'bench_accounts');
+  const jwtSecret = randomBytes(48).toString('base64url');
 
   // In-process counters (no REDIS_URL) and no admin: a bench run starts from nothing.
   const service = await startService('src/accounts/server.ts', {
     DATABASE_URL: databaseUrl,
-    JWT_SECRET: randomBytes(48).toString('base64url'),
+    JWT_SECRET: jwtSecret,
     REDIS_URL: '',
     ADMIN_EMAIL: '',
     ADMIN_PASSWORD: '',
   });
   const ceiling = await startCeiling('json');
+  let reference: Awaited<ReturnType<typeof startReference>> | undefined;
   const loadAtStart = loadavg()[0]!;
   const rows: Row[] = [];
   try {
@@ -171,30 +283,49 @@ export async function run(ctx: { adminUrl: string }): Promise<Row[]> {
       met: verdict(ratio(storm.rps, bcryptCeiling) >= 0.9 && stormOk),
     });
 
-    // 3. /auth/me alone beside the bare node:http JSON ceiling: two alternating
-    // runs of each, the better one kept, so a burst of outside load hits both alike.
+    // 3. /auth/me alone beside the bare node:http JSON ceiling (its rounds first) and the
+    // reference (alternating rounds with the service), medians, so a burst of outside load hits
+    // both alike.
     const generator = defaultGenerator();
+    const seconds = Number(process.env.BENCH_SECONDS ?? 10);
     const me = { url: `${service.url}/auth/me`, headers: { authorization: `Bearer ${token}` }, connections: 10, generator };
     const only200 = (r: LoadResult) => Object.keys(r.statusCounts).every((s) => s === '200') && r.errors === 0;
-    // Each run with the CPU its processes used: the bare server's, the service's and its PostgreSQL backends'.
-    type Measured = { r: LoadResult; cpu: ReturnType<typeof cpuPerRequest> };
+    reference = await startReference(fileURLToPath(import.meta.url), REFERENCE_FLAG, { databaseUrl, jwtSecret } satisfies ReferenceConfig);
+    const [own, theirs] = await Promise.all(
+      [service, reference].map((s) =>
+        fetch(`${s.url}/auth/me`, { headers: me.headers }).then(async (r) => `${r.status} ${await r.text()}`),
+      ),
+    );
+    if (own !== theirs) throw new Error(`the service and the reference answer /auth/me differently:\n${own}\n${theirs}`);
     const backends = () => databaseBackendPids(ctx.adminUrl, 'bench_accounts');
-    const measured = async (run: () => Promise<LoadResult>, pids: number[], db?: () => Promise<number[]>): Promise<Measured> => {
-      const m = await cpuDuring(run, pids, db);
-      return { r: m.result, cpu: cpuPerRequest(m, m.result.requests) };
-    };
-    const best = (a: Measured, b: Measured) => (a.r.rps >= b.r.rps ? a : b);
-    let bare: Measured | undefined;
-    let alone: Measured | undefined;
-    for (let i = 0; i < 2; i++) {
-      await load({ url: ceiling.url, connections: 10, durationSeconds: 1, generator });
-      const b = await measured(() => load({ url: ceiling.url, connections: 10, durationSeconds: 4, generator }), [ceiling.pid]);
-      bare = bare ? best(bare, b) : b;
-      await load({ ...me, durationSeconds: 1 });
-      const m = await measured(() => load({ ...me, durationSeconds: 4 }), [service.pid], backends);
-      if (!only200(m.r)) throw new Error(`/auth/me answered ${JSON.stringify(m.r.statusCounts)}`);
-      alone = alone ? best(alone, m) : m;
+    const bareRuns: Measured[] = [];
+    for (let i = 0; i < BENCH_ROUNDS; i++) {
+      bareRuns.push(await measure({ url: ceiling.url, connections: 10, durationSeconds: seconds, generator }, { server: ceiling.pid }));
     }
+    const meRuns = await alternate(
+      () => measure({ ...me, url: `${reference!.url}/auth/me`, durationSeconds: seconds }, { server: reference!.pid, backends }),
+      async () => {
+        const m = await measure({ ...me, durationSeconds: seconds }, { server: service.pid, backends });
+        if (!only200(m.r)) throw new Error(`/auth/me answered ${JSON.stringify(m.r.statusCounts)}`);
+        return m;
+      },
+    );
+    // The median run by rate of each, for the rows below.
+    const middle = (runs: Measured[]) => [...runs].sort((a, b) => a.r.rps - b.r.rps)[Math.floor(runs.length / 2)]!;
+    const bare = { r: middle(bareRuns).r, cpu: { service: middle(bareRuns).server } };
+    const aloneRun = middle(meRuns.project);
+    const alone = {
+      r: aloneRun.r,
+      cpu: {
+        service: aloneRun.server,
+        database: aloneRun.database,
+        total: aloneRun.server === undefined ? undefined : aloneRun.server + (aloneRun.database ?? 0),
+      },
+    };
+    const references = [
+      contextRow(`bare node:http JSON, no database (context), ${generator}`, bareRuns),
+      referenceRow('GET /auth/me, 10 connections', meRuns),
+    ];
     const µs = (n: number | undefined) => (n === undefined ? 'n/a' : `${n.toFixed(0)} µs`);
     rows.push({
       run: `bare node:http JSON (ceiling), ${generator}`,
@@ -206,7 +337,7 @@ export async function run(ctx: { adminUrl: string }): Promise<Row[]> {
       met: '',
     });
     rows.push({
-      run: '/auth/me alone, 10 connections',
+      run: '/auth/me alone, 10 connections (median run)',
       'req/s': Math.round(alone!.r.rps),
       'p50 ms': alone!.r.p50,
       'p99 ms': alone!.r.p99,
@@ -237,7 +368,8 @@ export async function run(ctx: { adminUrl: string }): Promise<Row[]> {
     const refreshes = await refreshChains(`${service.url}/auth/refresh`, sessions, 5);
     const cpuAfter = cpuSeconds([service.pid]);
     const requests = Object.values(refreshes.statuses).reduce((a, b) => a + b, 0);
-    const cpuPerRefresh = cpuBefore === undefined || cpuAfter === undefined ? 'n/a' : `${(((cpuAfter - cpuBefore) * 1000) / requests).toFixed(2)} ms CPU each`;
+    const cpuPerRefresh =
+      cpuBefore === undefined || cpuAfter === undefined ? 'n/a' : `${(((cpuAfter - cpuBefore) * 1000) / requests).toFixed(2)} ms CPU each`;
     rows.push({
       run: '/auth/refresh, 10 sessions chained, 5 s',
       'req/s': Math.round(refreshes.rps),
@@ -282,7 +414,15 @@ export async function run(ctx: { adminUrl: string }): Promise<Row[]> {
       wrong.push(await timedFailedLogin(service.url, emails[i % emails.length]!));
     }
     const timingRatio = ratio(median(unknown), median(wrong));
-    rows.push({ run: 'login 401, unknown email (median of 30)', 'req/s': '', 'p50 ms': round1(median(unknown)), 'p99 ms': '', ratio: '', target: '', met: '' });
+    rows.push({
+      run: 'login 401, unknown email (median of 30)',
+      'req/s': '',
+      'p50 ms': round1(median(unknown)),
+      'p99 ms': '',
+      ratio: '',
+      target: '',
+      met: '',
+    });
     rows.push({
       run: 'login 401, wrong password (median of 30)',
       'req/s': '',
@@ -301,8 +441,9 @@ export async function run(ctx: { adminUrl: string }): Promise<Row[]> {
       target: 'quiet ~ < 1',
       met: '',
     });
-    return rows;
+    return { figures: rows, 'GET /auth/me against a node:http reference (medians)': references };
   } finally {
+    await reference?.stop();
     await ceiling.stop();
     await service.stop();
   }

@@ -4,7 +4,7 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startEmbeddedPostgres } from '../src/kit/embedded-postgres.js';
+import { startEmbeddedPostgres } from '../src/dev/embedded-postgres.js';
 import pg from 'pg';
 import { ensureDatabase, withDatabase } from '../src/kit/db.js';
 
@@ -64,7 +64,10 @@ export async function freshBenchDatabase(adminUrl: string, name: string): Promis
   return withDatabase(adminUrl, name);
 }
 
-export async function startService(entry: string, env: Record<string, string>): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
+export async function startService(
+  entry: string,
+  env: Record<string, string>,
+): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
   const port = await freePort();
   // BENCH_CPU_PROF=<dir>: each service process writes a V8 CPU profile there when it stops (open it
   // in Chrome DevTools or any .cpuprofile viewer), to see where its time goes under the bench's load.
@@ -82,7 +85,12 @@ export async function startService(entry: string, env: Record<string, string>): 
   const url = `http://127.0.0.1:${port}`;
   const stop = stopper(child);
   const deadline = Date.now() + STARTUP_LIMIT_MS;
-  while (!(await fetch(`${url}/healthz`).then((r) => r.ok, () => false))) {
+  while (
+    !(await fetch(`${url}/healthz`).then(
+      (r) => r.ok,
+      () => false,
+    ))
+  ) {
     if (child.exitCode !== null) throw new Error(`${entry} exited with ${child.exitCode}: ${tail}`);
     if (Date.now() > deadline) {
       child.kill('SIGKILL');
@@ -98,7 +106,10 @@ export async function databaseBackendPids(adminUrl: string, database: string): P
   const client = new pg.Client({ connectionString: adminUrl });
   await client.connect();
   try {
-    const { rows } = await client.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()', [database]);
+    const { rows } = await client.query<{ pid: number }>(
+      'SELECT pid FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()',
+      [database],
+    );
     return rows.map((r) => r.pid);
   } finally {
     await client.end();
@@ -125,7 +136,10 @@ export async function cpuDuring<T>(
 }
 
 /** `12 + 30 µs` of CPU per request: service (+ PostgreSQL when measured). */
-export function cpuPerRequest(m: { serviceCpu?: number; databaseCpu?: number }, requests: number): { service?: number; database?: number; total?: number } {
+export function cpuPerRequest(
+  m: { serviceCpu?: number; databaseCpu?: number },
+  requests: number,
+): { service?: number; database?: number; total?: number } {
   if (m.serviceCpu === undefined || requests === 0) return {};
   const service = (m.serviceCpu * 1e6) / requests;
   const database = m.databaseCpu === undefined ? undefined : (m.databaseCpu * 1e6) / requests;
@@ -282,10 +296,26 @@ async function wrkLoad(opts: LoadOptions): Promise<LoadResult> {
     writeFileSync(script, wrkScript(opts));
     const origin = new URL(opts.url).origin;
     const run = async (seconds: number) => {
-      const out = await runGenerator(WRK, ['-t2', `-c${opts.connections ?? 50}`, `-d${seconds}s`, '--timeout', '10s', '-s', script, origin]);
+      const out = await runGenerator(WRK, [
+        '-t2',
+        `-c${opts.connections ?? 50}`,
+        `-d${seconds}s`,
+        '--timeout',
+        '10s',
+        '-s',
+        script,
+        origin,
+      ]);
       const line = out.split('\n').find((l) => l.startsWith('{"requests"'));
       if (!line) throw new Error(`wrk printed no result: ${out}`);
-      return JSON.parse(line) as { requests: number; seconds: number; p50: number; p99: number; errors: number; statusCounts: Record<string, number> };
+      return JSON.parse(line) as {
+        requests: number;
+        seconds: number;
+        p50: number;
+        p99: number;
+        errors: number;
+        statusCounts: Record<string, number>;
+      };
     };
     const all: Record<string, number> = {};
     const add = (counts: Record<string, number>) => {
@@ -320,3 +350,195 @@ export function printTable(title: string, rows: Array<Record<string, string | nu
 }
 
 export const ratio = (a: number, b: number) => (b === 0 ? 0 : a / b);
+
+// ---------------------------------------------------------------------------------------------
+// Minimal references: each hot path beside a plain node:http server doing the same durable work.
+
+export interface Server {
+  url: string;
+  pid: number;
+  stop(): Promise<void>;
+}
+
+const REFERENCE_CONFIG = 'BENCH_REFERENCE';
+
+/** The config a reference process was started with (startReference's `config`, plus its port). */
+export function referenceConfig<T>(): T & { port: number } {
+  // Exit through process.exit on the bench's SIGTERM, so --cpu-prof (BENCH_CPU_PROF) writes its profile.
+  process.once('SIGTERM', () => process.exit(0));
+  return JSON.parse(process.env[REFERENCE_CONFIG]!) as T & { port: number };
+}
+
+/**
+ * Runs the bench file `module` again as its own process with `flag`, which makes it serve its
+ * reference on a free port (read with referenceConfig()); ready once it answers anything.
+ */
+export async function startReference(module: string, flag: string, config: object): Promise<Server> {
+  const port = await freePort();
+  const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(process.env.BENCH_CPU_PROF)}`] : [];
+  const child = spawn(process.execPath, [...profile, '--import', 'tsx', module, flag], {
+    cwd: root,
+    env: { ...process.env, [REFERENCE_CONFIG]: JSON.stringify({ ...config, port }) },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + STARTUP_LIMIT_MS;
+  while (
+    !(await fetch(url).then(
+      async (r) => {
+        await r.arrayBuffer();
+        return true;
+      },
+      () => false,
+    ))
+  ) {
+    if (child.exitCode !== null || Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`the reference ${flag} did not start`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return { url, pid: child.pid!, stop: stopper(child) };
+}
+
+/** One measured run: the load's figures and the CPU per request of the server, of other processes (an idp), of PostgreSQL. */
+export interface Measured {
+  r: LoadResult;
+  /** µs of CPU per request; undefined off Linux. */
+  server?: number;
+  others?: number;
+  database?: number;
+}
+
+/**
+ * A warm-up run outside the CPU window, then the measured run with the CPU the server (and
+ * `others`, and PostgreSQL's `backends`) used during it, per request answered.
+ */
+export async function measure(
+  opts: LoadOptions,
+  processes: { server: number; others?: number[]; backends?: () => Promise<number[]> },
+  warmupSeconds = 2,
+): Promise<Measured> {
+  if (warmupSeconds > 0) await load({ ...opts, warmupSeconds: 0, durationSeconds: warmupSeconds });
+  const othersBefore = cpuSeconds(processes.others ?? []);
+  const m = await cpuDuring(() => load({ ...opts, warmupSeconds: 0 }), [processes.server], processes.backends);
+  const othersAfter = cpuSeconds(processes.others ?? []);
+  const perRequest = (seconds: number | undefined) =>
+    seconds === undefined || m.result.requests === 0 ? undefined : (seconds * 1e6) / m.result.requests;
+  return {
+    r: m.result,
+    server: perRequest(m.serviceCpu),
+    others:
+      processes.others === undefined || othersBefore === undefined || othersAfter === undefined
+        ? undefined
+        : perRequest(othersAfter - othersBefore),
+    database: processes.backends ? perRequest(m.databaseCpu) : undefined,
+  };
+}
+
+export const BENCH_ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+
+/**
+ * `rounds` rounds of the reference and the project, alternating which goes first (reference,
+ * project; project, reference; …) so a burst of outside load hits both alike.
+ */
+export async function alternate(
+  runReference: () => Promise<Measured>,
+  runProject: () => Promise<Measured>,
+  rounds = BENCH_ROUNDS,
+): Promise<{ reference: Measured[]; project: Measured[] }> {
+  const reference: Measured[] = [];
+  const project: Measured[] = [];
+  for (let round = 0; round < rounds; round++) {
+    if (round % 2 === 0) {
+      reference.push(await runReference());
+      project.push(await runProject());
+    } else {
+      project.push(await runProject());
+      reference.push(await runReference());
+    }
+  }
+  return { reference, project };
+}
+
+export const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+
+/** Answers of all the runs by status: `200×51234`. */
+function statusTotals(runs: Measured[]): string {
+  const all: Record<string, number> = {};
+  for (const m of runs) for (const [status, n] of Object.entries(m.r.statusCounts)) all[status] = (all[status] ?? 0) + n;
+  return Object.entries(all)
+    .map(([status, n]) => `${status}×${n}`)
+    .join(' ');
+}
+
+/** The medians of a path's runs. */
+export function summarise(runs: Measured[]) {
+  const cpu = (pick: (m: Measured) => number | undefined) =>
+    runs.every((m) => pick(m) !== undefined) ? median(runs.map((m) => pick(m)!)) : undefined;
+  return {
+    rps: median(runs.map((m) => m.r.rps)),
+    p50: median(runs.map((m) => m.r.p50)),
+    p99: median(runs.map((m) => m.r.p99)),
+    server: cpu((m) => m.server),
+    others: cpu((m) => m.others),
+    database: cpu((m) => m.database),
+    total: cpu((m) => (m.server === undefined ? undefined : m.server + (m.others ?? 0) + (m.database ?? 0))),
+    statuses: statusTotals(runs),
+    errors: runs.reduce((sum, m) => sum + m.r.errors, 0),
+  };
+}
+
+/** The targets of a project path against its reference: printed beside the figures, not asserted. */
+export const REFERENCE_TARGETS = { throughput: 0.85, cpu: 1.2, p99: 1.5 };
+
+/**
+ * One row per path: the project's and the reference's medians side by side, with the three
+ * ratios and whether the targets (≥ 0.85 of the rate, ≤ 1.2× the CPU, ≤ 1.5× the p99) were met.
+ * `cpuLabel` names what the CPU column adds up (server + PostgreSQL, or more).
+ */
+export function referenceRow(path: string, runs: { reference: Measured[]; project: Measured[] }): Record<string, string | number> {
+  const ref = summarise(runs.reference);
+  const own = summarise(runs.project);
+  const µs = (n: number | undefined) => (n === undefined ? 'n/a' : n.toFixed(0));
+  const parts = (s: ReturnType<typeof summarise>) =>
+    [s.server, ...(s.others === undefined ? [] : [s.others]), ...(s.database === undefined ? [] : [s.database])].map(µs).join(' + ');
+  // Judged as printed (two decimals), so a printed 1.20 is within ≤ 1.2×.
+  const two = (n: number) => Number(n.toFixed(2));
+  const throughput = two(ratio(own.rps, ref.rps));
+  const cpu = own.total === undefined || ref.total === undefined ? undefined : two(ratio(own.total, ref.total));
+  const p99 = two(ratio(own.p99, ref.p99));
+  const met =
+    throughput >= REFERENCE_TARGETS.throughput && (cpu === undefined || cpu <= REFERENCE_TARGETS.cpu) && p99 <= REFERENCE_TARGETS.p99;
+  return {
+    path,
+    'project req/s': Math.round(own.rps),
+    'reference req/s': Math.round(ref.rps),
+    'rate ratio': throughput,
+    'project CPU µs/req': `${parts(own)} = ${µs(own.total)}`,
+    'reference CPU µs/req': `${parts(ref)} = ${µs(ref.total)}`,
+    'CPU ratio': cpu ?? 'n/a',
+    'project p99 ms': own.p99,
+    'reference p99 ms': ref.p99,
+    'p99 ratio': p99,
+    'targets ≥ 0.85, ≤ 1.2×, ≤ 1.5×': met ? 'met' : 'not met',
+    'statuses (project / reference)': `${own.statuses} / ${ref.statuses}`,
+    errors: own.errors + ref.errors,
+  };
+}
+
+/** The bare node:http server's medians as a context row of a references table. */
+export function contextRow(label: string, runs: Measured[]): Record<string, string | number> {
+  const s = summarise(runs);
+  // Every column of referenceRow, in its order, so the table's columns keep that order.
+  const row: Record<string, string | number> = Object.fromEntries(
+    Object.keys(referenceRow('', { reference: runs, project: runs })).map((k) => [k, '']),
+  );
+  return {
+    ...row,
+    path: label,
+    'reference req/s': Math.round(s.rps),
+    'reference CPU µs/req': s.server === undefined ? 'n/a' : s.server.toFixed(0),
+    'reference p99 ms': s.p99,
+  };
+}

@@ -1,5 +1,27 @@
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import { type LoadOptions, type LoadResult, cpuDuring, cpuPerRequest, databaseBackendPids, defaultGenerator, freshBenchDatabase, load, ratio, startCeiling, startService } from './lib.js';
+import http from 'node:http';
+import { fileURLToPath } from 'node:url';
+import { isDeepStrictEqual } from 'node:util';
+import { asCaller, createIdpClients } from '../src/notes/idp-clients.js';
+import {
+  type LoadOptions,
+  type LoadResult,
+  alternate,
+  contextRow,
+  cpuDuring,
+  cpuPerRequest,
+  databaseBackendPids,
+  defaultGenerator,
+  freshBenchDatabase,
+  load,
+  measure,
+  ratio,
+  referenceConfig,
+  referenceRow,
+  startCeiling,
+  startReference,
+  startService,
+} from './lib.js';
 
 // GET /notes for one user with 50 notes, 50 connections, 10 s: notes with
 // remote token checks (one idp request per call) and with IDP_VERIFY=local,
@@ -14,7 +36,57 @@ import { type LoadOptions, type LoadResult, cpuDuring, cpuPerRequest, databaseBa
 // rate: the CPU per request of the processes that served it (notes, the idp,
 // PostgreSQL's backends of the idp's database), read from /proc.
 
+//
+// GET /notes is also measured beside a minimal node:http reference that makes the same two idp
+// calls with the same client notes uses (supabase-js from createIdpClients, with its bounded
+// fetch): the token check (auth.getUser with the secret-key client), then the REST read (the
+// publishable-key client, the caller's token on the query, retries off), and answers the rows
+// with their count. Both against the same idp, in alternating rounds, medians; the CPU beside
+// each is the server's, the idp's and PostgreSQL's per request.
+
 const NOTES_PER_USER = 50;
+const REFERENCE_FLAG = '--notes-reference';
+
+interface ReferenceConfig {
+  idpUrl: string;
+  publishableKey: string;
+  secretKey: string;
+}
+
+async function serveReference(config: ReferenceConfig & { port: number }): Promise<void> {
+  const clients = createIdpClients({
+    IDP_URL: config.idpUrl,
+    IDP_SECRET_KEY: config.secretKey,
+    IDP_PUBLISHABLE_KEY: config.publishableKey,
+    IDP_TIMEOUT_MS: 5000,
+    IDP_FORWARDED_SECRET: undefined,
+  });
+  const fail = (res: http.ServerResponse, status: number, message: string) => {
+    res.writeHead(status, { 'content-type': 'application/json; charset=utf-8' });
+    res.end(JSON.stringify({ message }));
+  };
+  http
+    .createServer(async (req, res) => {
+      try {
+        const [scheme, token, ...rest] = (req.headers.authorization ?? '').split(' ');
+        if (req.url !== '/notes' || scheme?.toLowerCase() !== 'bearer' || !token || rest.length > 0) {
+          return fail(res, 401, 'Missing bearer token');
+        }
+        const { data, error } = await clients.privileged.auth.getUser(token);
+        if (error || !data.user) return fail(res, 401, 'Invalid or expired token');
+        const query = clients.data.from('notes').select('*').order('created_at', { ascending: false }).order('id', { ascending: false });
+        const { data: notes, error: readError } = await asCaller(query, token).retry(false);
+        if (readError) return fail(res, 500, 'store failed');
+        res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'x-total-count': String(notes.length) });
+        res.end(JSON.stringify(notes));
+      } catch {
+        fail(res, 503, 'identity provider unavailable');
+      }
+    })
+    .listen(config.port, '127.0.0.1');
+}
+
+if (process.argv.includes(REFERENCE_FLAG)) await serveReference(referenceConfig<ReferenceConfig>());
 
 async function json(url: string, init: RequestInit & { body?: string } = {}): Promise<any> {
   const res = await fetch(url, { ...init, headers: { 'content-type': 'application/json', ...init.headers } });
@@ -23,7 +95,7 @@ async function json(url: string, init: RequestInit & { body?: string } = {}): Pr
   return body;
 }
 
-export async function run(ctx: { adminUrl: string }): Promise<Array<Record<string, string | number>>> {
+export async function run(ctx: { adminUrl: string }): Promise<Record<string, Array<Record<string, string | number>>>> {
   const databaseUrl = await freshBenchDatabase(ctx.adminUrl, 'bench_notes_idp');
 
   const keys = {
@@ -31,11 +103,18 @@ export async function run(ctx: { adminUrl: string }): Promise<Array<Record<strin
     IDP_SECRET_KEY: `sb_secret_bench${randomBytes(12).toString('hex')}`,
   };
   const signingKey = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
-  const idp = await startService('src/idp/server.ts', { ...keys, DATABASE_URL: databaseUrl, IDP_SIGNING_KEY: signingKey });
+  // Sign-ups confirmed at once, as under npm start: the bench's user signs in without a mail.
+  const idp = await startService('src/idp/server.ts', {
+    ...keys,
+    DATABASE_URL: databaseUrl,
+    IDP_SIGNING_KEY: signingKey,
+    IDP_AUTOCONFIRM: 'true',
+  });
   const notesEnv = { IDP_URL: idp.url, ...keys };
   const remote = await startService('src/notes/server.ts', { ...notesEnv, IDP_VERIFY: 'remote' });
   const local = await startService('src/notes/server.ts', { ...notesEnv, IDP_VERIFY: 'local' });
   const ceiling = await startCeiling('json');
+  let reference: Awaited<ReturnType<typeof startReference>> | undefined;
   try {
     // One user with 50 notes, made through the notes service itself.
     const email = `bench-${randomBytes(4).toString('hex')}@example.com`;
@@ -44,7 +123,11 @@ export async function run(ctx: { adminUrl: string }): Promise<Array<Record<strin
     const { access_token: token } = await json(`${remote.url}/auth/login`, { method: 'POST', body: JSON.stringify({ email, password }) });
     const bearer = { authorization: `Bearer ${token}` };
     for (let i = 0; i < NOTES_PER_USER; i++) {
-      await json(`${remote.url}/notes`, { method: 'POST', headers: bearer, body: JSON.stringify({ title: `note ${i}`, body: 'x'.repeat(200) }) });
+      await json(`${remote.url}/notes`, {
+        method: 'POST',
+        headers: bearer,
+        body: JSON.stringify({ title: `note ${i}`, body: 'x'.repeat(200) }),
+      });
     }
     const listed = (await json(`${local.url}/notes`, { headers: bearer })) as unknown[];
     if (listed.length !== NOTES_PER_USER) throw new Error(`expected ${NOTES_PER_USER} notes, got ${listed.length}`);
@@ -62,10 +145,18 @@ export async function run(ctx: { adminUrl: string }): Promise<Array<Record<strin
       return { r: m.result, cpu: cpuPerRequest(m, m.result.requests) };
     };
     const ceilingRun = await measured({ ...base, url: ceiling.url }, [ceiling.pid]);
-    const idpUser = await measured({ ...base, url: `${idp.url}/auth/v1/user`, headers: { apikey: keys.IDP_SECRET_KEY, ...bearer } }, [idp.pid], backends);
+    const idpUser = await measured(
+      { ...base, url: `${idp.url}/auth/v1/user`, headers: { apikey: keys.IDP_SECRET_KEY, ...bearer } },
+      [idp.pid],
+      backends,
+    );
     // The exact request supabase-js sends for the list.
     const idpRest = await measured(
-      { ...base, url: `${idp.url}/rest/v1/notes?select=*&order=created_at.desc%2Cid.desc`, headers: { apikey: keys.IDP_PUBLISHABLE_KEY, 'accept-profile': 'public', ...bearer } },
+      {
+        ...base,
+        url: `${idp.url}/rest/v1/notes?select=*&order=created_at.desc%2Cid.desc`,
+        headers: { apikey: keys.IDP_PUBLISHABLE_KEY, 'accept-profile': 'public', ...bearer },
+      },
       [idp.pid],
       backends,
     );
@@ -75,11 +166,21 @@ export async function run(ctx: { adminUrl: string }): Promise<Array<Record<strin
     // matches 11 of the 50 (note 1, note 10 … note 19), one page of 10 with its exact count.
     const noteId = (listed[0] as { id: number }).id;
     const patch = await measured(
-      { ...base, url: `${remote.url}/notes/${noteId}`, method: 'PATCH', headers: { ...bearer, 'content-type': 'application/json' }, body: JSON.stringify({ body: 'y'.repeat(200) }) },
+      {
+        ...base,
+        url: `${remote.url}/notes/${noteId}`,
+        method: 'PATCH',
+        headers: { ...bearer, 'content-type': 'application/json' },
+        body: JSON.stringify({ body: 'y'.repeat(200) }),
+      },
       [remote.pid, idp.pid],
       backends,
     );
-    const search = await measured({ ...base, url: `${remote.url}/notes?q=note%201&limit=10`, headers: bearer }, [remote.pid, idp.pid], backends);
+    const search = await measured(
+      { ...base, url: `${remote.url}/notes?q=note%201&limit=10`, headers: bearer },
+      [remote.pid, idp.pid],
+      backends,
+    );
 
     const µs = (n: number | undefined) => (n === undefined ? 'n/a' : n.toFixed(0));
     const row = (label: string, m: Measured, target = '', met = '') => ({
@@ -90,7 +191,10 @@ export async function run(ctx: { adminUrl: string }): Promise<Array<Record<strin
       'vs ceiling': `${(ratio(m.r.rps, ceilingRun.r.rps) * 100).toFixed(0)}%`,
       'vs idp /user': `${(ratio(m.r.rps, idpUser.r.rps) * 100).toFixed(0)}%`,
       // Services' CPU (notes + idp where both serve it) + PostgreSQL's, per request.
-      'CPU µs/req': m.cpu.total === undefined ? 'n/a' : `${µs(m.cpu.service)} + ${µs(m.cpu.database ?? 0)} = ${(m.cpu.total / (ceilingRun.cpu.service ?? 1)).toFixed(1)}x bare`,
+      'CPU µs/req':
+        m.cpu.total === undefined
+          ? 'n/a'
+          : `${µs(m.cpu.service)} + ${µs(m.cpu.database ?? 0)} = ${(m.cpu.total / (ceilingRun.cpu.service ?? 1)).toFixed(1)}x bare`,
       target,
       met,
       // Anything but 200 means the figure is not of the path we meant to measure.
@@ -99,6 +203,27 @@ export async function run(ctx: { adminUrl: string }): Promise<Array<Record<strin
         .join(' '),
       errors: m.r.errors,
     });
+    // GET /notes against the reference, remote mode (the same two idp calls per request).
+    reference = await startReference(fileURLToPath(import.meta.url), REFERENCE_FLAG, {
+      idpUrl: idp.url,
+      publishableKey: keys.IDP_PUBLISHABLE_KEY,
+      secretKey: keys.IDP_SECRET_KEY,
+    } satisfies ReferenceConfig);
+    const lists = await Promise.all(
+      [remote, reference].map((s) =>
+        fetch(`${s.url}/notes`, { headers: bearer }).then(async (r) => [r.status, r.headers.get('x-total-count'), await r.json()]),
+      ),
+    );
+    if (!isDeepStrictEqual(lists[0], lists[1])) throw new Error('notes and the reference answer GET /notes differently');
+    const listRuns = await alternate(
+      () => measure({ ...base, url: `${reference!.url}/notes`, headers: bearer }, { server: reference!.pid, others: [idp.pid], backends }),
+      () => measure({ ...base, url: `${remote.url}/notes`, headers: bearer }, { server: remote.pid, others: [idp.pid], backends }),
+    );
+    const references = [
+      contextRow(`bare node:http JSON, no database (context), ${generator}`, [{ r: ceilingRun.r, server: ceilingRun.cpu.service }]),
+      referenceRow(`GET /notes (${NOTES_PER_USER} notes), IDP_VERIFY=remote; CPU: server + idp + PostgreSQL`, listRuns),
+    ];
+
     const verdict = (ok: boolean) => (ok ? 'yes' : 'NO');
     const share = ratio(notesRemote.r.rps, idpUser.r.rps);
     const bound = 1 / (1 / idpUser.r.rps + 1 / idpRest.r.rps);
@@ -108,16 +233,33 @@ export async function run(ctx: { adminUrl: string }): Promise<Array<Record<strin
         `notes-remote reaches ${(ratio(notesRemote.r.rps, bound) * 100).toFixed(0)}% of that bound`,
     );
     const userCpuRatio = ratio(idpUser.cpu.total ?? 0, ceilingRun.cpu.service ?? 1);
-    return [
+    const figures = [
       row(`bare node:http JSON (ceiling), ${generator}`, ceilingRun),
-      row('idp GET /auth/v1/user alone', idpUser, '>= 15% of bare; CPU <= 8x', verdict(ratio(idpUser.r.rps, ceilingRun.r.rps) >= 0.15 && userCpuRatio <= 8)),
-      row(`idp GET /rest/v1/notes (${NOTES_PER_USER} notes) alone`, idpRest, '>= 12% of bare', verdict(ratio(idpRest.r.rps, ceilingRun.r.rps) >= 0.12)),
+      row(
+        'idp GET /auth/v1/user alone',
+        idpUser,
+        '>= 15% of bare; CPU <= 8x',
+        verdict(ratio(idpUser.r.rps, ceilingRun.r.rps) >= 0.15 && userCpuRatio <= 8),
+      ),
+      row(
+        `idp GET /rest/v1/notes (${NOTES_PER_USER} notes) alone`,
+        idpRest,
+        '>= 12% of bare',
+        verdict(ratio(idpRest.r.rps, ceilingRun.r.rps) >= 0.12),
+      ),
       row(`notes GET /notes (${NOTES_PER_USER} notes), IDP_VERIFY=remote`, notesRemote, '>= 50% of idp /user', verdict(share >= 0.5)),
-      row(`notes GET /notes (${NOTES_PER_USER} notes), IDP_VERIFY=local`, notesLocal, '>= 80% of idp /user', verdict(ratio(notesLocal.r.rps, idpUser.r.rps) >= 0.8)),
+      row(
+        `notes GET /notes (${NOTES_PER_USER} notes), IDP_VERIFY=local`,
+        notesLocal,
+        '>= 80% of idp /user',
+        verdict(ratio(notesLocal.r.rps, idpUser.r.rps) >= 0.8),
+      ),
       row('notes PATCH /notes/:id, remote', patch),
       row('notes GET /notes?q=note%201&limit=10, remote', search),
     ];
+    return { figures, 'GET /notes against a node:http reference (medians)': references };
   } finally {
+    await reference?.stop();
     await ceiling.stop();
     await local.stop();
     await remote.stop();
