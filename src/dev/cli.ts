@@ -50,16 +50,41 @@ const launcherConfig = {
 };
 type LauncherConfig = ConfigOf<typeof launcherConfig>;
 
-const config = loadConfigOrExit(launcherConfig);
-const devLog = new DevLog(config.LOG_FORMAT);
-const log = pino({ level: config.LOG_LEVEL, base: { service: 'launcher' } }, devLog.stream('launcher'));
 const srcDir = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 // Run from source through tsx, or from the compiled dist/ with plain node.
 const ext = path.extname(fileURLToPath(import.meta.url));
 const nodeArgs = ext === '.ts' ? ['--import', 'tsx'] : [];
-const dataDir = path.resolve(config.DATA_DIR);
-const host = config.HOST;
-const urlHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
+
+/** What every step of a start reads: the settings, where data lives, the address the services are reached at, the launcher's log. */
+interface Launch {
+  config: LauncherConfig;
+  dataDir: string;
+  /** The interface the services listen on. */
+  host: string;
+  /** How a URL names that interface (the loopback address for a wildcard, brackets for IPv6). */
+  urlHost: string;
+  devLog: DevLog;
+  log: pino.Logger;
+}
+
+function launchFrom(config: LauncherConfig): Launch {
+  const devLog = new DevLog(config.LOG_FORMAT);
+  const host = config.HOST;
+  return {
+    config,
+    dataDir: path.resolve(config.DATA_DIR),
+    host,
+    urlHost: host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host,
+    devLog,
+    log: pino({ level: config.LOG_LEVEL, base: { service: 'launcher' } }, devLog.stream('launcher')),
+  };
+}
+
+/** Ends the start with a one-line reason, before or instead of anything the services would print. */
+function refuse(message: string): never {
+  process.stderr.write(`npm start: ${message}\n`);
+  process.exit(1);
+}
 
 interface ServiceSpec {
   name: string;
@@ -71,7 +96,7 @@ interface ServiceSpec {
   prepareDatabase?: (superuserDatabaseUrl: string) => Promise<void>;
 }
 
-async function secrets(cfg: LauncherConfig) {
+async function secrets({ config: cfg, dataDir }: Launch) {
   const jwtSecret = cfg.JWT_SECRET ?? (await loadOrCreateSecret(dataDir, 'JWT_SECRET', () => randomBytes(48).toString('base64url')));
   // Made here, not by accounts itself: the services start at once, and two processes writing
   // secrets.json together would lose one of the keys.
@@ -90,7 +115,7 @@ async function secrets(cfg: LauncherConfig) {
 }
 
 /** A public address the user did not set: the one the services are reached at, the same in every link, page and mail. */
-const publicUrl = (variable: string, port: number): Record<string, string> =>
+const publicUrl = (urlHost: string, variable: string, port: number): Record<string, string> =>
   process.env[variable] ? {} : { [variable]: `http://${urlHost}:${port}` };
 
 /**
@@ -113,7 +138,7 @@ function idpMailForNotes(notesUrl: string): Record<string, string> {
   return Object.fromEntries(Object.entries(settings).filter(([name]) => process.env[name] === undefined));
 }
 
-function servicesToRun(cfg: LauncherConfig, keys: Awaited<ReturnType<typeof secrets>>, smtpUrl: string | undefined): ServiceSpec[] {
+function servicesToRun({ config: cfg, urlHost }: Launch, keys: Awaited<ReturnType<typeof secrets>>, smtpUrl: string): ServiceSpec[] {
   const idpUrl = `http://${urlHost}:${cfg.IDP_PORT}`;
   const notesUrl = process.env.NOTES_PUBLIC_URL || `http://${urlHost}:${cfg.NOTES_PORT}`;
   // New at every start: only notes, which gets it too, may name its caller's address to the idp.
@@ -151,7 +176,7 @@ function servicesToRun(cfg: LauncherConfig, keys: Awaited<ReturnType<typeof secr
         JWT_SECRET: keys.jwtSecret,
         ...(keys.jwtPrivateKey ? { JWT_PRIVATE_KEY: keys.jwtPrivateKey } : {}),
         ...mail,
-        ...publicUrl('ACCOUNTS_PUBLIC_URL', cfg.ACCOUNTS_PORT),
+        ...publicUrl(urlHost, 'ACCOUNTS_PUBLIC_URL', cfg.ACCOUNTS_PORT),
       },
       database: true,
     },
@@ -161,7 +186,7 @@ function servicesToRun(cfg: LauncherConfig, keys: Awaited<ReturnType<typeof secr
       env: {
         SHORTENER_ADMIN_KEY: keys.shortenerAdminKey,
         ...(cfg.REDIS_URL ? { REDIS_URL: cfg.REDIS_URL } : {}),
-        ...publicUrl('BASE_URL', cfg.SHORTENER_PORT),
+        ...publicUrl(urlHost, 'BASE_URL', cfg.SHORTENER_PORT),
       },
       database: true,
     },
@@ -173,7 +198,7 @@ function servicesToRun(cfg: LauncherConfig, keys: Awaited<ReturnType<typeof secr
         IDP_SECRET_KEY: keys.secretKey,
         IDP_PUBLISHABLE_KEY: keys.publishableKey,
         IDP_FORWARDED_SECRET: forwardedSecret,
-        ...publicUrl('NOTES_PUBLIC_URL', cfg.NOTES_PORT),
+        ...publicUrl(urlHost, 'NOTES_PUBLIC_URL', cfg.NOTES_PORT),
       },
       database: false,
     },
@@ -181,7 +206,7 @@ function servicesToRun(cfg: LauncherConfig, keys: Awaited<ReturnType<typeof secr
   return all.filter((s) => existsSync(path.join(srcDir, s.name, `server${ext}`)));
 }
 
-async function waitHealthy(port: number, child: ChildProcess): Promise<boolean> {
+async function waitHealthy(urlHost: string, port: number, child: ChildProcess): Promise<boolean> {
   for (let i = 0; i < 600 && child.exitCode === null; i++) {
     try {
       // Each try is bounded: a port that accepts and never answers must not hold the start for ever.
@@ -195,7 +220,7 @@ async function waitHealthy(port: number, child: ChildProcess): Promise<boolean> 
 }
 
 /** Whether something already listens on the port (checked before anything starts, so the answer names the variable that moves it). */
-function portInUse(port: number, on: string = host): Promise<boolean> {
+function portInUse(port: number, on: string): Promise<boolean> {
   return new Promise((resolve) => {
     const probe = createNetServer();
     probe.once('error', (err: NodeJS.ErrnoException) => resolve(err.code === 'EADDRINUSE'));
@@ -206,135 +231,139 @@ function portInUse(port: number, on: string = host): Promise<boolean> {
 /** Where services send mail when SMTP_URL is unset: the development mailbox. */
 const devMailboxSmtpUrl = (cfg: LauncherConfig) => `smtp://${MAILBOX_HOST}:${cfg.MAILDEV_SMTP_PORT}`;
 
-// Before anything is written under DATA_DIR.
 const SERVICE_PORTS = ['IDP_PORT', 'ACCOUNTS_PORT', 'SHORTENER_PORT', 'NOTES_PORT'] as const;
 const MAILBOX_PORTS = ['MAILDEV_SMTP_PORT', 'MAILDEV_WEB_PORT'] as const;
-const PORT_VARIABLES: ReadonlyArray<(typeof SERVICE_PORTS)[number] | (typeof MAILBOX_PORTS)[number]> = config.SMTP_URL
-  ? SERVICE_PORTS
-  : [...SERVICE_PORTS, ...MAILBOX_PORTS];
-for (const [i, variable] of PORT_VARIABLES.entries()) {
-  const twin = PORT_VARIABLES.slice(0, i).find((other) => config[other] === config[variable]);
-  if (twin) {
-    process.stderr.write(`npm start: ${twin} and ${variable} are both ${config[variable]}; each service needs a port of its own\n`);
-    process.exit(1);
+
+/** Each port the start needs is its own and free; checked before anything is written under DATA_DIR. */
+async function checkPorts({ config, host }: Launch): Promise<void> {
+  const variables: ReadonlyArray<(typeof SERVICE_PORTS)[number] | (typeof MAILBOX_PORTS)[number]> = config.SMTP_URL
+    ? SERVICE_PORTS
+    : [...SERVICE_PORTS, ...MAILBOX_PORTS];
+  for (const [i, variable] of variables.entries()) {
+    const twin = variables.slice(0, i).find((other) => config[other] === config[variable]);
+    if (twin) refuse(`${twin} and ${variable} are both ${config[variable]}; each service needs a port of its own`);
+  }
+  for (const variable of variables) {
+    const onHost = (MAILBOX_PORTS as readonly string[]).includes(variable) ? MAILBOX_HOST : host;
+    if (await portInUse(config[variable], onHost))
+      refuse(`port ${config[variable]} is already in use on ${onHost}; set ${variable} to another port`);
   }
 }
-for (const variable of PORT_VARIABLES) {
-  const onHost = (MAILBOX_PORTS as readonly string[]).includes(variable) ? MAILBOX_HOST : host;
-  if (await portInUse(config[variable], onHost)) {
-    process.stderr.write(`npm start: port ${config[variable]} is already in use on ${onHost}; set ${variable} to another port\n`);
-    process.exit(1);
-  }
+
+/** Each service's DATABASE_URL, and how to stop the database the start began (nothing on DATABASE_URL). */
+interface Databases {
+  urls: Map<string, string>;
+  stop: () => Promise<void>;
 }
-if (!config.DATABASE_URL) {
-  await checkEmbeddedPostgresCanRun(dataDir).catch((err: Error) => {
-    process.stderr.write(`npm start: ${err.message}\n`);
-    process.exit(1);
-  });
-}
-const keys = await secrets(config);
-const services = servicesToRun(config, keys, config.SMTP_URL ?? devMailboxSmtpUrl(config));
-let stopDatabase = async () => {};
-/** Each service's DATABASE_URL. On the embedded database, each service connects as a login role of its own; the superuser stays here. */
-const databaseUrls = new Map<string, string>();
-if (config.DATABASE_URL) {
+
+/** On DATABASE_URL: a database per service, created when missing. */
+async function prepareGivenDatabases(databaseUrl: string, services: ServiceSpec[]): Promise<Databases> {
+  const urls = new Map<string, string>();
   for (const s of services.filter((s) => s.database)) {
-    await ensureDatabase(config.DATABASE_URL, s.name).catch((err: Error) => {
-      process.stderr.write(`npm start: could not prepare the database ${s.name} on DATABASE_URL: ${err.message}\n`);
-      process.exit(1);
-    });
-    databaseUrls.set(s.name, withDatabase(config.DATABASE_URL, s.name));
+    await ensureDatabase(databaseUrl, s.name).catch((err: Error) =>
+      refuse(`could not prepare the database ${s.name} on DATABASE_URL: ${err.message}`),
+    );
+    urls.set(s.name, withDatabase(databaseUrl, s.name));
   }
-} else {
+  return { urls, stop: async () => {} };
+}
+
+/** The embedded database: each service connects as a login role of its own; the superuser stays here. */
+async function startEmbeddedDatabase({ dataDir, log }: Launch, services: ServiceSpec[]): Promise<Databases> {
   const withDatabases = services.filter((s) => s.database);
   const embedded = await startShieldedPostgres(
     dataDir,
     withDatabases.map((s) => s.name),
     { info: (m) => log.info(m), warn: (m) => log.warn(m), debug: (m) => log.debug(m) },
-  ).catch((err: Error) => {
-    process.stderr.write(`npm start: ${err.message}\n`);
-    process.exit(1);
-  });
-  stopDatabase = () => embedded.stop();
+  ).catch((err: Error) => refuse(err.message));
+  const urls = new Map<string, string>();
   try {
     for (const s of withDatabases) {
-      databaseUrls.set(s.name, embedded.urls[s.name]!);
+      urls.set(s.name, embedded.urls[s.name]!);
       await s.prepareDatabase?.(withDatabase(embedded.adminUrl, s.name));
     }
   } catch (err) {
     log.error(`could not prepare the services' databases: ${(err as Error).message}`);
-    await stopDatabase();
+    await embedded.stop();
     process.exit(1);
   }
+  return { urls, stop: () => embedded.stop() };
 }
 
-/** A service without a database gets none; the launcher's own DATABASE_URL never reaches a service as is. */
-const { DATABASE_URL: _launcherDatabaseUrl, ...inheritedEnv } = process.env;
-function databaseUrlOf(s: ServiceSpec): { DATABASE_URL?: string } {
-  const url = databaseUrls.get(s.name);
-  return url ? { DATABASE_URL: url } : {};
+/** The development mailbox when SMTP_URL is unset; started once the database is ready, so a start that fails before leaves nothing running. */
+async function startMailbox({ config, dataDir }: Launch, databases: Databases) {
+  if (config.SMTP_URL) return undefined;
+  return startDevMailbox({
+    smtpPort: config.MAILDEV_SMTP_PORT,
+    webPort: config.MAILDEV_WEB_PORT,
+    directory: path.join(dataDir, 'maildev'),
+  }).catch(async (err: Error) => {
+    process.stderr.write(`npm start: the development mailbox (maildev) did not start: ${err.message}\n`);
+    await databases.stop();
+    process.exit(1);
+  });
 }
 
-// From here on, what the launcher and the services write is theirs alone (mode 0600, folders 0700):
-// the mailbox keeps every mail, reset links included, as it arrives.
-process.umask(0o077);
-// Started once the database is ready, so a start that fails before leaves nothing running.
-const mailbox = config.SMTP_URL
-  ? undefined
-  : await startDevMailbox({
-      smtpPort: config.MAILDEV_SMTP_PORT,
-      webPort: config.MAILDEV_WEB_PORT,
-      directory: path.join(dataDir, 'maildev'),
-    }).catch(async (err: Error) => {
-      process.stderr.write(`npm start: the development mailbox (maildev) did not start: ${err.message}\n`);
-      await stopDatabase();
-      process.exit(1);
+/**
+ * Starts each service in a process group of its own (a terminal's Ctrl-C reaches only the launcher,
+ * which then stops each service once, in order, with the same signal), and stops everything when
+ * one exits unexpectedly or the launcher is told to stop.
+ */
+function startServices(
+  { host, dataDir, devLog, log }: Launch,
+  services: ServiceSpec[],
+  databases: Databases,
+  mailbox: { stop(): Promise<void> } | undefined,
+) {
+  const children = new Map<string, ChildProcess>();
+  let stopping = false;
+
+  /** Stops every service with the signal the launcher got (Ctrl-C: SIGINT), so their logs name it, then the database. */
+  async function stopAll(code: number, signal: NodeJS.Signals = 'SIGTERM'): Promise<never> {
+    stopping = true;
+    const exits = [...children.values()]
+      .filter((c) => c.exitCode === null && c.signalCode === null)
+      .map((c) => new Promise((resolve) => c.once('exit', resolve)));
+    for (const child of children.values()) child.kill(signal);
+    await Promise.all(exits);
+    // After the services: they send what they queued before they stop.
+    await mailbox?.stop().catch(() => {});
+    await databases.stop();
+    log.info('database stopped: every service had stopped before it');
+    process.exit(code);
+  }
+
+  // A service without a database gets none; the launcher's own DATABASE_URL never reaches a service as is.
+  const { DATABASE_URL: _launcherDatabaseUrl, ...inheritedEnv } = process.env;
+  for (const s of services) {
+    const url = databases.urls.get(s.name);
+    const child = spawn(process.execPath, [...nodeArgs, path.join(srcDir, s.name, `server${ext}`)], {
+      env: { ...inheritedEnv, ...s.env, HOST: host, PORT: String(s.port), ...(url ? { DATABASE_URL: url } : {}), DATA_DIR: dataDir },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
     });
-
-const children = new Map<string, ChildProcess>();
-let stopping = false;
-
-/** Stops every service with the signal the launcher got (Ctrl-C: SIGINT), so their logs name it, then the database. */
-async function stopAll(code: number, signal: NodeJS.Signals = 'SIGTERM'): Promise<never> {
-  stopping = true;
-  const exits = [...children.values()]
-    .filter((c) => c.exitCode === null && c.signalCode === null)
-    .map((c) => new Promise((resolve) => c.once('exit', resolve)));
-  for (const child of children.values()) child.kill(signal);
-  await Promise.all(exits);
-  // After the services: they send what they queued before they stop.
-  await mailbox?.stop().catch(() => {});
-  await stopDatabase();
-  log.info('database stopped: every service had stopped before it');
-  process.exit(code);
+    devLog.relay(s.name, child.stdout!);
+    devLog.relay(s.name, child.stderr!);
+    children.set(s.name, child);
+    child.on('exit', (code) => {
+      if (!stopping) {
+        log.error(`${s.name} exited unexpectedly (code ${code}); stopping everything`);
+        void stopAll(1);
+      }
+    });
+  }
+  process.on('SIGINT', () => void stopAll(0, 'SIGINT'));
+  process.on('SIGTERM', () => void stopAll(0));
+  return { children, isStopping: () => stopping };
 }
 
-for (const s of services) {
-  // Own process group: a terminal's Ctrl-C reaches only the launcher, which
-  // then stops each service once, in order, with the same signal.
-  const child = spawn(process.execPath, [...nodeArgs, path.join(srcDir, s.name, `server${ext}`)], {
-    env: { ...inheritedEnv, ...s.env, HOST: host, PORT: String(s.port), ...databaseUrlOf(s), DATA_DIR: dataDir },
-    stdio: ['ignore', 'pipe', 'pipe'],
-    detached: true,
-  });
-  devLog.relay(s.name, child.stdout!);
-  devLog.relay(s.name, child.stderr!);
-  children.set(s.name, child);
-  child.on('exit', (code) => {
-    if (!stopping) {
-      log.error(`${s.name} exited unexpectedly (code ${code}); stopping everything`);
-      void stopAll(1);
-    }
-  });
-}
-
-process.on('SIGINT', () => void stopAll(0, 'SIGINT'));
-process.on('SIGTERM', () => void stopAll(0));
-
-const healthy = await Promise.all(services.map((s) => waitHealthy(s.port, children.get(s.name)!)));
-// The banner comes last: after the lines each service writes as it starts, which may still be on their way.
-await devLog.quiet(500, 3000);
-if (healthy.every(Boolean) && !stopping) {
+/** Where each service is, where mail goes, which keys exist and where they are kept (never their values). */
+function printBanner(
+  { config, dataDir, host, urlHost }: Launch,
+  services: ServiceSpec[],
+  keys: Awaited<ReturnType<typeof secrets>>,
+  mailbox: { webUrl: string; smtpUrl: string } | undefined,
+): void {
   const secretsFile = path.join(dataDir, 'secrets.json');
   const lines = services.map((s) => `  ${s.name.padEnd(10)} http://${urlHost}:${s.port}   API documents: http://${urlHost}:${s.port}/docs`);
   process.stdout.write(
@@ -351,3 +380,26 @@ if (healthy.every(Boolean) && !stopping) {
       'Press Ctrl-C to stop.\n\n',
   );
 }
+
+async function main(): Promise<void> {
+  const launch = launchFrom(loadConfigOrExit(launcherConfig));
+  const { config, dataDir } = launch;
+  await checkPorts(launch);
+  if (!config.DATABASE_URL) await checkEmbeddedPostgresCanRun(dataDir).catch((err: Error) => refuse(err.message));
+  const keys = await secrets(launch);
+  const services = servicesToRun(launch, keys, config.SMTP_URL ?? devMailboxSmtpUrl(config));
+  const databases = config.DATABASE_URL
+    ? await prepareGivenDatabases(config.DATABASE_URL, services)
+    : await startEmbeddedDatabase(launch, services);
+  // From here on, what the launcher and the services write is theirs alone (mode 0600, folders 0700):
+  // the mailbox keeps every mail, reset links included, as it arrives.
+  process.umask(0o077);
+  const mailbox = await startMailbox(launch, databases);
+  const { children, isStopping } = startServices(launch, services, databases, mailbox);
+  const healthy = await Promise.all(services.map((s) => waitHealthy(launch.urlHost, s.port, children.get(s.name)!)));
+  // The banner comes last: after the lines each service writes as it starts, which may still be on their way.
+  await launch.devLog.quiet(500, 3000);
+  if (healthy.every(Boolean) && !isStopping()) printBanner(launch, services, keys, mailbox);
+}
+
+await main();
