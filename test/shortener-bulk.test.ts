@@ -4,6 +4,7 @@ import type { Pool } from '../src/kit/db.js';
 import type { App } from '../src/kit/http/app.js';
 import { connectRedis } from '../src/kit/redis.js';
 import { uniqueIp } from './helpers/client-ips.js';
+import { bearer } from './helpers/http.js';
 import { watchQueries } from './helpers/database.js';
 import { waitReady, withoutRedis } from './helpers/redis.js';
 import {
@@ -14,6 +15,7 @@ import {
   TEST_ADMIN_AUTH,
   scriptedCodes,
   TEST_ADMIN_KEY,
+  issueApiKey,
 } from './helpers/shortener.js';
 
 // POST /api/links/bulk: many creates in one request, each answered as the single
@@ -30,8 +32,6 @@ before(async () => {
 });
 after(() => shortener.close());
 
-const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
-
 interface ItemResult {
   status: number;
   response: string;
@@ -46,12 +46,6 @@ interface BulkBody {
 
 function bulk(target: App, items: unknown, headers: Record<string, string> = {}, ip = uniqueIp()) {
   return target.inject({ method: 'POST', url: '/api/links/bulk', payload: items as object, headers, remoteAddress: ip });
-}
-
-async function issueKey(target: App, name: string, role: 'author' | 'manager'): Promise<{ id: number; key: string }> {
-  const res = await target.inject({ method: 'POST', url: '/api/admin/keys', payload: { name, role }, headers: TEST_ADMIN_AUTH });
-  assert.equal(res.statusCode, 201, res.body);
-  return (res.json() as { data: { id: number; key: string } }).data;
 }
 
 const urls = (n: number, label: string) => Array.from({ length: n }, (_, i) => ({ url: `https://example.com/${label}/${i}` }));
@@ -159,7 +153,7 @@ describe('bulk create: items', () => {
   });
 
   it('links of a key belong to it', async () => {
-    const author = await issueKey(app, 'bulk-author', 'author');
+    const author = await issueApiKey(app, 'bulk-author', 'author');
     const res = await bulk(app, urls(2, 'owned'), bearer(author.key));
     assert.equal(res.statusCode, 200);
     const codes = (res.json() as BulkBody).data.results.map((r) => r.data!.code);
@@ -313,8 +307,8 @@ describe('bulk create: the per-key quota', () => {
   it('KEY_CREATE_PER_HOUR counts each link of a key, bulk and single; other keys and anonymous creates are apart', async () => {
     const limited = await startShortener({ pool, env: { SHORTENER_ADMIN_KEY: TEST_ADMIN_KEY, KEY_CREATE_PER_HOUR: '5' } });
     try {
-      const author = await issueKey(limited.app, 'quota-author', 'author');
-      const other = await issueKey(limited.app, 'quota-other', 'author');
+      const author = await issueApiKey(limited.app, 'quota-author', 'author');
+      const other = await issueApiKey(limited.app, 'quota-other', 'author');
       const first = await bulk(limited.app, urls(3, 'quota-a'), bearer(author.key));
       assert.equal(createdOf(first.json() as BulkBody), 3);
       assert.equal(first.headers['x-ratelimit-limit'], '5');
@@ -346,7 +340,7 @@ describe('bulk create: the per-key quota', () => {
   it('concurrent bulks of one key create at most its quota', async () => {
     const limited = await startShortener({ pool, env: { SHORTENER_ADMIN_KEY: TEST_ADMIN_KEY, KEY_CREATE_PER_HOUR: '7' } });
     try {
-      const author = await issueKey(limited.app, 'quota-race', 'author');
+      const author = await issueApiKey(limited.app, 'quota-race', 'author');
       const answers = await Promise.all(
         Array.from({ length: 4 }, (_, i) => bulk(limited.app, urls(5, `quota-race-${i}`), bearer(author.key))),
       );

@@ -5,7 +5,15 @@ import type { App } from '../src/kit/http/app.js';
 import { csvCell } from '../src/shortener/csv.js';
 import { EXPORT_PAGE_SIZE } from '../src/shortener/routes/export-links.js';
 import { uniqueIp } from './helpers/client-ips.js';
-import { assertEnvelope, type RunningShortener, startShortener, TEST_ADMIN_AUTH, TEST_ADMIN_KEY } from './helpers/shortener.js';
+import { bearer } from './helpers/http.js';
+import {
+  assertEnvelope,
+  type RunningShortener,
+  startShortener,
+  TEST_ADMIN_AUTH,
+  TEST_ADMIN_KEY,
+  issueApiKey,
+} from './helpers/shortener.js';
 
 // GET /api/links/export and GET /api/links/:code/visits/export: who may download
 // what, CSV as RFC 4180 with the CSV-injection defence, and a list that reads
@@ -20,14 +28,6 @@ before(async () => {
   ({ app, pool } = shortener);
 });
 after(() => shortener.close());
-
-const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
-
-async function issueKey(name: string, role: 'author' | 'manager'): Promise<{ id: number; key: string }> {
-  const res = await app.inject({ method: 'POST', url: '/api/admin/keys', payload: { name, role }, headers: TEST_ADMIN_AUTH });
-  assert.equal(res.statusCode, 201, res.body);
-  return (res.json() as { data: { id: number; key: string } }).data;
-}
 
 interface Created {
   code: string;
@@ -106,9 +106,9 @@ describe('CSV cells', () => {
 
 describe('link export', () => {
   it('an author key exports its own links only; manager and admin keys every link; a token or nothing is refused', async () => {
-    const alice = await issueKey('export-alice', 'author');
-    const bob = await issueKey('export-bob', 'author');
-    const manager = await issueKey('export-manager', 'manager');
+    const alice = await issueApiKey(app, 'export-alice', 'author');
+    const bob = await issueApiKey(app, 'export-bob', 'author');
+    const manager = await issueApiKey(app, 'export-manager', 'manager');
     const aliceLinks = await bulkCreate(
       [{ url: 'https://example.com/alice/1' }, { url: 'https://example.com/alice/2' }],
       bearer(alice.key),
@@ -150,7 +150,7 @@ describe('link export', () => {
   });
 
   it('quotes and defuses cells, and an exported list reads back into the same links, and creates them again', async () => {
-    const author = await issueKey('export-roundtrip', 'author');
+    const author = await issueApiKey(app, 'export-roundtrip', 'author');
     const items = [
       { url: 'https://example.com/formula', title: '=HYPERLINK("http://evil.example","click")', tags: ['finance', 'q1'] },
       { url: 'https://example.com/quoted?a=1,2', title: 'a, b "c"\r\nsecond line' },
@@ -185,7 +185,7 @@ describe('link export', () => {
       assert.equal(link.expires_at, item.expires_at ? new Date(item.expires_at).toISOString() : null);
     }
     // Read back from the CSV, the links are created again as they were.
-    const again = await issueKey('export-roundtrip-again', 'author');
+    const again = await issueApiKey(app, 'export-roundtrip-again', 'author');
     const recreated = rows.map((row) => ({
       url: row.original_url!,
       ...(row.title !== '' && { title: row.title }),
@@ -200,7 +200,7 @@ describe('link export', () => {
   });
 
   it(`pages through more than ${EXPORT_PAGE_SIZE} links created in one instant, each once, newest first`, async () => {
-    const author = await issueKey('export-many', 'author');
+    const author = await issueApiKey(app, 'export-many', 'author');
     const created = await bulkCreate(
       Array.from({ length: EXPORT_PAGE_SIZE + 7 }, (_, i) => ({ url: `https://example.com/many/${i}` })),
       bearer(author.key),
@@ -220,8 +220,8 @@ describe('link export', () => {
 
 describe('visit export', () => {
   it("the link's manager downloads its hourly rows; another author or link's token is a 403, none a 401", async () => {
-    const alice = await issueKey('visits-alice', 'author');
-    const bob = await issueKey('visits-bob', 'author');
+    const alice = await issueApiKey(app, 'visits-alice', 'author');
+    const bob = await issueApiKey(app, 'visits-bob', 'author');
     const [link, other] = await bulkCreate(
       [{ url: 'https://example.com/visited' }, { url: 'https://example.com/other' }],
       bearer(alice.key),

@@ -4,7 +4,15 @@ import { after, before, describe, it } from 'node:test';
 import type { Pool } from '../src/kit/db.js';
 import type { App } from '../src/kit/http/app.js';
 import { uniqueIp } from './helpers/client-ips.js';
-import { assertEnvelope, type RunningShortener, startShortener, TEST_ADMIN_AUTH, TEST_ADMIN_KEY } from './helpers/shortener.js';
+import { bearer } from './helpers/http.js';
+import {
+  assertEnvelope,
+  type RunningShortener,
+  startShortener,
+  TEST_ADMIN_AUTH,
+  TEST_ADMIN_KEY,
+  issueApiKey,
+} from './helpers/shortener.js';
 
 // Owners: API keys issued by the admin (author: its own links; manager: every
 // link), links that belong to the key that created them, and editing by a
@@ -20,15 +28,6 @@ before(async () => {
   ({ app, pool } = shortener);
 });
 after(() => shortener.close());
-
-const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
-
-async function issueKey(name: string, role: 'author' | 'manager'): Promise<{ id: number; key: string }> {
-  const res = await app.inject({ method: 'POST', url: '/api/admin/keys', payload: { name, role }, headers: TEST_ADMIN_AUTH });
-  assert.equal(res.statusCode, 201, res.body);
-  const data = (res.json() as { data: { id: number; key: string } }).data;
-  return { id: data.id, key: data.key };
-}
 
 async function create(url: string, headers: Record<string, string> = {}, extra: object = {}) {
   const res = await app.inject({ method: 'POST', url: '/api/links', payload: { url, ...extra }, headers, remoteAddress: uniqueIp() });
@@ -79,7 +78,7 @@ describe('API keys', () => {
   });
 
   it('only the admin key issues, lists and revokes keys; bad bodies are 400 naming the field', async () => {
-    const manager = await issueKey('ops', 'manager');
+    const manager = await issueApiKey(app, 'ops', 'manager');
     const link = await createOk('https://example.com/key-admin');
     for (const headers of [{}, bearer(manager.key), bearer(link.token)]) {
       for (const req of [
@@ -107,7 +106,7 @@ describe('API keys', () => {
   });
 
   it('a revoked key is refused everywhere, creates included; its links stay and the admin still manages them', async () => {
-    const author = await issueKey('leaver', 'author');
+    const author = await issueApiKey(app, 'leaver', 'author');
     const link = await createOk('https://example.com/leaver', bearer(author.key));
     const revoked = await app.inject({ method: 'DELETE', url: `/api/admin/keys/${author.id}`, headers: TEST_ADMIN_AUTH });
     assert.equal(revoked.statusCode, 200);
@@ -123,7 +122,7 @@ describe('API keys', () => {
   });
 
   it('records when a key was last used', async () => {
-    const author = await issueKey('busy', 'author');
+    const author = await issueApiKey(app, 'busy', 'author');
     await createOk('https://example.com/busy', bearer(author.key));
     const { rows } = await pool.query<{ last_used_at: Date | null }>('SELECT last_used_at FROM api_keys WHERE id = $1', [author.id]);
     assert.ok(rows[0]!.last_used_at instanceof Date);
@@ -133,7 +132,7 @@ describe('API keys', () => {
 
 describe('links of an owner', () => {
   it('a create with a key belongs to it; an anonymous create to no one and answers the contract', async () => {
-    const author = await issueKey('owner', 'author');
+    const author = await issueApiKey(app, 'owner', 'author');
     const owned = await createOk('https://example.com/owned', bearer(author.key));
     const anonymous = await create('https://example.com/anonymous');
     assert.equal(anonymous.status, 201);
@@ -161,9 +160,9 @@ describe('links of an owner', () => {
   });
 
   it("role boundaries: an author key cannot see, list, edit or delete another key's link or a manage token's; a manager can", async () => {
-    const alice = await issueKey('alice', 'author');
-    const bob = await issueKey('bob', 'author');
-    const boss = await issueKey('boss', 'manager');
+    const alice = await issueApiKey(app, 'alice', 'author');
+    const bob = await issueApiKey(app, 'bob', 'author');
+    const boss = await issueApiKey(app, 'boss', 'manager');
     const alices = await createOk('https://example.com/alice', bearer(alice.key));
     const anonymous = await createOk('https://example.com/someone');
     for (const code of [alices.code, anonymous.code]) {
@@ -310,8 +309,8 @@ describe('editing a link', () => {
   });
 
   it('tags: set at creation or changed, lower-cased and deduplicated; "my links" filtered by tag; bad tags are 400', async () => {
-    const author = await issueKey('tagger', 'author');
-    const other = await issueKey('other-tagger', 'author');
+    const author = await issueApiKey(app, 'tagger', 'author');
+    const other = await issueApiKey(app, 'other-tagger', 'author');
     const res = await create('https://example.com/tagged', bearer(author.key), { tags: ['Spring', 'sale', 'spring'] });
     assert.equal(res.status, 201);
     const code = res.body.data.code;

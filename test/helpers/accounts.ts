@@ -126,7 +126,7 @@ export async function loginToken(app: App, email: string, password: string, head
   return (res.json() as { data: { token: string } }).data.token;
 }
 
-export const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+export { bearer } from './http.js';
 
 /** The error envelope every failure uses. */
 export function assertError(res: Response, status: number, message: string | RegExp): void {

@@ -1,6 +1,9 @@
 // One JSON-over-fetch client for the tests that talk to a service on real HTTP, and its two
 // shapes the notes and idp tests were written against (`call`, `http`).
 
+/** The Authorization header of a bearer token. */
+export const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+
 export interface JsonReply {
   status: number;
   headers: Headers;

@@ -111,3 +111,11 @@ export function assertEnvelope(body: unknown, status: number, response: string):
 
 /** The Authorization header of TEST_ADMIN_KEY, which manages every link (visit detail included). */
 export const TEST_ADMIN_AUTH = { authorization: `Bearer ${TEST_ADMIN_KEY}` };
+
+/** An API key issued by the admin (`POST /api/admin/keys`), as its holder receives it once. */
+export async function issueApiKey(app: App, name: string, role: 'author' | 'manager'): Promise<{ id: number; key: string }> {
+  const res = await app.inject({ method: 'POST', url: '/api/admin/keys', payload: { name, role }, headers: TEST_ADMIN_AUTH });
+  if (res.statusCode !== 201) throw new Error(`issuing an API key answered ${res.statusCode}: ${res.body}`);
+  const data = (res.json() as { data: { id: number; key: string } }).data;
+  return { id: data.id, key: data.key };
+}
