@@ -159,9 +159,14 @@ describe('enrol, challenge, verify', () => {
     );
 
     const factor = await enrol(user);
+    const aal1Refresh = (await user.client.auth.getSession()).data.session!.refresh_token;
     const challengeId = await challenge(user, factor.id);
     const verified = await user.client.auth.mfa.verify({ factorId: factor.id, challengeId, code: codeNow(factor.totp.secret) });
     assert.equal(verified.error, null);
+    // The aal1 refresh token cannot refresh into the raised session.
+    const stale = await http(idp, '/auth/v1/token?grant_type=refresh_token', { method: 'POST', body: { refresh_token: aal1Refresh } });
+    assert.equal(stale.status, 400);
+    assert.equal((stale.json as { code: string }).code, 'refresh_token_not_found');
     const claims = await accessClaims(user.client);
     assert.equal(claims.aal, 'aal2');
     assert.equal(claims.session_id, before.session_id, 'the same session, raised');
