@@ -11,7 +11,7 @@ import { MFA_ENROLLMENT_REQUIRED, MFA_SIGN_IN_REQUIRED, NO_PERMISSION, REAUTHENT
 import { UsersRepository } from '../src/accounts/repository.js';
 import { FACTORS_RESET, NO_FACTORS_TO_RESET } from '../src/accounts/routes/admin-user-factors.js';
 import type { TokenPair as Pair } from '../src/accounts/sessions.js';
-import { base32Decode, totpCode, totpStep } from '../src/accounts/totp.js';
+import { base32Decode, totpCode, totpStep } from '../src/kit/totp.js';
 import { manualClock } from '../src/kit/clock.js';
 import type { App } from '../src/kit/http/app.js';
 import { accountsSuite, assertError, bearer, json, noSecretInAnyResponse, registerUser, testConfig } from './helpers/accounts.js';

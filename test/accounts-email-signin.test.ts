@@ -7,7 +7,7 @@ import { manualClock } from '../src/kit/clock.js';
 import type { App } from '../src/kit/http/app.js';
 import { ACCOUNT_BANNED } from '../src/accounts/sessions.js';
 import { EMAIL_SIGNIN_INPUT, EMAIL_SIGNIN_REQUESTED, INVALID_EMAIL_SIGNIN } from '../src/accounts/email-signin.js';
-import { base32Decode, totpCode, totpStep } from '../src/accounts/totp.js';
+import { base32Decode, totpCode, totpStep } from '../src/kit/totp.js';
 import { accountsSuite, assertError, bearer, json, registerUser, startAccounts } from './helpers/accounts.js';
 import { uniqueIp } from './helpers/client-ips.js';
 import { uniqueEmail } from './helpers/emails.js';

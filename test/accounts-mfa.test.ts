@@ -10,7 +10,7 @@ import { manualClock } from '../src/kit/clock.js';
 import type { App } from '../src/kit/http/app.js';
 import { CHALLENGE_MAX_ATTEMPTS, FACTOR_FAILURE_LIMIT, INVALID_CHALLENGE, INVALID_FACTOR_CODE } from '../src/accounts/factors.js';
 import type { PublicUser } from '../src/accounts/repository.js';
-import { base32Decode, base32Encode, totpCode, totpStep } from '../src/accounts/totp.js';
+import { base32Decode, base32Encode, totpCode, totpStep } from '../src/kit/totp.js';
 import { REAUTHENTICATION_REQUIRED } from '../src/accounts/auth.js';
 import { createPruner } from '../src/accounts/pruning.js';
 import { accountsSuite, assertError, bearer, json, noSecretInAnyResponse, registerUser } from './helpers/accounts.js';

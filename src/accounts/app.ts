@@ -39,7 +39,7 @@ import { AccountsService } from './service.js';
 import { RefreshTokens, Sessions } from './sessions.js';
 import { Es256Keys } from './signing-keys.js';
 import { AccessTokens } from './tokens.js';
-import { SecretBox } from './totp.js';
+import { SecretBox } from '../kit/totp.js';
 import { UserAdministration } from './user-admin.js';
 
 /** What tests may hand the accounts service. */
@@ -134,7 +134,7 @@ export const accounts = defineService<typeof accountsConfig, AccountsDeps>({
       users,
       sessions,
       audit,
-      secrets: new SecretBox(config.JWT_SECRET),
+      secrets: new SecretBox(config.JWT_SECRET, 'accounts totp secrets'),
       failures: counters('factor-failures'),
       mail,
       // What authenticator apps show beside the account: the address people reach the pages at.

@@ -10,7 +10,7 @@ import { RECOVERY_CODE_COUNT, newRecoveryCodes, normalizeRecoveryCode, recoveryC
 import type { PublicUser, UsersRepository } from './repository.js';
 import { USER_NOT_FOUND } from './service.js';
 import { ACCOUNT_BANNED, type Sessions, type TokenPair } from './sessions.js';
-import { type SecretBox, base32Encode, matchingTotpStep, newTotpSecret, normalizeTotpCode, otpauthUri } from './totp.js';
+import { type SecretBox, base32Encode, matchingTotpStep, newTotpSecret, normalizeTotpCode, otpauthUri } from '../kit/totp.js';
 
 /** A challenge lives this long: the time to open an authenticator app and type a code. */
 export const CHALLENGE_TTL_MS = 5 * 60_000;

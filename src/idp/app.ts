@@ -1,11 +1,15 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { SecretBox } from '../kit/totp.js';
 import type { PasswordHasher } from '../kit/password-hasher.js';
 import type { CounterStore } from '../kit/rate-limit.js';
 import { type ServiceContext, defineService } from '../kit/service.js';
 import { AdminUsers } from './auth/admin-users.js';
 import { EmailFlows } from './auth/email-flows.js';
+import { Mfa } from './auth/mfa.js';
+import { MfaLimits } from './auth/mfa-limits.js';
+import { MfaRepository } from './auth/mfa-repository.js';
 import type { MailQueue } from './auth/mails.js';
 import { Passwords, idpPasswordHasher } from './auth/passwords.js';
 import { OtpLimits } from './auth/otp-limits.js';
@@ -189,7 +193,38 @@ async function buildIdp({
       autoconfirm: config.IDP_AUTOCONFIRM,
     }),
   };
-  await app.register(authRoutes, { prefix: '/auth/v1', gateway, auth, limits, users, emailFlows });
+  const mfaLimits = new MfaLimits(storeFor, clock, {
+    requestsPerAddressPerMinute: config.IDP_MFA_RATE_LIMIT_CHALLENGE_AND_VERIFY,
+    perChallenge: config.IDP_MFA_MAX_ATTEMPTS_PER_CHALLENGE,
+    perFactorPerHour: config.IDP_MFA_MAX_ATTEMPTS_PER_FACTOR,
+    perUserPerHour: config.IDP_MFA_MAX_ATTEMPTS_PER_USER,
+    challengeLifetimeSeconds: config.IDP_MFA_CHALLENGE_EXPIRY_DURATION,
+    ipv6: { prefix: config.RATE_LIMIT_IPV6_PREFIX, widePrefix: config.RATE_LIMIT_IPV6_WIDE_PREFIX },
+  });
+  const mfa = new Mfa(
+    auth,
+    new MfaRepository(pool),
+    authRepository,
+    mfaLimits,
+    new SecretBox(config.IDP_SECRET_KEY, 'idp totp secrets'),
+    clock,
+    {
+      challengeExpirySeconds: config.IDP_MFA_CHALLENGE_EXPIRY_DURATION,
+      factorExpirySeconds: config.IDP_MFA_FACTOR_EXPIRY_DURATION,
+      maxEnrolledFactors: config.IDP_MFA_MAX_ENROLLED_FACTORS,
+      maxVerifiedFactors: config.IDP_MFA_MAX_VERIFIED_FACTORS,
+      defaultIssuer: new URL(config.IDP_APP_URL).host,
+    },
+  );
+  await app.register(authRoutes, {
+    prefix: '/auth/v1',
+    gateway,
+    auth,
+    limits,
+    users,
+    emailFlows,
+    mfa: { mfa, limits: mfaLimits },
+  });
   await app.register(restRoutes, {
     prefix: '/rest/v1',
     gateway,

@@ -174,6 +174,22 @@ export const idpConfig = {
   IDP_RATE_LIMIT_PASSWORD_UPDATES: int({ default: 10, min: 1, max: 1_000_000 }),
   /** Not in GoTrue: password updates per client address per hour. */
   IDP_RATE_LIMIT_PASSWORD_UPDATES_PER_IP: int({ default: 60, min: 1, max: 1_000_000 }),
+  /** MFA: seconds a challenge may be verified after it was issued (GoTrue's MFA_CHALLENGE_EXPIRY_DURATION). */
+  IDP_MFA_CHALLENGE_EXPIRY_DURATION: int({ default: 300, min: 30, max: 24 * 3600 }),
+  /** MFA: seconds an unverified factor without a challenge lives (GoTrue's MFA_FACTOR_EXPIRY_DURATION). */
+  IDP_MFA_FACTOR_EXPIRY_DURATION: int({ default: 300, min: 30, max: 7 * 24 * 3600 }),
+  /** MFA: factors a user may hold, verified or not (GoTrue's MFA_MAX_ENROLLED_FACTORS). */
+  IDP_MFA_MAX_ENROLLED_FACTORS: int({ default: 10, min: 1, max: 100 }),
+  /** MFA: verified factors a user may hold (GoTrue's MFA_MAX_VERIFIED_FACTORS). */
+  IDP_MFA_MAX_VERIFIED_FACTORS: int({ default: 10, min: 1, max: 100 }),
+  /** MFA: challenge and verify requests per address per minute, each (GoTrue's MFA_RATE_LIMIT_CHALLENGE_AND_VERIFY). */
+  IDP_MFA_RATE_LIMIT_CHALLENGE_AND_VERIFY: int({ default: 15, min: 1, max: 1_000_000 }),
+  /** Not in GoTrue: codes tried against one challenge; the last failure voids it. */
+  IDP_MFA_MAX_ATTEMPTS_PER_CHALLENGE: int({ default: 5, min: 1, max: 1000 }),
+  /** Not in GoTrue: codes tried against one factor per hour, from every address and challenge together. */
+  IDP_MFA_MAX_ATTEMPTS_PER_FACTOR: int({ default: 15, min: 1, max: 100_000 }),
+  /** Not in GoTrue: codes tried for one user per hour, across their factors. */
+  IDP_MFA_MAX_ATTEMPTS_PER_USER: int({ default: 30, min: 1, max: 100_000 }),
   // 128 cost-10 jobs are about 5 s of work for 2 cores, as the accounts default is at cost 12.
   ...passwordHasherVars(128),
   /** REST: the exposed schemas, the first the default (PostgREST's db-schemas). */

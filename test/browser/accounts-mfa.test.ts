@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Browser } from 'playwright-core';
-import { base32Decode, totpCode, totpStep } from '../../src/accounts/totp.js';
+import { base32Decode, totpCode, totpStep } from '../../src/kit/totp.js';
 import { startAccounts, type RunningAccounts } from '../helpers/accounts.js';
 import { assertAccessible, assertClean, browserSkip, launchBrowser, watch } from '../helpers/browser.js';
 

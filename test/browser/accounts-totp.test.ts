@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { after, before, describe, it } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
-import { base32Decode, totpCode, totpStep } from '../../src/accounts/totp.js';
+import { base32Decode, totpCode, totpStep } from '../../src/kit/totp.js';
 import { manualClock } from '../../src/kit/clock.js';
 import { startAccounts, type RunningAccounts } from '../helpers/accounts.js';
 import {

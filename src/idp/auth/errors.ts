@@ -174,6 +174,30 @@ export const authErrors = {
       'Too many failed sign-in attempts for this account, try again later',
       retryAfterSeconds,
     ),
+  // Multi-factor authentication (GoTrue's api/mfa.go texts).
+  anonymousNotAllowed: () => new AuthError(403, 'no_authorization', 'Anonymous user not allowed to perform these actions'),
+  factorIdNotUuid: () => new AuthError(404, 'validation_failed', 'factor_id must be an UUID'),
+  factorNotFound: () => new AuthError(404, 'mfa_factor_not_found', 'Factor not found'),
+  challengeNotFound: () => new AuthError(422, 'mfa_factor_not_found', 'MFA factor with the provided challenge ID not found'),
+  challengeIpMismatch: () => new AuthError(422, 'mfa_ip_address_mismatch', 'Challenge and verify IP addresses mismatch.'),
+  challengeExpired: (id: string) =>
+    new AuthError(
+      422,
+      'mfa_challenge_expired',
+      `MFA challenge ${id} has expired, verify against another challenge or create a new challenge.`,
+    ),
+  totpVerificationFailed: () => new AuthError(422, 'mfa_verification_failed', 'Invalid TOTP code entered'),
+  factorNameConflict: (name: string) =>
+    new AuthError(422, 'mfa_factor_name_conflict', `A factor with the friendly name ${JSON.stringify(name)} for this user already exists`),
+  tooManyFactors: () =>
+    new AuthError(422, 'too_many_enrolled_mfa_factors', 'Maximum number of verified factors reached, unenroll to continue'),
+  aal2ToEnrol: () => new AuthError(403, 'insufficient_aal', 'AAL2 required to enroll a new factor'),
+  aal2ToUnenrol: () => new AuthError(422, 'insufficient_aal', 'AAL2 required to unenroll verified factor'),
+  phoneEnrolDisabled: () => new AuthError(422, 'mfa_phone_enroll_not_enabled', 'MFA enroll is disabled for Phone'),
+  webauthnEnrolDisabled: () => new AuthError(422, 'mfa_webauthn_enroll_not_enabled', 'MFA enroll is disabled for WebAuthn'),
+  /** This idp's own budget of codes per challenge, factor and user, under GoTrue's rate-limit code. */
+  tooManyMfaAttempts: (retryAfterSeconds: number) =>
+    new TooManyRequestsError('over_request_rate_limit', 'Too many MFA verification attempts, try again later', retryAfterSeconds),
   unexpected: (message = 'Unexpected failure') => new AuthError(500, 'unexpected_failure', message),
   /** GoTrue has no code for a full queue; request_timeout is its code for "retry after a moment". */
   overloaded: (retryAfterSeconds: number) => new OverloadedError(retryAfterSeconds),

@@ -19,8 +19,25 @@ const USER_SELECT = `
                     'identity_data', i.identity_data, 'provider', i.provider,
                     'last_sign_in_at', i.last_sign_in_at, 'created_at', i.created_at,
                     'updated_at', i.updated_at, 'email', i.email) ORDER BY i.created_at)
-           FROM auth.identities i WHERE i.user_id = u.id), '[]'::json) AS identities
+           FROM auth.identities i WHERE i.user_id = u.id), '[]'::json) AS identities,
+         coalesce((
+           SELECT json_agg(json_build_object(
+                    'id', f.id, 'friendly_name', f.friendly_name, 'factor_type', f.factor_type, 'status', f.status,
+                    'created_at', f.created_at, 'updated_at', f.updated_at,
+                    'last_challenged_at', f.last_challenged_at) ORDER BY f.created_at, f.id)
+           FROM auth.mfa_factors f WHERE f.user_id = u.id), '[]'::json) AS factors
   FROM auth.users u`;
+
+/** A session's authentication methods, newest first (GoTrue's amr claim), for a query over `auth.sessions s`. */
+export const SESSION_AMR = `
+  coalesce((
+    SELECT json_agg(json_build_object('method', c.authentication_method,
+                                      'timestamp', floor(extract(epoch FROM c.updated_at))::bigint)
+                    ORDER BY c.updated_at DESC, c.authentication_method)
+    FROM auth.mfa_amr_claims c WHERE c.session_id = s.id), '[]'::json)`;
+
+/** The columns of a SessionRow, for a query over `auth.sessions s`. */
+export const SESSION_COLUMNS = `s.id, s.user_id, s.created_at, s.aal, ${SESSION_AMR} AS amr`;
 
 export type OneTimeTokenType =
   | 'confirmation_token'
@@ -78,10 +95,21 @@ export interface UserChanges {
 /** Rolls back an update whose new address someone took meanwhile. */
 class EmailTaken extends Error {}
 
+/** One authentication method of a session, as GoTrue's amr claim lists it. */
+export interface AmrEntry {
+  method: string;
+  /** Unix seconds. */
+  timestamp: number;
+}
+
+export type Aal = 'aal1' | 'aal2';
+
 export interface SessionRow {
   id: string;
   user_id: string;
   created_at: Date;
+  aal: Aal;
+  amr: AmrEntry[];
 }
 
 /** What happened to a presented refresh token, decided under a lock on its session. */
@@ -403,23 +431,26 @@ export class AuthRepository {
     return this.findUserById(userId);
   }
 
-  /** A new session with its first refresh token; records the sign-in. */
-  async startSession(userId: string, refreshTokenHash: string, now: Date): Promise<SessionRow> {
-    const { rows } = await this.pool.query<SessionRow>(
+  /** A new session (aal1, its one method `method`) with its first refresh token; records the sign-in. */
+  async startSession(userId: string, refreshTokenHash: string, now: Date, method: string): Promise<SessionRow> {
+    const { rows } = await this.pool.query<{ id: string; user_id: string; created_at: Date }>(
       `WITH s AS (
          INSERT INTO auth.sessions (user_id, created_at, updated_at) VALUES ($1, $3, $3)
          RETURNING id, user_id, created_at),
        t AS (
          INSERT INTO auth.refresh_tokens (token, user_id, session_id, created_at, updated_at)
          SELECT $2, $1, s.id, $3, $3 FROM s),
+       c AS (
+         INSERT INTO auth.mfa_amr_claims (session_id, created_at, updated_at, authentication_method)
+         SELECT s.id, $3, $3, $4 FROM s),
        u AS (
          UPDATE auth.users SET last_sign_in_at = $3, updated_at = $3 WHERE id = $1),
        i AS (
          UPDATE auth.identities SET last_sign_in_at = $3 WHERE user_id = $1 AND provider = 'email')
        SELECT id, user_id, created_at FROM s`,
-      [userId, refreshTokenHash, now],
+      [userId, refreshTokenHash, now, method],
     );
-    return rows[0]!;
+    return { ...rows[0]!, aal: 'aal1', amr: [{ method, timestamp: Math.floor(now.getTime() / 1000) }] };
   }
 
   /**
@@ -434,18 +465,28 @@ export class AuthRepository {
     // Named: each connection parses and plans it once rather than on every request (planning
     // was most of PostgreSQL's CPU for it); sent unnamed when DATABASE_NAMED_STATEMENTS=false.
     const { rows } = await this.pool.query<
-      UserRow & { session_id: string | null; session_user_id: string | null; session_created_at: Date | null }
+      UserRow & {
+        session_id: string | null;
+        session_user_id: string | null;
+        session_created_at: Date | null;
+        session_aal: Aal | null;
+        session_amr: AmrEntry[] | null;
+      }
     >({
       name: 'idp-find-user-with-session',
-      text: `SELECT found.*, s.id AS session_id, s.user_id AS session_user_id, s.created_at AS session_created_at
+      text: `SELECT found.*, s.id AS session_id, s.user_id AS session_user_id, s.created_at AS session_created_at,
+                    s.aal AS session_aal, CASE WHEN s.id IS NULL THEN NULL ELSE ${SESSION_AMR} END AS session_amr
                FROM (${USER_SELECT} WHERE u.id = $1 AND u.deleted_at IS NULL) found
                LEFT JOIN auth.sessions s ON s.id = $2::uuid`,
       values: [userId, sessionId ?? null],
     });
     const row = rows[0];
     if (!row) return undefined;
-    const { session_id, session_user_id, session_created_at, ...user } = row;
-    const session = session_id === null ? undefined : { id: session_id, user_id: session_user_id!, created_at: session_created_at! };
+    const { session_id, session_user_id, session_created_at, session_aal, session_amr, ...user } = row;
+    const session =
+      session_id === null
+        ? undefined
+        : { id: session_id, user_id: session_user_id!, created_at: session_created_at!, aal: session_aal!, amr: session_amr! };
     return { user, session };
   }
 
@@ -463,7 +504,7 @@ export class AuthRepository {
       const sessionId = found.rows[0]?.session_id;
       if (sessionId === undefined) return { kind: 'not_found' };
       const sessions = await client.query<SessionRow>(
-        `SELECT s.id, s.user_id, s.created_at FROM auth.sessions s
+        `SELECT ${SESSION_COLUMNS} FROM auth.sessions s
          JOIN auth.users u ON u.id = s.user_id AND u.deleted_at IS NULL
          WHERE s.id = $1 FOR UPDATE OF s`,
         [sessionId],

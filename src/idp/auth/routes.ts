@@ -22,6 +22,9 @@ import type { AdminUsers } from './admin-users.js';
 import type { UserUpdates } from './user-update.js';
 import { userRoutes } from './routes-users.js';
 import { emailRoutes } from './routes-email.js';
+import { mfaRoutes } from './routes-mfa.js';
+import type { Mfa } from './mfa.js';
+import type { MfaLimits } from './mfa-limits.js';
 import { type EmailFlows, parsePkce } from './email-flows.js';
 import type { SigningKeys } from '../keys.js';
 
@@ -37,6 +40,8 @@ import type { SigningKeys } from '../keys.js';
 //   DELETE /admin/users/:id                  delete a user (service_role)
 //   GET    /admin/users, GET|PUT /admin/users/:id, PUT /user: userRoutes (routes-users.ts)
 //   POST   /recover, /resend, /otp, /verify, /invite, /admin/generate_link, GET /verify: emailRoutes (routes-email.ts)
+//   POST /factors, POST /factors/:id/challenge|verify, DELETE /factors/:id, GET /admin/users/:id/factors,
+//   DELETE /admin/users/:id/factors/:factorId: mfaRoutes (routes-mfa.ts)
 // (GET /.well-known/jwks.json is public: jwksRoute, registered outside the gateway.)
 // /signup and /token are rate limited per client address as in GoTrue, and password sign-ins per
 // account as well (see rate-limits.ts); the limit is taken before any work for the request.
@@ -80,6 +85,9 @@ function goParamsOf(request: FastifyRequest): string {
   if (route === 'POST /auth/v1/verify') return 'VerifyParams';
   if (route === 'POST /auth/v1/admin/generate_link') return 'GenerateLinkParams';
   if (route === 'POST /auth/v1/invite') return 'InviteParams';
+  if (route === 'POST /auth/v1/factors') return 'EnrollFactorParams';
+  if (route === 'POST /auth/v1/factors/:id/challenge') return 'ChallengeFactorParams';
+  if (route === 'POST /auth/v1/factors/:id/verify') return 'VerifyFactorParams';
   return 'Params';
 }
 
@@ -91,6 +99,7 @@ export async function authRoutes(
     limits: AuthRateLimits;
     users: { admin: AdminUsers; self: UserUpdates };
     emailFlows: EmailFlows;
+    mfa: { mfa: Mfa; limits: MfaLimits };
   },
 ): Promise<void> {
   const { auth, limits } = opts;
@@ -286,6 +295,7 @@ export async function authRoutes(
   // Registered last, so these routes share the gateway, body handling and error handler above.
   await scope.register(userRoutes, opts.users);
   await scope.register(emailRoutes, { flows: opts.emailFlows, limits });
+  await scope.register(mfaRoutes, opts.mfa);
 }
 
 /** The public keys that verify access tokens; public like Supabase's, so registered outside the gateway. */

@@ -6,6 +6,7 @@ export const IDP_DOCUMENT: ApiDocument = {
   tags: [
     { name: 'auth', description: 'Supabase Auth (GoTrue) subset: sign-up, sign-in, refresh, the caller, logout' },
     { name: 'admin', description: 'User administration: needs the secret key' },
+    { name: 'mfa', description: 'Multi-factor authentication: TOTP factors, challenges, verification to aal2' },
     { name: 'rest', description: 'PostgREST subset over the public schema, under row-level security' },
   ],
   securitySchemes: {
@@ -46,6 +47,20 @@ export const IdentitySchema = Type.Object({
   email: Type.Optional(Type.String()),
 });
 
+export const FactorSchema = Type.Object(
+  {
+    id: Type.String({ format: 'uuid' }),
+    friendly_name: Type.Optional(Type.String()),
+    factor_type: Type.String({ description: 'totp' }),
+    status: Type.Union([Type.Literal('verified'), Type.Literal('unverified')]),
+    created_at: Type.String(),
+    updated_at: Type.String(),
+    phone: Type.String({ description: 'Always empty: only TOTP factors exist here' }),
+    last_challenged_at: Type.Union([Type.String(), Type.Null()]),
+  },
+  { description: 'An MFA factor (GoTrue models.Factor)' },
+);
+
 export const UserSchema = Type.Object(
   {
     id: Type.String({ format: 'uuid' }),
@@ -67,6 +82,7 @@ export const UserSchema = Type.Object(
     app_metadata: JsonObject,
     user_metadata: JsonObject,
     identities: Type.Array(IdentitySchema),
+    factors: Type.Optional(Type.Array(FactorSchema, { description: 'Absent when the user has none' })),
     created_at: Type.String(),
     updated_at: Type.String(),
     is_anonymous: Type.Boolean(),

@@ -102,7 +102,10 @@ type AuthMethod = 'password' | 'otp' | 'anonymous';
 
 export type LogoutScope = 'global' | 'local' | 'others';
 
-const sha256 = (value: string) => createHash('sha256').update(value).digest('hex');
+export const sha256 = (value: string) => createHash('sha256').update(value).digest('hex');
+
+/** A new opaque refresh token; only its SHA-256 is stored. */
+export const newRefreshToken = () => randomBytes(32).toString('base64url');
 
 /** What GoTrue's JWT library says about a refused token, after "invalid JWT: unable to parse or verify signature, ". */
 function jwtReason(problem: TokenProblem): string {
@@ -325,11 +328,11 @@ export class AuthService {
   }
 
   private async newSession(userId: string, method: AuthMethod): Promise<TokenResponse> {
-    const refreshToken = randomBytes(32).toString('base64url');
-    const session = await this.repo.startSession(userId, sha256(refreshToken), this.now());
+    const refreshToken = newRefreshToken();
+    const session = await this.repo.startSession(userId, sha256(refreshToken), this.now(), method);
     const user = await this.repo.findUserById(userId);
     if (!user) throw authErrors.userNotFound();
-    return this.tokenResponse(user, session, refreshToken, method);
+    return this.tokenResponse(user, session, refreshToken);
   }
 
   // ---- refresh ------------------------------------------------------------------------------
@@ -366,12 +369,11 @@ export class AuthService {
     return this.tokenResponse(user, outcome.session, successor);
   }
 
-  private async tokenResponse(
-    user: UserRow,
-    session: SessionRow,
-    refreshToken: string,
-    method: AuthMethod = 'password',
-  ): Promise<TokenResponse> {
+  /**
+   * The tokens of a session: its access token carries the session's aal and amr (GoTrue reads both
+   * from the session's claims, so a refresh keeps what the session was raised to).
+   */
+  async tokenResponse(user: UserRow, session: SessionRow, refreshToken: string): Promise<TokenResponse> {
     const iat = this.keys.nowSeconds();
     const exp = iat + this.settings.jwtExpirySeconds;
     const accessToken = await this.keys.sign({
@@ -385,8 +387,8 @@ export class AuthService {
       app_metadata: user.raw_app_meta_data,
       user_metadata: user.raw_user_meta_data,
       role: user.role || 'authenticated',
-      aal: 'aal1',
-      amr: [{ method, timestamp: Math.floor(session.created_at.getTime() / 1000) }],
+      aal: session.aal,
+      amr: session.amr,
       session_id: session.id,
       is_anonymous: user.is_anonymous,
     });

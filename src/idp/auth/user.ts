@@ -38,6 +38,30 @@ export interface UserRow {
   created_at: Date;
   updated_at: Date;
   identities: IdentityRow[];
+  factors: FactorRow[];
+}
+
+/** A factor as the user's query returns it (times as JSON strings). */
+export interface FactorRow {
+  id: string;
+  friendly_name: string | null;
+  factor_type: string;
+  status: 'verified' | 'unverified';
+  created_at: Date | string;
+  updated_at: Date | string;
+  last_challenged_at: Date | string | null;
+}
+
+/** GoTrue's models.Factor as it serialises it (phone is "" for a TOTP factor). */
+export interface Factor {
+  id: string;
+  friendly_name?: string;
+  factor_type: string;
+  status: 'verified' | 'unverified';
+  created_at: string;
+  updated_at: string;
+  phone: string;
+  last_challenged_at: string | null;
 }
 
 export interface Identity {
@@ -72,6 +96,8 @@ export interface User {
   app_metadata: Record<string, unknown>;
   user_metadata: Record<string, unknown>;
   identities: Identity[];
+  /** Omitted when the user has none, as GoTrue's omitempty does. */
+  factors?: Factor[];
   created_at: string;
   updated_at: string;
   is_anonymous: boolean;
@@ -99,6 +125,19 @@ function toIdentity(row: IdentityRow): Identity {
   };
 }
 
+export function toFactor(row: FactorRow): Factor {
+  return {
+    id: row.id,
+    friendly_name: row.friendly_name || undefined,
+    factor_type: row.factor_type,
+    status: row.status,
+    created_at: goTime(row.created_at),
+    updated_at: goTime(row.updated_at),
+    phone: '',
+    last_challenged_at: row.last_challenged_at ? goTime(row.last_challenged_at) : null,
+  };
+}
+
 export function toUser(row: UserRow): User {
   return {
     id: row.id,
@@ -120,6 +159,7 @@ export function toUser(row: UserRow): User {
     app_metadata: row.raw_app_meta_data,
     user_metadata: row.raw_user_meta_data,
     identities: row.identities.map(toIdentity),
+    factors: row.factors.length > 0 ? row.factors.map(toFactor) : undefined,
     created_at: goTime(row.created_at),
     updated_at: goTime(row.updated_at),
     is_anonymous: row.is_anonymous,

@@ -106,14 +106,15 @@ export function otpauthUri(secret: Buffer, account: string, issuer: string): str
 }
 
 /**
- * TOTP secrets at rest: AES-256-GCM under a key derived from JWT_SECRET, so a copy
- * of the database alone yields no secret. The stored form is iv (12) | tag (16) | ciphertext.
+ * TOTP secrets at rest: AES-256-GCM under a key derived from a server secret the database does
+ * not hold, so a copy of the database alone yields no secret. `purpose` separates the keys of
+ * services sharing a secret. The stored form is iv (12) | tag (16) | ciphertext.
  */
 export class SecretBox {
   private readonly key: Buffer;
 
-  constructor(serverSecret: string) {
-    this.key = createHmac('sha256', serverSecret).update('accounts totp secrets').digest();
+  constructor(serverSecret: string, purpose: string) {
+    this.key = createHmac('sha256', serverSecret).update(purpose).digest();
   }
 
   seal(plain: Buffer): Buffer {
