@@ -274,8 +274,9 @@ describe('the My links page in Chromium', { skip: browserSkip }, () => {
   it('imports a CSV (quoted fields, refused rows), in chunks of 1,000, shows and downloads the results, exports; a manager key sees every link', async () => {
     const key = await issueKey('Imports', 'author');
     await bulk(key, [{ url: `${targetOrigin}/taken`, alias: 'taken-here' }]);
+    // With a byte order mark, as spreadsheets save it.
     const csv = [
-      'URL,Alias,Title,Tags,Notes',
+      '\uFEFFURL,Alias,Title,Tags,Notes',
       `${targetOrigin}/a,import-a,"Sale, winter",winter|sale,ignored`,
       `${targetOrigin}/b,,"He said ""hi""",news;launch`,
       'ftp://example.com/x,,,',
@@ -283,6 +284,8 @@ describe('the My links page in Chromium', { skip: browserSkip }, () => {
       ',,no address,',
       `${targetOrigin}/d,x,,`,
       `"${targetOrigin}/e?q=1,2",,"two\r\nlines",`,
+      // Cells an export protected from spreadsheets: one apostrophe goes.
+      `${targetOrigin}/f,'-dash,'=sum,`,
       '',
     ].join('\r\n');
     const page = await context.newPage();
@@ -298,7 +301,7 @@ describe('the My links page in Chromium', { skip: browserSkip }, () => {
     await page.locator('#preview').waitFor({ state: 'visible' });
     assert.equal(
       await page.locator('#preview-summary').textContent(),
-      '7 rows: 5 to import, 2 with a problem (not sent). Shown: the first 7 and every row with a problem.',
+      '8 rows: 6 to import, 2 with a problem (not sent). Shown: the first 8 and every row with a problem.',
     );
     const preview = await page
       .locator('#preview-table tbody tr')
@@ -308,12 +311,13 @@ describe('the My links page in Chromium', { skip: browserSkip }, () => {
     assert.deepEqual(preview[4], ['6', '—', '—', 'no address', '—', 'No URL.']);
     assert.match(preview[5]?.[5] ?? '', /^A back-half is 3 to 64/);
     assert.deepEqual(preview[6]?.slice(0, 4), ['8', `${targetOrigin}/e?q=1,2`, '—', 'two\r\nlines']);
+    assert.deepEqual(preview[7]?.slice(0, 4), ['9', `${targetOrigin}/f`, '-dash', '=sum']);
     await assertAccessible(page, 'my links import preview');
     await screenshots(page, 'shortener-links-import-preview');
 
     await page.getByRole('button', { name: 'Import', exact: true }).click();
-    await page.locator('#import-status').filter({ hasText: 'Import done: 3 created, 4 refused.' }).waitFor();
-    assert.deepEqual(bulkSizes, [5]);
+    await page.locator('#import-status').filter({ hasText: 'Import done: 4 created, 4 refused.' }).waitFor();
+    assert.deepEqual(bulkSizes, [6]);
     const results = await page
       .locator('#results-table tbody tr')
       .evaluateAll((rows) => rows.map((r) => [...r.querySelectorAll('td')].map((td) => td.textContent)));
@@ -327,6 +331,7 @@ describe('the My links page in Chromium', { skip: browserSkip }, () => {
         ['6', 'Refused: No URL.'],
         ['7', results[5]?.[2]],
         ['8', results[6]?.[2]],
+        ['9', 'Created -dash'],
       ],
     );
     assert.match(results[1]?.[2] ?? '', /^Created [0-9A-Za-z]{7}$/);
@@ -344,12 +349,13 @@ describe('the My links page in Chromium', { skip: browserSkip }, () => {
     );
     assert.equal(byUrl.get(`${targetOrigin}/b`)?.title, 'He said "hi"');
     assert.equal(byUrl.get(`${targetOrigin}/e?q=1,2`)?.title, 'two\r\nlines');
-    assert.equal(mine.length, 4);
+    assert.equal(byUrl.get(`${targetOrigin}/f`)?.title, '=sum');
+    assert.equal(mine.length, 5);
     assert.equal(byUrl.has('ftp://example.com/x'), false);
     // The list shows them already.
     await page
       .locator('#total')
-      .filter({ hasText: /^\(4\)$/ })
+      .filter({ hasText: /^\(5\)$/ })
       .waitFor();
     await assertAccessible(page, 'my links import results');
     await screenshots(page, 'shortener-links-import');
@@ -360,12 +366,14 @@ describe('the My links page in Chromium', { skip: browserSkip }, () => {
     assert.equal(lines[0], 'row,url,alias,title,tags,result,code,short_url,reason');
     assert.equal(lines[1], `2,${targetOrigin}/a,import-a,"Sale, winter",winter|sale,created,import-a,${origin}/import-a,`);
     assert.equal(lines[3], '4,ftp://example.com/x,,,,refused,,,Only web addresses can be shortened: they start with http:// or https://.');
+    // Written back with the formula protection (the last line: the file ends with CRLF).
+    assert.equal(lines.at(-2), `9,${targetOrigin}/f,'-dash,'=sum,,created,'-dash,${origin}/-dash,`);
 
     // The exports: the key's links, fetched with the key as a header.
     const csvExport = await downloaded(page, () => page.getByRole('button', { name: 'Export as CSV' }).click());
     assert.equal(csvExport.name, 'links.csv');
     assert.match(csvExport.text, /^code,short_url,original_url,clicks,created_at,expires_at,max_visits,disabled,title,tags\r\n/);
-    assert.equal(csvExport.text.trim().split('\r\n').length, 1 + 4 + 1, 'a header and 4 links (one title spans two lines)');
+    assert.equal(csvExport.text.trim().split('\r\n').length, 1 + 5 + 1, 'a header and 5 links (one title spans two lines)');
     const jsonExport = await downloaded(page, () => page.getByRole('button', { name: 'Export as JSON' }).click());
     assert.equal(jsonExport.name, 'links.json');
     assert.deepEqual((JSON.parse(jsonExport.text) as Array<{ code: string }>).map((l) => l.code).sort(), mine.map((l) => l.code).sort());
@@ -379,7 +387,13 @@ describe('the My links page in Chromium', { skip: browserSkip }, () => {
     await page.locator('#import-status').filter({ hasText: 'Import done: 1,001 created, 0 refused.' }).waitFor();
     assert.deepEqual(bulkSizes, [1000, 1]);
     const listed = await app.inject({ method: 'GET', url: '/api/links?per_page=1', headers: { authorization: `Bearer ${key}` } });
-    assert.equal(listed.headers['x-total-count'], '1005');
+    assert.equal(listed.headers['x-total-count'], '1006');
+    // The list pages as the API does, the page in the address.
+    await page.locator('#page-label').filter({ hasText: 'Page 1 of 41' }).waitFor();
+    await page.getByRole('button', { name: 'Next page' }).click();
+    await page.locator('#page-label').filter({ hasText: 'Page 2 of 41' }).waitFor();
+    assert.equal(new URL(page.url()).search, '?page=2');
+    assert.equal(await page.locator('#links-table tbody tr').count(), 25);
     assert.equal(await page.locator('#results-table tbody tr').count(), 500);
     assert.equal(await page.locator('#results-more').textContent(), '501 more rows are in the download.');
 

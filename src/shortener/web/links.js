@@ -10,6 +10,7 @@ import { ALIAS_WORDS, linkRefusal, splitTags, TAGS_WORDS } from '/assets/shorten
 const KEY_STORAGE = 'shortener-api-key';
 const KEY_SHAPE = /^sk_[A-Za-z0-9_-]{43}$/;
 const PER_PAGE = 25;
+const MAX_PAGE = 1_000_000;
 /** The bulk create's most items per request. */
 const CHUNK = 1000;
 /** Rows of a file shown before importing, and results shown after (the download has them all). */
@@ -55,7 +56,8 @@ function readAddress() {
   state.q = params.get('q') ?? '';
   state.tag = params.get('tag') ?? '';
   const page = Number(params.get('page'));
-  state.page = Number.isInteger(page) && page >= 1 ? page : 1;
+  // The API's bounds: an address edited by hand out of them shows the first page rather than a refusal.
+  state.page = Number.isInteger(page) && page >= 1 && page <= MAX_PAGE ? page : 1;
   $('q').value = state.q;
   $('tag').value = state.tag;
 }
@@ -503,7 +505,10 @@ $('import-button').addEventListener('click', async () => {
         );
       });
     } catch (err) {
-      if (err instanceof ApiError && err.status === 401) return handle(err);
+      if (err instanceof ApiError && err.status === 401) {
+        button.disabled = false;
+        return handle(err);
+      }
       // The whole request was refused (a quota used up, the service away): this chunk and the next are not created.
       stopped = `Not created: ${linkRefusal(err).text}`;
       for (const r of chunk) results.set(r, { reason: stopped });
