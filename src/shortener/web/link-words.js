@@ -39,7 +39,6 @@ export function linkRefusal({ status, message = '', retryAfter }) {
   if (/^(body\/)?alias\b/.test(m)) return { field: 'alias', text: ALIAS_WORDS };
   if (/^(body\/)?title\b/.test(m)) return { field: 'title', text: 'A title is at most 200 characters.' };
   if (/^(body\/)?tags\b/.test(m)) return { field: 'tags', text: TAGS_WORDS };
-  if (/^querystring\/tag\b/.test(m)) return { field: 'tag', text: 'A tag is at most 32 characters.' };
   if (/expires_at must be in the future/.test(m)) return { field: 'expires_at', text: 'Choose an expiry time in the future.' };
   if (/expires_at/.test(m)) return { field: 'expires_at', text: 'The expiry is not a valid date and time.' };
   if (/max_visits/.test(m)) return { field: 'max_visits', text: 'Maximum visits must be a whole number from 1, or empty.' };

@@ -11,6 +11,8 @@ const KEY_STORAGE = 'shortener-api-key';
 const KEY_SHAPE = /^sk_[A-Za-z0-9_-]{43}$/;
 const PER_PAGE = 25;
 const MAX_PAGE = 1_000_000;
+const MAX_SEARCH_LENGTH = 2048;
+const MAX_TAG_LENGTH = 32;
 /** The bulk create's most items per request. */
 const CHUNK = 1000;
 /** Rows of a file shown before importing, and results shown after (the download has them all). */
@@ -53,10 +55,12 @@ function handle(err, box = errorBox) {
 
 function readAddress() {
   const params = new URLSearchParams(location.search);
-  state.q = params.get('q') ?? '';
-  state.tag = params.get('tag') ?? '';
+  // The API's bounds: what an address edited by hand puts out of them is left out rather than refused.
+  const q = params.get('q') ?? '';
+  const tag = (params.get('tag') ?? '').trim().toLowerCase();
   const page = Number(params.get('page'));
-  // The API's bounds: an address edited by hand out of them shows the first page rather than a refusal.
+  state.q = q.length <= MAX_SEARCH_LENGTH ? q : '';
+  state.tag = tag.length <= MAX_TAG_LENGTH ? tag : '';
   state.page = Number.isInteger(page) && page >= 1 && page <= MAX_PAGE ? page : 1;
   $('q').value = state.q;
   $('tag').value = state.tag;
