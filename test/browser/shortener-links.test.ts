@@ -409,6 +409,8 @@ describe('the My links page in Chromium', { skip: browserSkip }, () => {
     await page.locator('#key-form').waitFor({ state: 'visible' });
     assert.equal(await page.evaluate(() => sessionStorage.getItem('shortener-api-key')), null);
     assert.equal(await page.evaluate(() => document.activeElement?.id), 'api-key');
+    assert.equal(await page.locator('#links-table tbody tr').count(), 0);
+    assert.equal(await page.locator('#results').isHidden(), true);
     // A manager key lists every link.
     await signIn(page, await issueKey('Manager', 'manager'));
     const all = (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM links')).rows[0]!.n;

@@ -168,7 +168,7 @@ $('next').addEventListener('click', () => {
 });
 window.addEventListener('popstate', () => {
   readAddress();
-  load();
+  if (apiKey()) load();
 });
 
 /* ---------- the key ---------- */
@@ -186,8 +186,14 @@ keyForm.addEventListener('submit', (event) => {
 
 $('forget-key').addEventListener('click', () => {
   sessionStorage.removeItem(KEY_STORAGE);
+  // Nothing the key showed stays on the page for the next person at this screen.
   tbody.replaceChildren();
   state.links.clear();
+  importRows = [];
+  importResults = [];
+  $('csv-file').value = '';
+  for (const id of ['preview', 'results']) $(id).hidden = true;
+  for (const id of ['links-status', 'create-status', 'import-status']) say($(id), '');
   showKeyForm('The key is forgotten in this tab.');
 });
 
