@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Pool } from '../src/kit/db.js';
 import type { App } from '../src/kit/http/app.js';
+import { uniqueIp } from './helpers/client-ips.js';
 import { startShortener, createCode, type RunningShortener } from './helpers/shortener.js';
 
 // The web pages as HTTP resources (what a browser is sent), without a browser:
@@ -22,9 +23,9 @@ before(async () => {
 after(() => shortener.close());
 
 describe('shortener web pages', () => {
-  it('serves /, /admin and the stats page of a link as HTML under the pages policy', async () => {
+  it('serves /, /admin, /links and the stats page of a link as HTML under the pages policy', async () => {
     const code = await createCode(app);
-    for (const url of ['/', '/admin', `/stats/${code}`]) {
+    for (const url of ['/', '/admin', '/links', '/links?tag=spring&q=sale', `/stats/${code}`]) {
       const res = await app.inject({ method: 'GET', url });
       assert.equal(res.statusCode, 200, url);
       assert.equal(res.headers['content-type'], 'text/html; charset=utf-8');
@@ -95,6 +96,9 @@ describe('shortener web pages', () => {
       '/assets/shortener/create.js': /^text\/javascript/,
       '/assets/shortener/stats.js': /^text\/javascript/,
       '/assets/shortener/admin.js': /^text\/javascript/,
+      '/assets/shortener/links.js': /^text\/javascript/,
+      '/assets/shortener/link-words.js': /^text\/javascript/,
+      '/assets/shortener/csv-file.js': /^text\/javascript/,
       '/assets/vendor/uPlot.esm.js': /^text\/javascript/,
       '/assets/vendor/uPlot.min.css': /^text\/css/,
     };
@@ -122,6 +126,20 @@ describe('shortener web pages', () => {
     assert.equal(redirect.headers.location, 'https://example.com/web');
     // The pages are out of the API document.
     const openapi = (await app.inject({ method: 'GET', url: '/docs/json' })).json() as { paths: Record<string, unknown> };
-    for (const path of ['/', '/admin', '/stats/{code}', '/assets/style.css']) assert.equal(openapi.paths[path], undefined, path);
+    for (const path of ['/', '/admin', '/links', '/stats/{code}', '/assets/style.css']) assert.equal(openapi.paths[path], undefined, path);
+  });
+
+  it('never issues the code of a page: a link with the back-half "links" would be hidden by the My links page', async () => {
+    const res = await app.inject({
+      method: 'POST',
+      url: '/api/links',
+      payload: { url: 'https://example.com/mine', alias: 'links' },
+      remoteAddress: uniqueIp(),
+    });
+    assert.equal(res.statusCode, 400);
+    assert.equal(res.json().message, 'alias "links" is reserved: it names a page of this service');
+    assert.equal((await pool.query("SELECT count(*)::int AS n FROM links WHERE code = 'links'")).rows[0].n, 0);
+    // Another case is another code, which the page does not hide.
+    assert.equal((await app.inject({ method: 'GET', url: '/Links' })).statusCode, 404);
   });
 });

@@ -21,6 +21,9 @@ export const SHORTENER_ASSETS: Readonly<Record<string, string>> = {
   '/assets/shortener/create.js': path.join(PAGES_DIR, 'create.js'),
   '/assets/shortener/stats.js': path.join(PAGES_DIR, 'stats.js'),
   '/assets/shortener/admin.js': path.join(PAGES_DIR, 'admin.js'),
+  '/assets/shortener/links.js': path.join(PAGES_DIR, 'links.js'),
+  '/assets/shortener/link-words.js': path.join(PAGES_DIR, 'link-words.js'),
+  '/assets/shortener/csv-file.js': path.join(PAGES_DIR, 'csv-file.js'),
   '/assets/vendor/uPlot.esm.js': path.join(UPLOT_DIR, 'uPlot.esm.js'),
   '/assets/vendor/uPlot.min.css': path.join(UPLOT_DIR, 'uPlot.min.css'),
 };
@@ -72,7 +75,7 @@ export function sendDeadLinkPage(
 }
 
 /**
- * The shortener's web pages: `/` (create), `/stats/<code>`, `/admin`, and their
+ * The shortener's web pages: `/` (create), `/stats/<code>`, `/admin`, `/links`, and their
  * assets under `/assets/`. Registered before the catch-all `/:code` (rule 7);
  * none of these paths is a 7-character code, and codes starting with `admin`,
  * `assets` or `stats` are never issued (reserved-codes.ts).
@@ -82,9 +85,12 @@ export async function webPagesRoutes(app: App, { links }: { links: LinkService }
   const createPage = loadWebFile(path.join(PAGES_DIR, 'index.html'));
   const statsPage = loadWebFile(path.join(PAGES_DIR, 'stats.html'));
   const adminPage = loadWebFile(path.join(PAGES_DIR, 'admin.html'));
+  const linksPage = loadWebFile(path.join(PAGES_DIR, 'links.html'));
 
   app.get('/', pageRoute, async (_request, reply) => sendPage(reply, createPage));
   app.get('/admin', pageRoute, async (_request, reply) => sendPage(reply, adminPage));
+  // "My links": an API key's links. `links` is a GET route at one segment, so no code is ever issued for it.
+  app.get('/links', pageRoute, async (_request, reply) => sendPage(reply, linksPage));
   app.get<{ Params: { code: string } }>('/stats/:code', pageRoute, async (request, reply) => {
     const { code } = request.params;
     // As the API: a malformed code never reaches the database (rule 4); a deleted one is unknown.
