@@ -280,6 +280,8 @@ describe('password-protected links: the redirect', () => {
       { 'sec-fetch-site': 'cross-site' },
       { 'sec-fetch-site': 'same-site' },
       { origin: 'https://evil.example' },
+      // A sandboxed frame's or an opaque origin.
+      { origin: 'null' },
     ];
     for (const headers of foreign) {
       const res = await unlock(code, form(PASSWORD), headers);
