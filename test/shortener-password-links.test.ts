@@ -229,6 +229,34 @@ describe('password-protected links: the redirect', () => {
     assert.equal(await clicksOf(pool, code), 2);
   });
 
+  it('the visit records where the visitor came from before the password page, carried by the form', async () => {
+    const { code } = await createProtected();
+    const page = await app.inject({
+      method: 'GET',
+      url: `/${code}`,
+      headers: { ...BROWSER, referer: 'https://News.Example:8443/post?id=1' },
+    });
+    assert.match(page.body, /<input type="hidden" name="from" value="news.example">/);
+    const direct = await app.inject({ method: 'GET', url: `/${code}`, headers: BROWSER });
+    assert.match(direct.body, /<input type="hidden" name="from" value="">/);
+    // The form's own Referer is the password page: what it carries counts instead.
+    const selfReferer = { ...BROWSER, referer: `https://sho.rt/${code}` };
+    assert.equal((await unlock(code, `password=${encodeURIComponent(PASSWORD)}&from=news.example`, selfReferer)).statusCode, 302);
+    assert.equal((await unlock(code, `password=${encodeURIComponent(PASSWORD)}&from=`, selfReferer)).statusCode, 302);
+    assert.equal((await unlock(code, `password=${encodeURIComponent(PASSWORD)}&from=%3Cscript%3E`, selfReferer)).statusCode, 302);
+    // A wrong password keeps what the form carried for the next try.
+    const wrong = await unlock(code, 'password=nope&from=news.example', BROWSER);
+    assert.match(wrong.body, /name="from" value="news.example"/);
+    const { rows } = await pool.query(
+      'SELECT referrer, sum(visits)::int AS n FROM visit_counts WHERE code = $1 GROUP BY referrer ORDER BY referrer',
+      [code],
+    );
+    assert.deepEqual(rows, [
+      { referrer: '(direct)', n: 2 },
+      { referrer: 'news.example', n: 1 },
+    ]);
+  });
+
   it('20 concurrent right passwords count exactly 20 clicks; with max_visits 5, exactly 5 get through', async () => {
     const { code } = await createProtected();
     const statuses = await Promise.all(Array.from({ length: 20 }, () => unlock(code, { password: PASSWORD }).then((r) => r.statusCode)));

@@ -9,6 +9,7 @@ import { gone, isWellFormedCode, linkState, type LinkService } from '../links.js
 import type { LinkPasswords } from '../link-passwords.js';
 import type { Refusal } from '../repository.js';
 import { CodeParams } from './schemas.js';
+import { referrerHost } from '../visits.js';
 import { ErrorEnvelope, statusEnvelope } from '../../kit/http/status-envelope.js';
 import { wantsPage } from '../../web/serve.js';
 import { sendDeadLinkPage, sendUnlockPage, type UnlockProblem } from './web-pages.js';
@@ -18,6 +19,8 @@ const UNLOCK_BODY_LIMIT = 4096;
 /** Longer than any password a link can have (72 bytes), short enough that bcrypt's work stays fixed. */
 const MAX_GUESS_LENGTH = 1024;
 const PASSWORD_FIELD = 'body/password must be a non-empty string (a form field or a JSON property)';
+/** A referrer host the password form may carry: what referrerHost() makes of an http(s) Referer, and nothing else. */
+const FORM_HOST = /^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$/;
 
 /** The machine-readable reason of a protected link's refusal, beside the envelope's words. */
 export const PASSWORD_ERRORS = {
@@ -82,7 +85,7 @@ export async function redirectRoute(
 
   /** A protected link's answer short of the redirect: the password page for a browser, JSON with its reason otherwise. */
   const locked = (request: FastifyRequest, reply: FastifyReply, code: string, problem: UnlockProblem) => {
-    if (wantsPage(request)) return sendUnlockPage(reply, code, problem);
+    if (wantsPage(request)) return sendUnlockPage(reply, code, problem, cameFrom(request));
     void reply.header('cache-control', 'no-store');
     if (problem.kind === 'limited') {
       const seconds = problem.retryAfterSeconds;
@@ -97,15 +100,30 @@ export async function redirectRoute(
     return reply.code(403).send({ ...statusEnvelope(403, PASSWORD_MESSAGES[problem.kind]), error: PASSWORD_ERRORS[problem.kind] });
   };
 
+  /**
+   * Where the visitor came from, as the visit records it: the host of the Referer, or what the
+   * password form carried of the first request (its own Referer is the password page). '' for none.
+   */
+  const cameFrom = (request: FastifyRequest): string => {
+    const carried = (request.body as { from?: unknown } | undefined)?.from;
+    if (request.method === 'POST' && typeof carried === 'string') return FORM_HOST.test(carried) ? carried : '';
+    const host = referrerHost(request.headers.referer);
+    return FORM_HOST.test(host) ? host : '';
+  };
+
   /** Counts the click with its visit (durable before it answers) and redirects; `unlocked`: its password was just verified. */
   const follow = async (request: FastifyRequest, reply: FastifyReply, code: string, unlocked: boolean) => {
     let outcome: Awaited<ReturnType<typeof links.follow>>;
+    // The password form's own request names the password page as its Referer: the visit takes the host the form carried.
+    const carried = (request.body as { from?: unknown } | undefined)?.from;
+    const referer =
+      unlocked && typeof carried === 'string'
+        ? carried && FORM_HOST.test(carried)
+          ? `https://${carried}/`
+          : undefined
+        : request.headers.referer;
     try {
-      outcome = await links.follow(
-        code,
-        { ip: request.ip, userAgent: request.headers['user-agent'], referer: request.headers.referer },
-        unlocked,
-      );
+      outcome = await links.follow(code, { ip: request.ip, userAgent: request.headers['user-agent'], referer }, unlocked);
     } catch (err) {
       // The batch's statement failed as a whole: neither this click nor its
       // visit was written, so the visitor may simply try again. An

@@ -98,24 +98,29 @@ function unlockWords(problem: UnlockProblem): string | undefined {
 /**
  * The page that asks for a link's password. Its text is fixed here; the code in the form's
  * action is a well-formed code (letters, digits, - and _ only), relative to the page's own URL so
- * the page works under any BASE_URL path.
+ * the page works under any BASE_URL path; `from` is a host name of a-z, 0-9, '.' and '-' only.
  */
-export function unlockPage(code: string, problem: UnlockProblem): string {
+export function unlockPage(code: string, problem: UnlockProblem, from: string): string {
   const words = unlockWords(problem);
   return UNLOCK_TEMPLATE.replace('{{action}}', code)
+    .replace('{{from}}', from)
     .replace('{{describedby}}', words ? ' aria-describedby="password-error" aria-invalid="true"' : '')
     .replace('{{error}}', words ? `<span id="password-error" class="field-error" role="alert">${words}</span>` : '');
 }
 
-/** The password page, 403 (or 429 after too many guesses), never stored. */
-export function sendUnlockPage(reply: FastifyReply, code: string, problem: UnlockProblem): FastifyReply {
+/**
+ * The password page, 403 (or 429 after too many guesses), never stored. `from` is the host the
+ * visitor came from (a checked host name, or '' for none), carried by the form so that the visit
+ * counted on the right password records it rather than the password page itself.
+ */
+export function sendUnlockPage(reply: FastifyReply, code: string, problem: UnlockProblem, from: string): FastifyReply {
   if (problem.kind === 'limited') void reply.header('retry-after', String(problem.retryAfterSeconds));
   return reply
     .code(problem.kind === 'limited' ? 429 : 403)
     .header('cache-control', 'no-store')
     .header('content-security-policy', UNLOCK_PAGE_POLICY)
     .type('text/html; charset=utf-8')
-    .send(unlockPage(code, problem));
+    .send(unlockPage(code, problem, from));
 }
 
 /**
