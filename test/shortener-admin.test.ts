@@ -184,6 +184,7 @@ describe('GET /api/links', () => {
       'expires_at',
       'max_visits',
       'original_url',
+      'password_protected',
       'rules',
       'short_url',
       'tags',
@@ -203,6 +204,7 @@ describe('GET /api/links', () => {
         title: null,
         tags: [],
         rules: null,
+        password_protected: false,
       },
     );
     assert.match(String(middle.createdAt), /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);

@@ -137,7 +137,9 @@ describe('link export', () => {
     assert.equal(csv.headers['content-type'], 'text/csv; charset=utf-8');
     assert.equal(csv.headers['content-disposition'], 'attachment; filename="links.csv"');
     assert.equal(csv.headers['cache-control'], 'no-store');
-    assert.ok(csv.body.startsWith('code,short_url,original_url,clicks,created_at,expires_at,max_visits,disabled,title,tags\r\n'));
+    assert.ok(
+      csv.body.startsWith('code,short_url,original_url,clicks,created_at,expires_at,max_visits,disabled,title,tags,password_protected\r\n'),
+    );
     const json = await exportLinks(TEST_ADMIN_AUTH, 'json');
     assert.equal(json.headers['content-type'], 'application/json; charset=utf-8');
     assert.equal(json.headers['content-disposition'], 'attachment; filename="links.json"');
@@ -246,7 +248,7 @@ describe('visit export', () => {
       assert.equal(res.statusCode, 200, res.body);
       assert.equal(res.headers['content-disposition'], `attachment; filename="visits-${link!.code}.csv"`);
       const rows = csvObjects(res.body);
-      assert.ok(res.body.startsWith('hour,class,referrer,browser,os,device,visits\r\n'));
+      assert.ok(res.body.startsWith('hour,class,referrer,browser,os,device,visits,country\r\n'));
       assert.equal(
         rows.reduce((sum, r) => sum + Number(r.visits), 0),
         3,
@@ -261,6 +263,8 @@ describe('visit export', () => {
           os: 'Windows',
           device: 'desktop',
           visits: '2',
+          // Test clients come from private addresses: no country.
+          country: '',
         },
       );
     }

@@ -145,3 +145,87 @@ describe('upgrade from the release before owners (migrations 001-005) with data'
     }
   });
 });
+
+describe('upgrade from the release with device rules (migrations 001-012) with data', () => {
+  it('keeps links, visits and rollups; old visits have no country, old links no password; both work with the new ones', async () => {
+    const all = await shortenerMigrations();
+    const previous = all.filter((m) => m.name < '013');
+    assert.equal(previous.at(-1)!.name, '012_link_rules.sql');
+    const old = await freshDatabase('shortener', previous);
+    const oldPool = createPool(old.url, { max: 4 });
+    const adminKey = `upgrade-admin-${'k'.repeat(24)}`;
+    try {
+      await oldPool.query(
+        `INSERT INTO links (code, original_url, clicks, rules, tags, created_at)
+         VALUES ('Rel0012', 'https://example.com/rel', 9, '{"desktop": "https://example.com/desk"}', '{spring}', '2026-01-01T00:00:00Z'),
+                ('Plain12', 'https://example.com/plain', 0, NULL, '{}', '2026-01-02T00:00:00Z')`,
+      );
+      // Two hourly rows on a day already rolled up, one on a day not yet: the same combination would clash on the new key if it were wrong.
+      await oldPool.query(
+        `INSERT INTO visit_counts (code, hour, class, referrer, browser, os, device, visits) VALUES
+           ('Rel0012', '2026-01-05T10:00:00Z', 'human', '(direct)', 'Chrome', 'Windows', 'desktop', 4),
+           ('Rel0012', '2026-01-05T11:00:00Z', 'bot', '(direct)', '(unknown)', '(unknown)', '(unknown)', 2),
+           ('Rel0012', '2026-01-07T09:00:00Z', 'human', 't.co', 'Chrome', 'Windows', 'desktop', 3)`,
+      );
+      await oldPool.query(
+        `INSERT INTO visit_days (code, day, class, referrer, browser, os, device, visits) VALUES
+           ('Rel0012', '2026-01-05', 'human', '(direct)', 'Chrome', 'Windows', 'desktop', 4),
+           ('Rel0012', '2026-01-05', 'bot', '(direct)', '(unknown)', '(unknown)', '(unknown)', 2)`,
+      );
+      await oldPool.query("UPDATE visit_rollup SET before = '2026-01-06'");
+      const links = async () =>
+        (await oldPool.query('SELECT code, original_url, clicks, rules, tags, created_at FROM links ORDER BY code')).rows;
+      const before = await links();
+
+      const applied = await migrate(oldPool, 'shortener', all);
+      assert.deepEqual(
+        applied,
+        all.filter((m) => m.name >= '013').map((m) => m.name),
+      );
+      assert.deepEqual(await links(), before);
+      const { rows: hashes } = await oldPool.query('SELECT count(password_hash)::int AS n FROM links');
+      assert.equal(hashes[0].n, 0);
+      const { rows: countries } = await oldPool.query(
+        "SELECT (SELECT count(*) FROM visit_counts WHERE country <> '')::int AS hourly, (SELECT count(*) FROM visit_days WHERE country <> '')::int AS daily",
+      );
+      assert.deepEqual(countries[0], { hourly: 0, daily: 0 });
+
+      const { app } = await startShortener({ pool: oldPool, env: { SHORTENER_ADMIN_KEY: adminKey, TRUST_PROXY: '127.0.0.1' } });
+      try {
+        const admin = { authorization: `Bearer ${adminKey}` };
+        // Old visits: the same report as before, their country not known.
+        const report = await app.inject({ method: 'GET', url: '/api/links/Rel0012/visits?from=2026-01-04&to=2026-01-08', headers: admin });
+        assert.equal(report.statusCode, 200, report.body);
+        const data = (report.json() as { data: { totals: { visits: number; bots: number }; countries: unknown } }).data;
+        assert.equal(data.totals.visits, 9);
+        assert.equal(data.totals.bots, 2);
+        assert.deepEqual(data.countries, [{ name: null, visits: 9 }]);
+        // Old links redirect (rules included) and new visits carry their country.
+        const follow = await app.inject({
+          method: 'GET',
+          url: '/Rel0012',
+          remoteAddress: '127.0.0.1',
+          headers: { 'x-forwarded-for': '8.8.8.8', 'user-agent': 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) Chrome/120.0 Safari/537.36' },
+        });
+        assert.equal(follow.statusCode, 302);
+        assert.equal(follow.headers.location, 'https://example.com/desk');
+        const { rows } = await oldPool.query("SELECT sum(visits)::int AS n FROM visit_counts WHERE code = 'Rel0012' AND country = 'US'");
+        assert.equal(rows[0].n, 1);
+        // An old link takes a password like a new one.
+        const patched = await app.inject({ method: 'PATCH', url: '/api/links/Plain12', payload: { password: 'upgrade' }, headers: admin });
+        assert.equal(patched.statusCode, 200, patched.body);
+        assert.equal((await app.inject({ method: 'GET', url: '/Plain12' })).statusCode, 403);
+        const unlocked = await app.inject({ method: 'POST', url: '/Plain12', payload: { password: 'upgrade' } });
+        assert.equal(unlocked.statusCode, 302);
+        assert.equal(unlocked.headers.location, 'https://example.com/plain');
+        const exported = await app.inject({ method: 'GET', url: '/api/links/Rel0012/visits/export?format=csv', headers: admin });
+        assert.equal(exported.body.split('\r\n').length - 2, 4);
+      } finally {
+        await app.close();
+      }
+    } finally {
+      await oldPool.end();
+      await old.drop();
+    }
+  });
+});

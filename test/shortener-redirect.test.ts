@@ -223,6 +223,7 @@ const CONTENTION_VISIT: Visit = {
   referrer: '(direct)',
   browser: 'Firefox',
   os: 'Linux',
+  country: null,
   device: 'desktop',
   visitorKey: Buffer.alloc(16, 7),
 };

@@ -7,6 +7,8 @@ import { LinkService } from './links.js';
 import { installShortenerMetrics } from './metrics.js';
 import { LinkRepository } from './repository.js';
 import { Access } from './access.js';
+import { LinkPasswords, linkPasswordHasher } from './link-passwords.js';
+import type { PasswordHasher } from '../kit/password-hasher.js';
 import { adminLinksRoutes } from './routes/admin-links.js';
 import { apiKeysRoutes } from './routes/api-keys.js';
 import { bulkLinksRoute } from './routes/bulk-links.js';
@@ -28,13 +30,15 @@ const SALT_SWEEP_MS = 10 * 60_000;
 /** What tests may hand the shortener. */
 export interface ShortenerDeps {
   generateCode: CodeGenerator;
+  /** Hashes and checks link passwords (tests hand a cheaper one, or count its work). */
+  passwordHasher: PasswordHasher;
 }
 
 export const shortener = defineService<typeof shortenerConfig, ShortenerDeps>({
   name: 'shortener',
   config: shortenerConfig,
   migrations: () => [{ scope: 'shortener', dir: fileURLToPath(new URL('./migrations', import.meta.url)) }],
-  async build({ config, pool, clock, deps, httpApp, limiter, every }) {
+  async build({ config, pool, clock, deps, httpApp, limiter, counters, every, onClose }) {
     const app = await httpApp({
       title: 'Link shortener',
       description: 'Short codes, counted 302 redirects, stats, per-IP rate limit on create.',
@@ -65,25 +69,31 @@ export const shortener = defineService<typeof shortenerConfig, ShortenerDeps>({
 
     // Rule 7: the API routes and the web pages first, the catch-all redirect last.
     const access = new Access(repo, config.SHORTENER_ADMIN_KEY);
+    const ipv6 = { prefix: config.RATE_LIMIT_IPV6_PREFIX, widePrefix: config.RATE_LIMIT_IPV6_WIDE_PREFIX };
+    const hasher = deps.passwordHasher ?? linkPasswordHasher({ maxQueued: config.BCRYPT_QUEUE_MAX });
+    if (!deps.passwordHasher) onClose(() => hasher.close());
+    // Guesses at link passwords: counted in Redis when it is configured, so the limits hold across instances.
+    const passwords = new LinkPasswords(hasher, counters('link-password-guesses'), clock, ipv6);
     const createOptions = {
+      passwords,
       access,
       links,
       limiter: createLimiter,
       keyQuota,
       baseUrl: config.BASE_URL,
-      ipv6: { prefix: config.RATE_LIMIT_IPV6_PREFIX, widePrefix: config.RATE_LIMIT_IPV6_WIDE_PREFIX },
+      ipv6,
     };
     await app.register(createLinkRoute, createOptions);
     await app.register(bulkLinksRoute, createOptions);
     // A fixed path beside /api/links/:code; the router prefers it, and `export` is a reserved code.
     await app.register(exportLinksRoutes, { repo, baseUrl: config.BASE_URL, access });
     await app.register(linkStatsRoute, { links });
-    await app.register(adminLinksRoutes, { repo, baseUrl: config.BASE_URL, access });
+    await app.register(adminLinksRoutes, { repo, baseUrl: config.BASE_URL, access, passwords });
     await app.register(apiKeysRoutes, { repo, adminKey: config.SHORTENER_ADMIN_KEY });
     await app.register(linkQrRoute, { links, baseUrl: config.BASE_URL });
     await app.register(linkVisitsRoute, { links, repo, access });
     await app.register(webPagesRoutes, { links });
-    await app.register(redirectRoute, { links });
+    await app.register(redirectRoute, { links, passwords, baseUrl: config.BASE_URL });
     return app;
   },
 });

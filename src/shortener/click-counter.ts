@@ -1,5 +1,5 @@
 import type { LinkRules } from './link-rules.js';
-import type { BatchVisit, Granted, Refusal } from './repository.js';
+import type { BatchVisit, ClickRefusal, Granted } from './repository.js';
 import type { Visit } from './visits.js';
 
 // Group commit for clicks. Every redirect waits until its own click is
@@ -14,10 +14,10 @@ import type { Visit } from './visits.js';
 
 export type AddClicks = (codes: string[], counts: number[], visits: BatchVisit[]) => Promise<Map<string, Granted>>;
 
-/** What became of one click: counted (go to url, or where its rules say), refused (the link is gone, and why), or an unknown code. */
+/** What became of one click: counted (go to url, or where its rules say), refused (the link is gone or asks for its password, and why), or an unknown code. */
 export type ClickOutcome =
   | { counted: true; url: string; rules: LinkRules | null }
-  | { counted: false; refusal: Refusal; expires_at: Date | null; max_visits: number | null }
+  | { counted: false; refusal: ClickRefusal; expires_at: Date | null; max_visits: number | null }
   | undefined;
 
 interface Waiter {

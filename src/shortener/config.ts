@@ -1,4 +1,5 @@
 import { type ConfigOf, commonVars, connectionUrl, httpUrl, int, str } from '../kit/config.js';
+import { passwordHasherVars } from '../kit/password-hasher.js';
 
 export const shortenerConfig = {
   ...commonVars(3001),
@@ -10,6 +11,8 @@ export const shortenerConfig = {
   SHORTENER_ADMIN_KEY: str({ minBytes: 32 }),
   /** Links each API key (and the admin key) may create per hour, single and bulk creates together. */
   KEY_CREATE_PER_HOUR: int({ default: 10_000, min: 1, max: 10_000_000 }),
+  /** Link-password hashes and checks waiting for a worker (bcrypt cost 10, ~60 ms each); one more is a 503. */
+  ...passwordHasherVars(32),
 };
 
 export type ShortenerConfig = ConfigOf<typeof shortenerConfig>;

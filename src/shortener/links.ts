@@ -147,6 +147,8 @@ export interface LinkLimits {
   tags?: string[];
   /** Device rules and an A/B split (link-rules.ts), already checked. */
   rules?: LinkRules | null;
+  /** bcrypt hash of the link's password, already made. */
+  passwordHash?: string;
 }
 
 /** Where the lifecycle stands at `now` (disabled first, then expiry, then the visit cap). */
@@ -174,6 +176,8 @@ const noCodeLeft = () => new HttpError(503, 'Could not allocate a unique short c
 
 export class LinkService {
   readonly clicks: ClickCounter;
+  /** Clicks whose link password was verified: the only ones a protected link counts. */
+  readonly unlockedClicks: ClickCounter;
   private readonly visitorKeys: VisitorKeys;
   private readonly agents = new AgentParser();
 
@@ -188,10 +192,15 @@ export class LinkService {
     observeClickBatch: (clicks: number) => void = () => {},
   ) {
     this.visitorKeys = new VisitorKeys(repo, clock);
-    this.clicks = new ClickCounter((codes, counts, visits) => {
-      observeClickBatch(counts.reduce((sum, n) => sum + n, 0));
-      return repo.addClicks(codes, counts, visits, new Date(clock()));
-    });
+    const counter = (unlocked: boolean) =>
+      new ClickCounter((codes, counts, visits) => {
+        observeClickBatch(counts.reduce((sum, n) => sum + n, 0));
+        return repo.addClicks(codes, counts, visits, new Date(clock()), unlocked);
+      });
+    this.clicks = counter(false);
+    // A batch of its own, so one statement never mixes clicks that may count on a protected link
+    // with clicks that may not; both lock rows in code order, so they cannot deadlock each other.
+    this.unlockedClicks = counter(true);
   }
 
   /**
@@ -314,11 +323,12 @@ export class LinkService {
 
   /**
    * Counts the click and its visit, both durable before this resolves. Returns
-   * where to go, why the link refused (410), or undefined for an unknown code.
+   * where to go, why the link refused (410, or `password` for a protected link), or undefined
+   * for an unknown code. `unlocked`: the visitor's password for this link was just verified.
    */
-  async follow(code: string, visitor: VisitorRequest): Promise<ClickOutcome> {
+  async follow(code: string, visitor: VisitorRequest, unlocked = false): Promise<ClickOutcome> {
     const visit = await this.visitorKeys.visit(visitor.ip, visitor.userAgent, visitor.referer, this.agents);
-    const outcome = await this.clicks.record(code, visit);
+    const outcome = await (unlocked ? this.unlockedClicks : this.clicks).record(code, visit);
     // The rules came with the row the click statement locked: choosing costs no query.
     if (outcome?.counted) return { ...outcome, url: chooseDestination(outcome.url, outcome.rules, visit) };
     return outcome;

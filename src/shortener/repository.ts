@@ -20,6 +20,8 @@ export interface Link {
   tags: string[];
   /** Device rules and A/B split (link-rules.ts); null when none. Never part of the public stats. */
   rules: LinkRules | null;
+  /** bcrypt hash of the link's password (null: open to anyone). Never shown; only `password_protected`. */
+  password_hash: string | null;
 }
 
 /** An API key as stored, without its digest. */
@@ -43,13 +45,16 @@ export interface PastDestination {
 /** Why a link no longer redirects. */
 export type Refusal = 'disabled' | 'expired' | 'exhausted';
 
+/** Why a batch did not count a click: the link refuses, or it asks for its password first. */
+export type ClickRefusal = Refusal | 'password';
+
 /** What one batch decided for one existing code. */
 export interface Granted {
   original_url: string;
   /** How many of the batch's clicks on this code were counted (the first ones in arrival order). */
   granted: number;
   /** Why the others were refused (null when all were counted). */
-  refusal: Refusal | null;
+  refusal: ClickRefusal | null;
   expires_at: Date | null;
   max_visits: number | null;
   /** The link's rules, read with the same locked row: the redirect picks its destination without another query. */
@@ -64,7 +69,7 @@ export interface BatchVisit {
 }
 
 export interface VisitRow {
-  kind: 'series' | 'referrers' | 'browsers' | 'operating_systems' | 'devices' | 'unique';
+  kind: 'series' | 'referrers' | 'browsers' | 'operating_systems' | 'devices' | 'countries' | 'unique';
   /** series: bucket number (epoch seconds / bucket seconds); top lists: rank. */
   position: number;
   /** series: traffic class; top lists: the name. */
@@ -74,7 +79,7 @@ export interface VisitRow {
 
 /** Every column of a link the service reads: one list, so every query returns the same shape. */
 const LINK_COLUMNS =
-  'code, original_url, clicks, created_at, expires_at, max_visits, disabled, manage_token_hash, owner_key_id::int, title, tags, rules';
+  'code, original_url, clicks, created_at, expires_at, max_visits, disabled, manage_token_hash, owner_key_id::int, title, tags, rules, password_hash';
 
 /** The only place that speaks SQL for links and their visits. */
 export class LinkRepository implements SaltStore {
@@ -83,8 +88,8 @@ export class LinkRepository implements SaltStore {
   /** Throws PostgreSQL's unique violation (constraint links_pkey) when the code is taken. */
   async insert(code: string, originalUrl: string, fields: NewLinkFields = {}): Promise<Link> {
     const { rows } = await this.pool.query<Link>(
-      `INSERT INTO links (code, original_url, expires_at, max_visits, manage_token_hash, owner_key_id, title, tags, rules)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING ${LINK_COLUMNS}`,
+      `INSERT INTO links (code, original_url, expires_at, max_visits, manage_token_hash, owner_key_id, title, tags, rules, password_hash)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING ${LINK_COLUMNS}`,
       [
         code,
         originalUrl,
@@ -95,6 +100,7 @@ export class LinkRepository implements SaltStore {
         fields.title ?? null,
         fields.tags ?? [],
         fields.rules ? JSON.stringify(fields.rules) : null,
+        fields.passwordHash ?? null,
       ],
     );
     return rows[0]!;
@@ -154,26 +160,33 @@ export class LinkRepository implements SaltStore {
    * one committed and takes at most what remains. Visit rows belong to one
    * link and are only written under that link's lock, so they add no lock
    * order of their own.
+   *
+   * A link with a password counts nothing from a plain redirect (refusal `password`, after the
+   * lifecycle's refusals: a dead link says it is dead, password or not); only a batch of
+   * `unlocked` clicks, each of whose password was verified, counts on it.
    */
-  async addClicks(codes: string[], counts: number[], visits: BatchVisit[], now: Date): Promise<Map<string, Granted>> {
+  async addClicks(codes: string[], counts: number[], visits: BatchVisit[], now: Date, unlocked = false): Promise<Map<string, Granted>> {
     const { rows } = await this.pool.query<Granted & { code: string }>({
       name: 'links_add_clicks',
       text: `WITH batch AS (
                SELECT * FROM unnest($1::text[], $2::int[]) AS b(code, n)
              ),
              locked AS MATERIALIZED (
-               SELECT l.code, l.original_url, l.clicks, l.max_visits, l.expires_at, l.disabled, l.rules
+               SELECT l.code, l.original_url, l.clicks, l.max_visits, l.expires_at, l.disabled, l.rules,
+                      l.password_hash IS NOT NULL AND NOT $14::boolean AS locked_out
                FROM links AS l JOIN batch USING (code)
                ORDER BY l.code
                FOR UPDATE OF l
              ),
              decided AS MATERIALIZED (
                SELECT k.code, k.original_url, k.max_visits, k.expires_at, k.rules,
-                      CASE WHEN k.disabled OR k.expires_at <= $3 THEN 0
+                      CASE WHEN k.disabled OR k.expires_at <= $3 OR k.locked_out THEN 0
                            WHEN k.max_visits IS NULL THEN b.n
                            ELSE least(b.n, greatest(k.max_visits - k.clicks, 0)) END AS granted,
                       CASE WHEN k.disabled THEN 'disabled'
                            WHEN k.expires_at <= $3 THEN 'expired'
+                           WHEN k.clicks >= k.max_visits THEN 'exhausted'
+                           WHEN k.locked_out THEN 'password'
                            WHEN k.clicks + b.n > k.max_visits THEN 'exhausted' END AS refusal
                FROM locked AS k JOIN batch AS b USING (code)
              ),
@@ -183,17 +196,17 @@ export class LinkRepository implements SaltStore {
                WHERE l.code = d.code AND d.granted > 0
              ),
              visits AS MATERIALIZED (
-               SELECT v.code, to_timestamp(v.hour_number * 3600) AS hour, v.class, v.referrer, v.browser, v.os, v.device, v.visitor_key
-               FROM unnest($4::text[], $5::int[], $6::int[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::bytea[])
-                      AS v(code, ordinal, hour_number, class, referrer, browser, os, device, visitor_key)
+               SELECT v.code, to_timestamp(v.hour_number * 3600) AS hour, v.class, v.referrer, v.browser, v.os, v.device, v.country, v.visitor_key
+               FROM unnest($4::text[], $5::int[], $6::int[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::bytea[], $13::text[])
+                      AS v(code, ordinal, hour_number, class, referrer, browser, os, device, visitor_key, country)
                JOIN decided AS d USING (code)
                WHERE v.ordinal <= d.granted
              ),
              aggregated AS (
-               INSERT INTO visit_counts AS c (code, hour, class, referrer, browser, os, device, visits)
-               SELECT code, hour, class, referrer, browser, os, device, count(*) FROM visits
-               GROUP BY code, hour, class, referrer, browser, os, device
-               ON CONFLICT (code, hour, class, referrer, browser, os, device)
+               INSERT INTO visit_counts AS c (code, hour, class, referrer, browser, os, device, country, visits)
+               SELECT code, hour, class, referrer, browser, os, device, country, count(*) FROM visits
+               GROUP BY code, hour, class, referrer, browser, os, device, country
+               ON CONFLICT (code, hour, class, referrer, browser, os, device, country)
                DO UPDATE SET visits = c.visits + EXCLUDED.visits
              ),
              uniques AS (
@@ -216,6 +229,9 @@ export class LinkRepository implements SaltStore {
         visits.map((v) => v.visit.os),
         visits.map((v) => v.visit.device),
         visits.map((v) => v.visit.visitorKey),
+        // '' is "not known" in the table (a key column cannot be NULL).
+        visits.map((v) => v.visit.country ?? ''),
+        unlocked,
       ],
     });
     return new Map(rows.map(({ code, ...granted }) => [code, granted]));
@@ -270,23 +286,24 @@ export class LinkRepository implements SaltStore {
              ),
              -- Rows with their start in seconds since the epoch, as integers (cheap to divide into buckets).
              counts AS (
-               SELECT (day - DATE '1970-01-01')::bigint * 86400 AS start, class, referrer, browser, os, device, visits FROM visit_days
+               SELECT (day - DATE '1970-01-01')::bigint * 86400 AS start, class, referrer, browser, os, device, country, visits FROM visit_days
                WHERE code = $1 AND day >= ($2::timestamptz AT TIME ZONE 'UTC')::date
                  AND day < (SELECT (until AT TIME ZONE 'UTC')::date FROM daily_until)
                UNION ALL
-               SELECT date_part('epoch', hour)::bigint, class, referrer, browser, os, device, visits FROM visit_counts
+               SELECT date_part('epoch', hour)::bigint, class, referrer, browser, os, device, country, visits FROM visit_counts
                WHERE code = $1 AND hour >= greatest($2::timestamptz, (SELECT until FROM daily_until)) AND hour < $3
              ),
-             -- One pass over the rows for the series and the four top lists.
+             -- One pass over the rows for the series and the five top lists.
              grouped AS (
                SELECT CASE WHEN grouping(bucket) = 0 THEN 'series'
                            WHEN grouping(referrer) = 0 THEN 'referrers'
                            WHEN grouping(browser) = 0 THEN 'browsers'
                            WHEN grouping(os) = 0 THEN 'operating_systems'
-                           ELSE 'devices' END AS kind,
-                      bucket, coalesce(class, referrer, browser, os, device) AS name, sum(visits) AS visits
-               FROM (SELECT start / $4::bigint AS bucket, class, referrer, browser, os, device, visits FROM counts) AS c
-               GROUP BY GROUPING SETS ((bucket, class), (referrer), (browser), (os), (device))
+                           WHEN grouping(device) = 0 THEN 'devices'
+                           ELSE 'countries' END AS kind,
+                      bucket, coalesce(class, referrer, browser, os, device, country) AS name, sum(visits) AS visits
+               FROM (SELECT start / $4::bigint AS bucket, class, referrer, browser, os, device, country, visits FROM counts) AS c
+               GROUP BY GROUPING SETS ((bucket, class), (referrer), (browser), (os), (device), (country))
              ),
              ranked AS (
                SELECT kind, name, visits, row_number() OVER (PARTITION BY kind ORDER BY visits DESC, name) AS position
@@ -329,10 +346,10 @@ export class LinkRepository implements SaltStore {
       const until = since < before ? isoDay(Date.parse(since) + DAY_MS) : before;
       // Bounds as parameters, so the plan can use the BRIN indexes on hour and day.
       await client.query(
-        `INSERT INTO visit_days (code, day, class, referrer, browser, os, device, visits)
-         SELECT code, $1::date, class, referrer, browser, os, device, sum(visits) FROM visit_counts
+        `INSERT INTO visit_days (code, day, class, referrer, browser, os, device, country, visits)
+         SELECT code, $1::date, class, referrer, browser, os, device, country, sum(visits) FROM visit_counts
          WHERE hour >= $2::timestamptz AND hour < $3::timestamptz
-         GROUP BY code, class, referrer, browser, os, device`,
+         GROUP BY code, class, referrer, browser, os, device, country`,
         [since, `${since}T00:00:00Z`, `${until}T00:00:00Z`],
       );
       await client.query(
@@ -407,10 +424,11 @@ export class LinkRepository implements SaltStore {
   async visitExportPage(code: string, after: VisitExportRow | undefined, limit: number): Promise<VisitExportRow[]> {
     const { rows } = await this.pool.query<VisitExportRow>({
       name: 'visits_export_page',
-      text: `SELECT hour, class, referrer, browser, os, device, visits::bigint FROM visit_counts
+      text: `SELECT hour, class, referrer, browser, os, device, country, visits::bigint FROM visit_counts
              WHERE code = $1
-               AND ($2::timestamptz IS NULL OR (hour, class, referrer, browser, os, device) > ($2::timestamptz, $3::text, $4::text, $5::text, $6::text, $7::text))
-             ORDER BY hour, class, referrer, browser, os, device
+               AND ($2::timestamptz IS NULL
+                    OR (hour, class, referrer, browser, os, device, country) > ($2::timestamptz, $3::text, $4::text, $5::text, $6::text, $7::text, $9::text))
+             ORDER BY hour, class, referrer, browser, os, device, country
              LIMIT $8`,
       values: [
         code,
@@ -421,6 +439,7 @@ export class LinkRepository implements SaltStore {
         after?.os ?? null,
         after?.device ?? null,
         limit,
+        after?.country ?? null,
       ],
     });
     return rows;
@@ -448,7 +467,8 @@ export class LinkRepository implements SaltStore {
            original_url = COALESCE($7::text, original_url),
            title = CASE WHEN $8::boolean THEN $9::text ELSE title END,
            tags = COALESCE($10::text[], tags),
-           rules = CASE WHEN $11::boolean THEN $12::jsonb ELSE rules END
+           rules = CASE WHEN $11::boolean THEN $12::jsonb ELSE rules END,
+           password_hash = CASE WHEN $13::boolean THEN $14::text ELSE password_hash END
          WHERE code = $1
          RETURNING ${LINK_COLUMNS}`,
         [
@@ -464,6 +484,8 @@ export class LinkRepository implements SaltStore {
           changes.tags ?? null,
           changes.rules !== undefined,
           changes.rules ? JSON.stringify(changes.rules) : null,
+          changes.passwordHash !== undefined,
+          changes.passwordHash ?? null,
         ],
       );
       const old = before[0]!.original_url;
@@ -561,6 +583,8 @@ export interface VisitExportRow {
   browser: string;
   os: string;
   device: string;
+  /** '' when not known. */
+  country: string;
   visits: number;
 }
 
@@ -573,6 +597,7 @@ export interface NewLinkFields {
   title?: string | null;
   tags?: string[];
   rules?: LinkRules | null;
+  passwordHash?: string | null;
 }
 
 /** What a link's manager may change; a field left undefined keeps its value, null clears it. */
@@ -584,4 +609,6 @@ export interface LinkChanges {
   title?: string | null;
   tags?: string[];
   rules?: LinkRules | null;
+  /** A new bcrypt hash, or null to remove the password. */
+  passwordHash?: string | null;
 }

@@ -37,6 +37,8 @@ export interface VisitReport {
   browsers: NamedCount[];
   operating_systems: NamedCount[];
   devices: NamedCount[];
+  /** ISO 3166-1 alpha-2 codes; null for visits whose country is not known. */
+  countries: Array<{ name: string | null; visits: number }>;
 }
 
 function timestamp(name: 'from' | 'to', text: string): number {
@@ -96,11 +98,12 @@ export async function visitReport(repo: LinkRepository, code: string, range: Vis
 
   const buckets = new Map<number, { visits: number; humans: number }>();
   const totals = { visits: 0, humans: 0, bots: 0, previews: 0, unique_visitors: 0 };
-  const tops: Record<'referrers' | 'browsers' | 'operating_systems' | 'devices', NamedCount[]> = {
+  const tops: Record<'referrers' | 'browsers' | 'operating_systems' | 'devices' | 'countries', NamedCount[]> = {
     referrers: [],
     browsers: [],
     operating_systems: [],
     devices: [],
+    countries: [],
   };
   for (const row of rows as VisitRow[]) {
     if (row.kind === 'unique') totals.unique_visitors = row.visits;
@@ -130,5 +133,7 @@ export async function visitReport(repo: LinkRepository, code: string, range: Vis
     totals,
     series,
     ...tops,
+    // Stored as '' (a key column), shown as null: not known.
+    countries: tops.countries.map(({ name, visits }) => ({ name: name === '' ? null : name, visits })),
   };
 }

@@ -3,11 +3,12 @@ import { isbot } from 'isbot';
 import UAParser from 'ua-parser-js';
 import { canonicalIp } from '../kit/http/client-ip.js';
 import type { Clock } from '../kit/clock.js';
+import { countryOf } from './countries.js';
 
 // What one counted redirect records. Only coarse dimensions are kept: the
 // hour, the traffic class, the referrer's host, browser/OS family, device type
 // and a per-day visitor key that no one can turn back into an address once
-// the day's salt is gone. Never the address, never the full User-Agent.
+// the day's salt is gone, and the country of the address. Never the address, never the full User-Agent.
 
 export type TrafficClass = 'human' | 'bot' | 'preview';
 
@@ -19,6 +20,8 @@ export interface Visit {
   browser: string;
   os: string;
   device: string;
+  /** ISO 3166-1 alpha-2 code of the client address's country (countries.ts); null when not known. */
+  country: string | null;
   /** HMAC-SHA256 (first 16 bytes) of address and User-Agent under the UTC day's salt. */
   visitorKey: Buffer;
 }
@@ -136,6 +139,7 @@ export class VisitorKeys {
       hour: Math.floor(now / HOUR_MS) * HOUR_MS,
       referrer: referrerHost(referer),
       ...parser.families(userAgent),
+      country: countryOf(ip),
       visitorKey: createHmac('sha256', salt)
         .update(`${canonicalIp(ip) ?? ip ?? ''}\n${userAgent ?? ''}`)
         .digest()

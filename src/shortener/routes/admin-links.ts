@@ -7,6 +7,7 @@ import type { FastifyRequest } from 'fastify';
 import { type Access, type Principal, requireManager } from '../access.js';
 import { isOwnShortLink, isWellFormedCode, MAX_URL_LENGTH, normaliseTags, OWN_SHORT_LINK, validateTargetUrl } from '../links.js';
 import { LinkRulesSchema, parseRules, RULES_DESCRIPTION } from '../link-rules.js';
+import { type LinkPasswords, PASSWORD_RULE, parsePassword } from '../link-passwords.js';
 import type { AdminLink, LinkChanges, LinkRepository } from '../repository.js';
 import { parseIsoTimestamp } from '../timestamps.js';
 import { ADMIN_SECURITY, CodeParams } from './schemas.js';
@@ -30,6 +31,7 @@ const AdminLinkData = Type.Object({
   title: Type.Union([Type.String(), Type.Null()]),
   tags: Type.Array(Type.String()),
   rules: Type.Union([LinkRulesSchema, Type.Null()]),
+  password_protected: Type.Boolean({ description: 'Whether visitors must give a password (never the password itself)' }),
 });
 
 export const MAX_TITLE_LENGTH = 200;
@@ -62,6 +64,7 @@ const PatchBody = Type.Object(
     rules: Type.Optional(
       Type.Unknown({ description: `${RULES_DESCRIPTION} The rules replace the link's rules as a whole; null removes them.` }),
     ),
+    password: Type.Optional(Type.Unknown({ description: `A new password visitors must give (${PASSWORD_RULE}); null removes it` })),
   },
   { additionalProperties: false },
 );
@@ -120,7 +123,7 @@ function parseMaxVisits(value: unknown): number | null {
 
 export async function adminLinksRoutes(
   app: App,
-  { repo, baseUrl, access }: { repo: LinkRepository; baseUrl: string; access: Access },
+  { repo, baseUrl, access, passwords }: { repo: LinkRepository; baseUrl: string; access: Access; passwords: LinkPasswords },
 ): Promise<void> {
   const toData = (link: AdminLink) => ({
     code: link.code,
@@ -134,6 +137,7 @@ export async function adminLinksRoutes(
     title: link.title,
     tags: link.tags,
     rules: link.rules,
+    password_protected: link.password_hash !== null,
   });
   // Before any body or query validation: without credentials, nothing else is said.
   const manager = requireManager(access, repo, isWellFormedCode, true);
@@ -182,7 +186,7 @@ export async function adminLinksRoutes(
         tags: ['admin'],
         security: ADMIN_SECURITY,
         summary: "Change a link's destination, rules, title, expiry, visit limit or disabled flag (its manager)",
-        description: `${MANAGER_BEARER} Any of url (a new destination, kept in the link's history), title (text or null), expires_at (date-time with offset, or null), max_visits (integer ≥ 1, or null), disabled (boolean), rules (device rules and A/B split, or null); at least one.`,
+        description: `${MANAGER_BEARER} Any of url (a new destination, kept in the link's history), title (text or null), expires_at (date-time with offset, or null), max_visits (integer ≥ 1, or null), disabled (boolean), rules (device rules and A/B split, or null), password (text, or null to remove it); at least one.`,
         params: CodeParams,
         body: PatchBody,
         response: {
@@ -198,7 +202,7 @@ export async function adminLinksRoutes(
       const { code } = request.params;
       const body = request.body;
       if (Object.values(body).every((v) => v === undefined)) {
-        throw badRequest('body must contain at least one of url, title, tags, expires_at, max_visits, disabled, rules');
+        throw badRequest('body must contain at least one of url, title, tags, expires_at, max_visits, disabled, rules, password');
       }
       const changes: LinkChanges = { disabled: body.disabled };
       if (body.url !== undefined) {
@@ -211,6 +215,10 @@ export async function adminLinksRoutes(
       if (body.expires_at !== undefined) changes.expiresAt = parseExpiresAt(body.expires_at);
       if (body.max_visits !== undefined) changes.maxVisits = parseMaxVisits(body.max_visits);
       if (body.rules !== undefined) changes.rules = parseRules(body.rules, baseUrl);
+      // Hashed last, once every other field passed: a refused body costs no bcrypt work.
+      if (body.password !== undefined) {
+        changes.passwordHash = body.password === null ? null : await passwords.hash(parsePassword(body.password, 'body'));
+      }
       const link = await repo.updateLink(code, changes);
       if (!link) throw notFound('Link not found');
       return dataEnvelope(200, 'Link updated successfully', toData(link));

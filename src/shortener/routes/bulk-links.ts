@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Ipv6Prefixes } from '../../kit/http/client-ip.js';
 import type { App } from '../../kit/http/app.js';
-import { HttpError } from '../../kit/http/errors.js';
+import { badRequest, HttpError } from '../../kit/http/errors.js';
 import { described } from '../../kit/http/openapi.js';
 import { bodyValidator } from '../../kit/http/validation.js';
 import type { FixedWindowLimiter, RateLimitDecision } from '../../kit/rate-limit.js';
@@ -35,6 +35,8 @@ interface Admission {
   /** The last counting's decision, for the 429 items' wait. */
   decision: RateLimitDecision;
 }
+
+export const BULK_PASSWORD = 'body/password is not taken by the bulk create: create the link alone, or set it with PATCH /api/links/:code';
 
 export async function bulkLinksRoute(
   app: App,
@@ -152,6 +154,8 @@ export async function bulkLinksRoute(
         }
         const body = item as typeof CreateLinkBody.static;
         try {
+          // A thousand bcrypt hashes would hold the hashing workers for a minute: one link at a time.
+          if (body.password !== undefined) throw badRequest(BULK_PASSWORD);
           creates.push({ index, url: body.url, limits: createFields(body, baseUrl, ownerKeyId, principal === undefined) });
         } catch (err) {
           if (!(err instanceof HttpError)) throw err;

@@ -18,6 +18,7 @@ import type { Link } from '../repository.js';
 import { parseIsoTimestamp } from '../timestamps.js';
 import { type Access, bearerOf, type Principal, unauthorized } from '../access.js';
 import { MAX_TITLE_LENGTH } from './admin-links.js';
+import { type LinkPasswords, PASSWORD_RULE, parsePassword } from '../link-passwords.js';
 import { LinkRulesSchema, parseRules, RULES_DESCRIPTION } from '../link-rules.js';
 import { dataEnvelope, envelope, ErrorEnvelope, statusEnvelope } from '../../kit/http/status-envelope.js';
 
@@ -33,6 +34,11 @@ export const CreateLinkBody = Type.Object(
     ),
     // Checked by parseRules rather than the schema, so that each 400 names the rule at fault.
     rules: Type.Optional(Type.Unknown({ description: `${RULES_DESCRIPTION} Only with an API key or the admin key.` })),
+    password: Type.Optional(
+      Type.String({
+        description: `Visitors must give it before the redirect: ${PASSWORD_RULE}. Stored as a bcrypt hash, never shown. Not in a bulk create`,
+      }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -84,6 +90,7 @@ export function createdData(link: Link, manageToken: string, baseUrl: string) {
     ...(link.title !== null && { title: link.title }),
     ...(link.tags.length > 0 && { tags: link.tags }),
     ...(link.rules !== null && { rules: link.rules }),
+    ...(link.password_hash !== null && { password_protected: true as const }),
     manage_token: manageToken,
   };
 }
@@ -98,6 +105,7 @@ export const CreatedData = Type.Object({
   title: Type.Optional(Type.String()),
   tags: Type.Optional(Type.Array(Type.String())),
   rules: Type.Optional(LinkRulesSchema),
+  password_protected: Type.Optional(Type.Literal(true, { description: 'Present when the link asks its visitors for a password' })),
   manage_token: Type.String({
     description: "Shown once: the bearer that reads this link's visit detail (only its digest is stored)",
   }),
@@ -127,7 +135,16 @@ export async function createLinkRoute(
     baseUrl,
     ipv6,
     access,
-  }: { links: LinkService; limiter: FixedWindowLimiter; keyQuota: FixedWindowLimiter; baseUrl: string; ipv6: Ipv6Prefixes; access: Access },
+    passwords,
+  }: {
+    links: LinkService;
+    limiter: FixedWindowLimiter;
+    keyQuota: FixedWindowLimiter;
+    baseUrl: string;
+    ipv6: Ipv6Prefixes;
+    access: Access;
+    passwords: LinkPasswords;
+  },
 ): Promise<void> {
   app.post(
     '/api/links',
@@ -188,6 +205,8 @@ export async function createLinkRoute(
         }
       }
       const fields = createFields(request.body, baseUrl, principal?.kind === 'key' ? principal.key.id : undefined, principal === undefined);
+      // Anyone may protect a link: the create's rate limit bounds the hashing an anonymous client causes.
+      if (request.body.password !== undefined) fields.passwordHash = await passwords.hash(parsePassword(request.body.password, 'body'));
       const { link, manageToken } = await links.create(request.body.url, fields);
       return reply.code(201).send(dataEnvelope(201, 'Short link created successfully', createdData(link, manageToken, baseUrl)));
     },

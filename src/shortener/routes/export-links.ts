@@ -24,8 +24,21 @@ const FILE = Type.Unsafe<string>({
     'A download (Content-Disposition: attachment): text/csv with a header row (RFC 4180; a cell starting with = + - @ tab CR or an apostrophe gets a leading apostrophe), or application/json, an array',
 });
 
-const LINK_COLUMNS = ['code', 'short_url', 'original_url', 'clicks', 'created_at', 'expires_at', 'max_visits', 'disabled', 'title', 'tags'];
-const VISIT_COLUMNS = ['hour', 'class', 'referrer', 'browser', 'os', 'device', 'visits'];
+// Columns added later go at the end, so a program that reads the earlier ones by position still reads them.
+const LINK_COLUMNS = [
+  'code',
+  'short_url',
+  'original_url',
+  'clicks',
+  'created_at',
+  'expires_at',
+  'max_visits',
+  'disabled',
+  'title',
+  'tags',
+  'password_protected',
+];
+const VISIT_COLUMNS = ['hour', 'class', 'referrer', 'browser', 'os', 'device', 'visits', 'country'];
 
 /**
  * Every row, one page read at a time as the client takes them (Readable.from pulls on demand).
@@ -100,6 +113,7 @@ export async function exportLinksRoutes(
     disabled: link.disabled,
     title: link.title,
     tags: link.tags,
+    password_protected: link.password_hash !== null,
   });
 
   app.get(
@@ -166,7 +180,7 @@ export async function exportLinksRoutes(
         summary: "Download a link's hourly visit rows as CSV or JSON (its manager only)",
         description:
           "Needs `Authorization: Bearer` with the link's manage token, the API key that created it, a manager API key or the admin key. " +
-          `One row per UTC hour, traffic class, referrer host, browser, OS and device, with its count, oldest first. Columns: ${VISIT_COLUMNS.join(', ')}.`,
+          `One row per UTC hour, traffic class, referrer host, browser, OS, device and country, with its count, oldest first. Columns: ${VISIT_COLUMNS.join(', ')}.`,
         params: CodeParams,
         querystring: FormatQuery,
         produces: ['text/csv', 'application/json'],
@@ -202,6 +216,8 @@ export async function exportLinksRoutes(
         os: row.os,
         device: row.device,
         visits: row.visits,
+        // '' in the table: not known (an empty cell in CSV, null in JSON).
+        country: row.country === '' ? null : row.country,
       });
       return sendFile(reply, request.query.format, `visits-${code}`, fileOf(request.query.format, VISIT_COLUMNS, rows, cells));
     },

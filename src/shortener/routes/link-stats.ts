@@ -18,12 +18,14 @@ export async function linkStatsRoute(app: App, { links }: { links: LinkService }
           200: envelope(
             Type.Object({
               code: Type.String(),
-              original_url: Type.String(),
+              // Left out for a link with a password: the destination is what the password guards.
+              original_url: Type.Optional(Type.String()),
               clicks: Type.Integer(),
               createdAt: Type.String({ format: 'date-time' }),
               // Present only when the link was created with them.
               expires_at: Type.Optional(Type.String({ format: 'date-time' })),
               max_visits: Type.Optional(Type.Integer()),
+              password_protected: Type.Optional(Type.Literal(true)),
               state: Type.Union([Type.Literal('active'), Type.Literal('expired'), Type.Literal('exhausted'), Type.Literal('disabled')]),
             }),
           ),
@@ -38,7 +40,7 @@ export async function linkStatsRoute(app: App, { links }: { links: LinkService }
       if (!link) throw notFound('Link not found');
       return dataEnvelope(200, 'Link stats retrieved successfully', {
         code: link.code,
-        original_url: link.original_url,
+        ...(link.password_hash === null ? { original_url: link.original_url } : { password_protected: true as const }),
         clicks: link.clicks,
         createdAt: link.created_at.toISOString(),
         ...(link.expires_at !== null && { expires_at: link.expires_at.toISOString() }),

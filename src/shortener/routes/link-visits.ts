@@ -28,6 +28,12 @@ const VisitsData = Type.Object({
   browsers: NamedCounts,
   operating_systems: NamedCounts,
   devices: NamedCounts,
+  countries: Type.Array(
+    Type.Object({
+      name: Type.Union([Type.String({ description: 'ISO 3166-1 alpha-2' }), Type.Null({ description: 'not known' })]),
+      visits: Type.Integer(),
+    }),
+  ),
 });
 
 export async function linkVisitsRoute(
@@ -42,7 +48,7 @@ export async function linkVisitsRoute(
       onRequest: manager.hook,
       schema: {
         tags: ['analytics'],
-        summary: 'Visits of a short link over time, by traffic class, referrer, browser, OS and device (its manager only)',
+        summary: 'Visits of a short link over time, by traffic class, referrer, browser, OS, device and country (its manager only)',
         description:
           "Needs `Authorization: Bearer` with the link's manage token (returned once by the create), the API key that created it, a manager API key or the admin key. The public stats (`GET /api/links/{code}`) stay open.",
         security: MANAGER_SECURITY,

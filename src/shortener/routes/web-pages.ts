@@ -74,6 +74,58 @@ export function sendDeadLinkPage(
     .send(deadLinkPage(reason, limits));
 }
 
+const UNLOCK_TEMPLATE = readFileSync(path.join(PAGES_DIR, 'unlock-link.html'), 'utf8');
+
+/**
+ * The password page's policy: the pages' own, without `form-action`. Browsers check form-action
+ * on the redirect that answers a form too, and the right password answers with a 302 to the
+ * link's destination, anywhere on the web; the page's only form posts to the service itself.
+ */
+export const UNLOCK_PAGE_POLICY = (pageSecurityHeaders.contentSecurityPolicy ?? '')
+  .split(';')
+  .filter((directive) => !directive.startsWith('form-action'))
+  .join(';');
+
+/** Why the password page is shown again: nothing yet, a wrong password, or too many of them. */
+export type UnlockProblem = { kind: 'required' } | { kind: 'wrong' } | { kind: 'limited'; retryAfterSeconds: number };
+
+function unlockWords(problem: UnlockProblem): string | undefined {
+  if (problem.kind === 'wrong') return 'That password is not right. Check it and try again.';
+  if (problem.kind === 'limited') {
+    const minutes = Math.ceil(problem.retryAfterSeconds / 60);
+    return `Too many wrong passwords for this link: try again in ${minutes} minute${minutes === 1 ? '' : 's'}.`;
+  }
+  return undefined;
+}
+
+/**
+ * The page that asks for a link's password. Its text is fixed here; the code in the form's
+ * action is a well-formed code (letters, digits, - and _ only), relative to the page's own URL so
+ * the page works under any BASE_URL path; `from` is a host name of a-z, 0-9, '.' and '-' only.
+ */
+export function unlockPage(code: string, problem: UnlockProblem, from: string): string {
+  const words = unlockWords(problem);
+  return UNLOCK_TEMPLATE.replace('{{action}}', code)
+    .replace('{{from}}', from)
+    .replace('{{describedby}}', words ? ' aria-describedby="password-error" aria-invalid="true"' : '')
+    .replace('{{error}}', words ? `<span id="password-error" class="field-error" role="alert">${words}</span>` : '');
+}
+
+/**
+ * The password page, 403 (or 429 after too many guesses), never stored. `from` is the host the
+ * visitor came from (a checked host name, or '' for none), carried by the form so that the visit
+ * counted on the right password records it rather than the password page itself.
+ */
+export function sendUnlockPage(reply: FastifyReply, code: string, problem: UnlockProblem, from: string): FastifyReply {
+  if (problem.kind === 'limited') void reply.header('retry-after', String(problem.retryAfterSeconds));
+  return reply
+    .code(problem.kind === 'limited' ? 429 : 403)
+    .header('cache-control', 'no-store')
+    .header('content-security-policy', UNLOCK_PAGE_POLICY)
+    .type('text/html; charset=utf-8')
+    .send(unlockPage(code, problem, from));
+}
+
 /**
  * The shortener's web pages: `/` (create), `/stats/<code>`, `/admin`, `/links`, and their
  * assets under `/assets/`. Registered before the catch-all `/:code` (rule 7);

@@ -31,8 +31,12 @@ async function loadLink() {
     short.href = `/${data.code}`;
     short.textContent = new URL(`/${data.code}`, location.href).href;
     const original = document.getElementById('original-url');
-    original.href = data.original_url;
-    original.textContent = data.original_url;
+    // A link with a password keeps its destination out of its public stats.
+    if (data.original_url === undefined) original.replaceWith('Hidden: the link asks for a password');
+    else {
+      original.href = data.original_url;
+      original.textContent = data.original_url;
+    }
     const state = document.getElementById('state');
     state.textContent = data.state;
     state.className = `badge ${data.state}`;
@@ -186,6 +190,7 @@ const TOP_LISTS = [
   ['browsers', 'Browsers', 'Browser'],
   ['operating_systems', 'Operating systems', 'Operating system'],
   ['devices', 'Devices', 'Device'],
+  ['countries', 'Countries', 'Country'],
 ];
 
 function fillTopLists(data) {
@@ -206,7 +211,9 @@ function fillTopLists(data) {
             {},
             rows.length === 0
               ? el('tr', {}, el('td', { colspan: 2, class: 'muted' }, 'No visits in this period'))
-              : rows.map((r) => el('tr', {}, el('td', { class: 'break' }, r.name), el('td', { class: 'num' }, formatNumber(r.visits)))),
+              : rows.map((r) =>
+                  el('tr', {}, el('td', { class: 'break' }, r.name ?? '(unknown)'), el('td', { class: 'num' }, formatNumber(r.visits))),
+                ),
           ),
         ),
       );
