@@ -238,6 +238,15 @@ describe('the My links page in Chromium', { skip: browserSkip }, () => {
     await dialog.waitFor({ state: 'hidden' });
     assert.equal(await page.evaluate(() => document.activeElement?.getAttribute('aria-label')), 'Edit spring-sale');
 
+    // The code's stats page, opened from the list in this tab, shows its visits with the key given
+    // here: nothing more to type, and the visit of the redirect above is there.
+    await page.getByRole('link', { name: 'Stats of spring-sale' }).click();
+    await page.locator('#visit-detail').waitFor({ state: 'visible' });
+    assert.equal(await page.locator('#token-form').isHidden(), true);
+    await page.locator('#total-visits').filter({ hasText: /^1$/ }).waitFor();
+    await page.goBack();
+    await page.locator('tr[data-code="spring-sale"]').waitFor();
+
     // One new link with a chosen back-half and tags; a taken back-half is said on its field.
     await page.getByLabel('Long URL').fill(`${targetOrigin}/made-here`);
     await page.getByLabel('Custom back-half (optional)').fill('spring-sale');
@@ -372,7 +381,10 @@ describe('the My links page in Chromium', { skip: browserSkip }, () => {
     // The exports: the key's links, fetched with the key as a header.
     const csvExport = await downloaded(page, () => page.getByRole('button', { name: 'Export as CSV' }).click());
     assert.equal(csvExport.name, 'links.csv');
-    assert.match(csvExport.text, /^code,short_url,original_url,clicks,created_at,expires_at,max_visits,disabled,title,tags\r\n/);
+    assert.match(
+      csvExport.text,
+      /^code,short_url,original_url,clicks,created_at,expires_at,max_visits,disabled,title,tags,password_protected\r\n/,
+    );
     assert.equal(csvExport.text.trim().split('\r\n').length, 1 + 5 + 1, 'a header and 5 links (one title spans two lines)');
     const jsonExport = await downloaded(page, () => page.getByRole('button', { name: 'Export as JSON' }).click());
     assert.equal(jsonExport.name, 'links.json');

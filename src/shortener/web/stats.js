@@ -15,9 +15,14 @@ const sources = document.getElementById('sources');
 /**
  * Who asks for the visits: the manage token from the stats link's fragment
  * (`#token=…`, never sent to the server in a URL or a Referer), the admin key
- * when this tab signed in on the admin page, or what is typed into the form.
+ * when this tab signed in on the admin page, the API key this tab gave the
+ * My links page, or what is typed into the form.
  */
-let credential = new URLSearchParams(location.hash.slice(1)).get('token') || sessionStorage.getItem('shortener-admin-key') || '';
+let credential =
+  new URLSearchParams(location.hash.slice(1)).get('token') ||
+  sessionStorage.getItem('shortener-admin-key') ||
+  sessionStorage.getItem('shortener-api-key') ||
+  '';
 /** What the chart shows, kept to draw it again in the other colour scheme. */
 let shown;
 
