@@ -7,13 +7,14 @@ import { createUser, type RunningIdp, startIdp } from './helpers/idp.js';
 import { supabase } from './helpers/supabase.js';
 import { uniqueEmail } from './helpers/emails.js';
 import { http } from './helpers/http.js';
+import { startAll } from './helpers/services.js';
 
 let idp: RunningIdp;
 let paging: RunningIdp; // holds only the users of the paging test, so its counts are exact
 let db: pg.Client;
 
 before(async () => {
-  [idp, paging] = await Promise.all([startIdp(), startIdp()]);
+  [idp, paging] = await startAll([startIdp(), startIdp()]);
   db = new pg.Client({ connectionString: idp.databaseUrl });
   await db.connect();
 });

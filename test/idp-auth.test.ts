@@ -11,13 +11,14 @@ import { createUser, type RunningIdp, signIn, startIdp } from './helpers/idp.js'
 import { supabase } from './helpers/supabase.js';
 import { uniqueEmail } from './helpers/emails.js';
 import { http } from './helpers/http.js';
+import { startAll } from './helpers/services.js';
 
 let idp: RunningIdp; // autoconfirm on (the local CLI default)
 let confirming: RunningIdp; // autoconfirm off (the hosted default)
 let db: pg.Client;
 
 before(async () => {
-  [idp, confirming] = await Promise.all([startIdp(), startIdp({ env: { IDP_AUTOCONFIRM: 'false', IDP_JWT_EXPIRY: String(600) } })]);
+  [idp, confirming] = await startAll([startIdp(), startIdp({ env: { IDP_AUTOCONFIRM: 'false', IDP_JWT_EXPIRY: String(600) } })]);
   db = new pg.Client({ connectionString: idp.databaseUrl });
   await db.connect();
 });

@@ -11,6 +11,7 @@ import { idpRequest } from './helpers/http.js';
 import { uniqueEmail } from './helpers/emails.js';
 import { linkIn, startSmtp, type TestSmtp } from './helpers/smtp.js';
 import { serviceClient, supabase } from './helpers/supabase.js';
+import { startAll } from './helpers/services.js';
 
 const APP = 'http://127.0.0.1:4100';
 let smtp: TestSmtp;
@@ -31,7 +32,7 @@ before(async () => {
   smtp = await startSmtp();
   const env = { SMTP_URL: smtp.url, MAIL_FROM: 'Auth <auth@example.com>', IDP_APP_URL: APP };
   // The confirming idp allows a mail per address per second, so resending needs only a short step of its clock.
-  [idp, confirming] = await Promise.all([
+  [idp, confirming] = await startAll([
     startIdp({ env: { ...env } }),
     startIdp({ env: { ...env, IDP_SMTP_MAX_FREQUENCY: '1', IDP_AUTOCONFIRM: 'false' }, clock: confirmingClock }),
   ]);

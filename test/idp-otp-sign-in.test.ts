@@ -11,6 +11,7 @@ import { idpRequest } from './helpers/http.js';
 import { uniqueEmail } from './helpers/emails.js';
 import { linkIn, type ReceivedMail, startSmtp, type TestSmtp } from './helpers/smtp.js';
 import { supabase } from './helpers/supabase.js';
+import { startAll } from './helpers/services.js';
 
 const APP = 'http://127.0.0.1:4100';
 let smtp: TestSmtp;
@@ -22,7 +23,7 @@ let quota: RunningIdp;
 before(async () => {
   smtp = await startSmtp();
   const env = { SMTP_URL: smtp.url, IDP_APP_URL: APP };
-  [idp, confirming, closed, quota] = await Promise.all([
+  [idp, confirming, closed, quota] = await startAll([
     startIdp({ env }),
     startIdp({ env: { ...env, IDP_AUTOCONFIRM: 'false' } }),
     startIdp({ env: { ...env, IDP_DISABLE_SIGNUP: 'true' } }),

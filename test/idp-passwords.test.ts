@@ -13,6 +13,7 @@ import { TEST_PUBLISHABLE_KEY, TEST_SECRET_KEY, type RunningIdp, startIdp } from
 import { supabase } from './helpers/supabase.js';
 import { uniqueEmail } from './helpers/emails.js';
 import { http } from './helpers/http.js';
+import { startAll } from './helpers/services.js';
 
 let idp: RunningIdp;
 let hasher: PasswordHasher;
@@ -23,7 +24,7 @@ before(async () => {
   hasher = idpPasswordHasher();
   // One worker and room for one waiting job of each kind: a handful of signups fills it.
   busyHasher = idpPasswordHasher({ workers: 1, maxQueued: 1 });
-  [idp, busyIdp] = await Promise.all([startIdp({ deps: { passwordHasher: hasher } }), startIdp({ deps: { passwordHasher: busyHasher } })]);
+  [idp, busyIdp] = await startAll([startIdp({ deps: { passwordHasher: hasher } }), startIdp({ deps: { passwordHasher: busyHasher } })]);
 });
 after(async () => {
   await Promise.all([idp?.close(), busyIdp?.close()]);

@@ -11,6 +11,7 @@ import { idpRequest } from './helpers/http.js';
 import { uniqueEmail } from './helpers/emails.js';
 import { linkIn, startSmtp, type TestSmtp } from './helpers/smtp.js';
 import { SUPABASE_CLIENT_OPTIONS, serviceClient } from './helpers/supabase.js';
+import { startAll } from './helpers/services.js';
 
 const APP = 'http://127.0.0.1:4100';
 let smtp: TestSmtp;
@@ -22,7 +23,7 @@ let offsetMs = 0;
 
 before(async () => {
   smtp = await startSmtp();
-  [idp, confirming, limited] = await Promise.all([
+  [idp, confirming, limited] = await startAll([
     startIdp({ env: { SMTP_URL: smtp.url, IDP_APP_URL: APP }, clock: () => Date.now() + offsetMs }),
     startIdp({ env: { SMTP_URL: smtp.url, IDP_APP_URL: APP, IDP_AUTOCONFIRM: 'false' } }),
     startIdp({ env: { IDP_RATE_LIMIT_TOKEN_REFRESH: '2' } }),

@@ -13,6 +13,7 @@ import { withoutRedis } from './helpers/redis.js';
 import { supabase } from './helpers/supabase.js';
 import { http } from './helpers/http.js';
 import { uniqueIp } from './helpers/client-ips.js';
+import { startAll } from './helpers/services.js';
 
 const TOKEN_LIMIT = 5;
 const SIGNUP_LIMIT = 3;
@@ -31,7 +32,7 @@ const lowLimits = {
 };
 
 before(async () => {
-  [idp, confirming, untrusting] = await Promise.all([
+  [idp, confirming, untrusting] = await startAll([
     startIdp({ env: { ...lowLimits, TRUST_PROXY: '127.0.0.1' } }),
     startIdp({ env: { IDP_RATE_LIMIT_EMAIL_SENT: String(EMAILS_PER_HOUR), TRUST_PROXY: '127.0.0.1', IDP_AUTOCONFIRM: 'false' } }),
     startIdp({ env: { ...lowLimits } }),
@@ -303,7 +304,7 @@ describe('failed password sign-ins per (account, address), per account and per a
 
   test('two instances sharing Redis share the counts', { skip: withoutRedis }, async () => {
     const env = { ...lowLimits, IDP_RATE_LIMIT_TOKEN_REFRESH: '1000000', REDIS_URL: process.env.REDIS_URL! };
-    const [first, second] = await Promise.all([startIdp({ env: { ...env } }), startIdp({ env: { ...env } })]);
+    const [first, second] = await startAll([startIdp({ env: { ...env } }), startIdp({ env: { ...env } })]);
     try {
       const email = uniqueEmail('shared');
       const attempts = LOGIN_FAILURES + 30;

@@ -16,6 +16,7 @@ import { type RunningNotes, startNotes } from './helpers/notes.js';
 import { malleated } from './resilience/fuzz/jwt-forge.js';
 import { supabase } from './helpers/supabase.js';
 import { call, http } from './helpers/http.js';
+import { startAll } from './helpers/services.js';
 
 const P256_ORDER = 0xffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551n;
 const sOf = (token: string) => BigInt(`0x${Buffer.from(token.split('.')[2]!, 'base64url').subarray(32).toString('hex')}`);
@@ -96,7 +97,7 @@ describe('the high-s twin of a real token is refused everywhere; the original wo
 
   before(async () => {
     idp = await startIdp();
-    [notesRemote, notesLocal] = await Promise.all([
+    [notesRemote, notesLocal] = await startAll([
       startNotes({ idp, env: { IDP_VERIFY: 'remote' } }),
       startNotes({ idp, env: { IDP_VERIFY: 'local' } }),
     ]);

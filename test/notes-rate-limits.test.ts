@@ -8,6 +8,7 @@ import { PASSWORD, type RunningNotes, startNotes } from './helpers/notes.js';
 import { uniqueEmail } from './helpers/emails.js';
 import { call } from './helpers/http.js';
 import { uniqueIp } from './helpers/client-ips.js';
+import { startAll } from './helpers/services.js';
 
 const TOKEN_LIMIT = 4;
 const SIGNUP_LIMIT = 2;
@@ -26,7 +27,7 @@ before(async () => {
       IDP_RATE_LIMIT_LOGIN_FAILURES: String(LOGIN_FAILURES),
     },
   });
-  [behindProxy, exposed] = await Promise.all([startNotes({ idp, env: { TRUST_PROXY: '127.0.0.1' } }), startNotes({ idp })]);
+  [behindProxy, exposed] = await startAll([startNotes({ idp, env: { TRUST_PROXY: '127.0.0.1' } }), startNotes({ idp })]);
 });
 after(async () => {
   await Promise.all([behindProxy?.close(), exposed?.close()]);

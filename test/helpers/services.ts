@@ -104,3 +104,26 @@ export function withPool<T extends { pool: Pool | undefined }>(service: T): T & 
   if (!service.pool) throw new Error('the service started without a database');
   return service as T & { pool: Pool };
 }
+
+/** Something a test started and must end: an in-process service (close) or a service process (stop). */
+type Started = { close(): Promise<unknown> } | { stop(): Promise<unknown> };
+
+/**
+ * Promise.all for starting services side by side. When one start fails (a start that timed out on a
+ * loaded machine), the others are waited for and ended before the error is thrown: their handles
+ * never reach the test's variables, so nothing else would end them, and the file would hang until
+ * its timeout (30 minutes in the resilience suite) instead of failing at once.
+ */
+export async function startAll<const T extends readonly Promise<Started>[]>(
+  starts: T,
+): Promise<{ -readonly [K in keyof T]: Awaited<T[K]> }> {
+  const settled = await Promise.allSettled(starts);
+  const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+  if (failed) {
+    await Promise.all(
+      settled.map((s) => (s.status === 'fulfilled' ? ('close' in s.value ? s.value.close() : s.value.stop()).catch(() => {}) : undefined)),
+    );
+    throw failed.reason;
+  }
+  return settled.map((s) => (s as PromiseFulfilledResult<Started>).value) as { -readonly [K in keyof T]: Awaited<T[K]> };
+}

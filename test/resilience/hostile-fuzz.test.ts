@@ -27,6 +27,7 @@ import { clientIps } from '../helpers/client-ips.js';
 import { shortenerDatabase } from '../helpers/shortener.js';
 import { accountsDatabase } from '../helpers/accounts.js';
 import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
+import { startAll } from '../helpers/services.js';
 
 const seed = runSeed();
 const REQUESTS = Number(process.env.FUZZ_REQUESTS ?? 20_000);
@@ -57,7 +58,7 @@ before(async () => {
   // idp drops its mails), so their real code (the outbox, the worker, the limits) would not run.
   smtp = await startSmtp();
   const mail = (service: ServiceName) => ({ SMTP_URL: smtp!.url, MAIL_FROM: MAIL_FROM[service] });
-  [procs.shortener, procs.accounts, procs.idp] = await Promise.all([
+  [procs.shortener, procs.accounts, procs.idp] = await startAll([
     startShortener(shortenerDb.url, {
       trustProxy: '127.0.0.1',
       redisUrl: REDIS_URL,

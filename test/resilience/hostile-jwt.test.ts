@@ -14,6 +14,7 @@ import { type RunningIdp, startIdp } from '../helpers/idp.js';
 import { type RunningNotes, startNotes } from '../helpers/notes.js';
 import { findLeaks } from './fuzz/secrets.js';
 import { idpRequest, request } from '../helpers/http.js';
+import { startAll } from '../helpers/services.js';
 
 let accounts: RunningAccounts;
 let idp: RunningIdp;
@@ -27,11 +28,11 @@ let idpSessions: Array<{ access_token: string; refresh_token: string; user: { id
 
 before(async () => {
   // trace: the log streams are checked for the tokens at the end.
-  [accounts, idp] = await Promise.all([
+  [accounts, idp] = await startAll([
     startAccounts({ env: { LOG_LEVEL: 'trace' }, listen: true }),
     startIdp({ env: { LOG_LEVEL: 'trace' } }),
   ]);
-  [notesRemote, notesLocal] = await Promise.all([
+  [notesRemote, notesLocal] = await startAll([
     startNotes({ idp, env: { IDP_VERIFY: 'remote', LOG_LEVEL: 'trace' } }),
     startNotes({ idp, env: { IDP_VERIFY: 'local', LOG_LEVEL: 'trace' } }),
   ]);

@@ -19,6 +19,7 @@ import { startShortener, type RunningShortener, TEST_ADMIN_KEY } from '../helper
 import { findLeaks } from './fuzz/secrets.js';
 import { idpRequest, type JsonReply, request } from '../helpers/http.js';
 import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
+import { startAll } from '../helpers/services.js';
 
 export const SQL_PAYLOADS: readonly string[] = [
   "' OR '1'='1",
@@ -90,7 +91,7 @@ before(async () => {
   smtp = await startSmtp();
   // TRUST_PROXY: each test client names itself in X-Forwarded-For, so the create limit counts per client.
   // The mail limit per client is lifted: every payload must reach the validators, not the 429.
-  [shortener, accounts, idp] = await Promise.all([
+  [shortener, accounts, idp] = await startAll([
     startShortener({ env: { ...env, TRUST_PROXY: '127.0.0.1', SHORTENER_ADMIN_KEY: TEST_ADMIN_KEY }, listen: true }),
     startAccounts({ env: { ...env, SMTP_URL: smtp.url, MAIL_REQUESTS_MAX_PER_IP: '1000000' }, listen: true }),
     startIdp({ env: { ...env, SMTP_URL: smtp.url } }),

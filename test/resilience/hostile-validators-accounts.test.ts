@@ -19,6 +19,7 @@ import { startAccounts, type RunningAccounts } from '../helpers/accounts.js';
 import { type RunningIdp, startIdp } from '../helpers/idp.js';
 import { idpRequest } from '../helpers/http.js';
 import { uniqueIp } from '../helpers/client-ips.js';
+import { startAll } from '../helpers/services.js';
 
 let accounts: RunningAccounts;
 /** The idp, for the same 72-byte password limit where GoTrue's clients meet it. */
@@ -30,7 +31,7 @@ const EXISTING = { name: 'Existing User', email: 'existing-hostile@example.com',
 
 before(async () => {
   smtp = await startSmtp();
-  [accounts, idp] = await Promise.all([startAccounts({ env: { SMTP_URL: smtp.url } }), startIdp()]);
+  [accounts, idp] = await startAll([startAccounts({ env: { SMTP_URL: smtp.url } }), startIdp()]);
   const registered = await accounts.app.inject({ method: 'POST', url: '/auth/register', payload: EXISTING });
   assert.equal(registered.statusCode, 201, registered.body);
 });

@@ -11,6 +11,7 @@ import { startAccounts, type RunningAccounts } from '../helpers/accounts.js';
 import { type RunningIdp, startIdp } from '../helpers/idp.js';
 import { type RunningNotes, startNotes } from '../helpers/notes.js';
 import { idpRequest, request } from '../helpers/http.js';
+import { startAll } from '../helpers/services.js';
 
 let accounts: RunningAccounts;
 let idp: RunningIdp;
@@ -18,8 +19,8 @@ let notes: RunningNotes;
 let notesLocal: RunningNotes;
 
 before(async () => {
-  [accounts, idp] = await Promise.all([startAccounts(), startIdp()]);
-  [notes, notesLocal] = await Promise.all([
+  [accounts, idp] = await startAll([startAccounts(), startIdp()]);
+  [notes, notesLocal] = await startAll([
     startNotes({ idp, env: { IDP_VERIFY: 'remote' } }),
     startNotes({ idp, env: { IDP_VERIFY: 'local' } }),
   ]);
