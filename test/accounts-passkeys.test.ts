@@ -14,6 +14,7 @@ import { FACTOR_FAILURE_LIMIT, INVALID_CHALLENGE, INVALID_FACTOR_CODE } from '..
 import {
   INVALID_PASSKEY_SIGN_IN,
   INVALID_REGISTRATION_CHALLENGE,
+  PASSKEY_ALREADY_REGISTERED,
   PASSKEY_NOT_FOUND,
   PASSKEY_NOT_VERIFIED,
 } from '../src/accounts/passkeys.js';
@@ -150,12 +151,13 @@ describe('registration', () => {
     const stored = await suite.pool.query('SELECT counter, transports FROM passkeys WHERE user_id = $1 ORDER BY created_at', [user.id]);
     assert.deepEqual(stored.rows[0].transports, ['internal']);
 
-    // An attestation naming a credential id already registered (a re-registration): refused, nothing stored.
-    const duplicate = authenticator.create(await registrationOptions(token));
-    duplicate.json.id = one.json.id;
-    duplicate.json.rawId = one.json.id;
-    const dup = await json(app, 'POST', '/auth/passkeys', { name: 'Again', response: duplicate.json }, bearer(token));
-    assert.ok([400, 409].includes(dup.statusCode), dup.body);
+    // The first credential attested again (a re-registration): refused, nothing stored.
+    const duplicate = authenticator.create(await registrationOptions(token), { credential: one.credential });
+    assertError(
+      await json(app, 'POST', '/auth/passkeys', { name: 'Again', response: duplicate.json }, bearer(token)),
+      409,
+      PASSKEY_ALREADY_REGISTERED,
+    );
     assert.equal((await suite.pool.query('SELECT 1 FROM passkeys WHERE user_id = $1', [user.id])).rowCount, 2);
   });
 
@@ -165,10 +167,18 @@ describe('registration', () => {
     const other = await userWithPasskeys('other-challenge', 0);
     // Another user's options answered with the caller's token: not the caller's challenge.
     const theirs = authenticator.create(await registrationOptions(other.token));
-    assertError(await json(app, 'POST', '/auth/passkeys', { name: 'Stolen', response: theirs.json }, bearer(token)), 400, INVALID_REGISTRATION_CHALLENGE);
+    assertError(
+      await json(app, 'POST', '/auth/passkeys', { name: 'Stolen', response: theirs.json }, bearer(token)),
+      400,
+      INVALID_REGISTRATION_CHALLENGE,
+    );
     // Unknown challenge.
     const fake = authenticator.create({ challenge: 'A'.repeat(43), rp: { id: 'accounts.example.test' }, user: { id: 'eA' } });
-    assertError(await json(app, 'POST', '/auth/passkeys', { name: 'Fake', response: fake.json }, bearer(token)), 400, INVALID_REGISTRATION_CHALLENGE);
+    assertError(
+      await json(app, 'POST', '/auth/passkeys', { name: 'Fake', response: fake.json }, bearer(token)),
+      400,
+      INVALID_REGISTRATION_CHALLENGE,
+    );
     clock.advance(10 * 60_000 + 1000);
     assertError(await json(app, 'POST', '/auth/passkeys/registration-options', undefined, bearer(token)), 401, REAUTHENTICATION_REQUIRED);
     assert.equal((await suite.pool.query('SELECT 1 FROM passkeys WHERE user_id = $1', [user.id])).rowCount, 0);
@@ -211,15 +221,30 @@ describe('registration', () => {
     const good = authenticator.create(await registrationOptions(token));
     assertError(await add({ name: 'Key' }), 400, /response/);
     assertError(await add({ name: 'Key', response: { ...good.json, type: 'other' } }), 400, /type/);
-    assertError(await add({ name: 'Key', response: { ...good.json, response: { ...good.json.response, clientDataJSON: '!!' } } }), 400, /clientDataJSON/);
+    assertError(
+      await add({ name: 'Key', response: { ...good.json, response: { ...good.json.response, clientDataJSON: '!!' } } }),
+      400,
+      /clientDataJSON/,
+    );
     const notJson = Buffer.from('not json').toString('base64url');
-    assertError(await add({ name: 'Key', response: { ...good.json, response: { ...good.json.response, clientDataJSON: notJson } } }), 400, PASSKEY_NOT_VERIFIED);
+    assertError(
+      await add({ name: 'Key', response: { ...good.json, response: { ...good.json.response, clientDataJSON: notJson } } }),
+      400,
+      PASSKEY_NOT_VERIFIED,
+    );
     const badObject = { ...good.json, response: { ...good.json.response, attestationObject: 'AAAA' } };
     assertError(await add({ name: 'Key', response: badObject }), 400, PASSKEY_NOT_VERIFIED);
     assertError(await add({ name: '', response: good.json }), 400, /body\/name/);
     assert.equal((await suite.pool.query('SELECT 1 FROM passkeys WHERE user_id = $1', [user.id])).rowCount, 0);
     assertError(await passkeySignIn({ id: 'x' }), 400, /response/);
-    assertError(await passkeySignIn({ ...authenticatorlessAssertion(), response: { clientDataJSON: 'e30', authenticatorData: 'AA', signature: 'AA' } }), 401, INVALID_PASSKEY_SIGN_IN);
+    assertError(
+      await passkeySignIn({
+        ...authenticatorlessAssertion(),
+        response: { clientDataJSON: 'e30', authenticatorData: 'AA', signature: 'AA' },
+      }),
+      401,
+      INVALID_PASSKEY_SIGN_IN,
+    );
   });
 });
 
@@ -244,7 +269,9 @@ describe('sign-in with a passkey alone', () => {
     assert.deepEqual(claims.amr, ['hwk', 'mfa']);
     assert.equal((await app.inject({ method: 'GET', url: '/auth/me', headers: bearer(body.data.token) })).statusCode, 200);
     assert.ok(
-      (await events(user.id)).some((e) => e.event === 'login_succeeded' && e.details.method === 'passkey' && e.details.passkey_id === ids[0]),
+      (await events(user.id)).some(
+        (e) => e.event === 'login_succeeded' && e.details.method === 'passkey' && e.details.passkey_id === ids[0],
+      ),
     );
     const used = await suite.pool.query('SELECT last_used_at, counter FROM passkeys WHERE id = $1', [ids[0]]);
     assert.equal(used.rows[0].last_used_at.getTime(), clock());
@@ -279,13 +306,21 @@ describe('sign-in with a passkey alone', () => {
     clock.advance(5 * 60_000 + 1);
     assertError(await passkeySignIn(late), 401, INVALID_PASSKEY_SIGN_IN);
 
-    assertError(await passkeySignIn(authenticator.get(await signInOptions(), { origin: 'https://evil.example' })), 401, INVALID_PASSKEY_SIGN_IN);
+    assertError(
+      await passkeySignIn(authenticator.get(await signInOptions(), { origin: 'https://evil.example' })),
+      401,
+      INVALID_PASSKEY_SIGN_IN,
+    );
     assertError(await passkeySignIn(authenticator.get(await signInOptions(), { rpId: 'evil.example' })), 401, INVALID_PASSKEY_SIGN_IN);
     assertError(await passkeySignIn(authenticator.get(await signInOptions(), { userVerified: false })), 401, INVALID_PASSKEY_SIGN_IN);
     assertError(await passkeySignIn(authenticator.get(await signInOptions(), { wrongSignature: true })), 401, INVALID_PASSKEY_SIGN_IN);
     // A credential this service never registered.
     const stranger = new SoftAuthenticator(ORIGIN);
-    stranger.create({ challenge: 'AAAAAAAAAAAAAAAAAAAAAA', rp: { id: 'accounts.example.test' }, user: { id: Buffer.from(user.id).toString('base64url') } });
+    stranger.create({
+      challenge: 'AAAAAAAAAAAAAAAAAAAAAA',
+      rp: { id: 'accounts.example.test' },
+      user: { id: Buffer.from(user.id).toString('base64url') },
+    });
     assertError(await passkeySignIn(stranger.get(await signInOptions())), 401, INVALID_PASSKEY_SIGN_IN);
     const failures = (await events(user.id)).filter((e) => e.event === 'login_failed').map((e) => e.details.reason);
     assert.ok(failures.includes('passkey_not_verified'), failures.join());
@@ -357,7 +392,11 @@ describe('a passkey as the second step of a password sign-in', () => {
       { 'x-csrf-protection': '1' },
     );
     assert.equal(browserStep.statusCode, 200, browserStep.body);
-    assertError(await factorStep({ challenge: data.challenge, code: '123456', passkey: authenticator.get(data.passkey!) }), 400, /exactly one/);
+    assertError(
+      await factorStep({ challenge: data.challenge, code: '123456', passkey: authenticator.get(data.passkey!) }),
+      400,
+      /exactly one/,
+    );
   });
 
   test('the assertion must sign this login’s challenge, with this user’s credential', async () => {
@@ -391,7 +430,10 @@ describe('a passkey as the second step of a password sign-in', () => {
     // TOTP on as well.
     const begun = await json(app, 'POST', '/auth/factors/totp', undefined, bearer(token));
     const secret = base32Decode(begun.json().data.secret);
-    assert.equal((await json(app, 'POST', '/auth/factors/totp/confirm', { code: totpCode(secret, totpStep(clock())) }, bearer(token))).statusCode, 200);
+    assert.equal(
+      (await json(app, 'POST', '/auth/factors/totp/confirm', { code: totpCode(secret, totpStep(clock())) }, bearer(token))).statusCode,
+      200,
+    );
     const right = totpCode(secret, totpStep(clock()));
     const wrong = String((Number(right) + 500_000) % 1_000_000).padStart(6, '0');
     const data = await challengeFor(user.email);
@@ -401,7 +443,9 @@ describe('a passkey as the second step of a password sign-in', () => {
       const step = await challengeFor(user.email);
       answers.push(
         await factorStep(
-          i % 2 === 0 ? { challenge: step.challenge, passkey: authenticator.get(step.passkey!, { wrongSignature: true }) } : { challenge: step.challenge, code: wrong },
+          i % 2 === 0
+            ? { challenge: step.challenge, passkey: authenticator.get(step.passkey!, { wrongSignature: true }) }
+            : { challenge: step.challenge, code: wrong },
         ),
       );
     }
@@ -410,7 +454,11 @@ describe('a passkey as the second step of a password sign-in', () => {
       Array(FACTOR_FAILURE_LIMIT.max).fill(401),
     );
     const last = await challengeFor(user.email);
-    assertError(await factorStep({ challenge: last.challenge, passkey: authenticator.get(last.passkey!) }), 429, /Too many failed second-factor checks/);
+    assertError(
+      await factorStep({ challenge: last.challenge, passkey: authenticator.get(last.passkey!) }),
+      429,
+      /Too many failed second-factor checks/,
+    );
     // The discoverable sign-in counts in the same budget.
     assertError(await passkeySignIn(authenticator.get(await signInOptions())), 429, /Too many failed second-factor checks/);
     clock.advance(FACTOR_FAILURE_LIMIT.windowMs);
@@ -433,21 +481,40 @@ describe('removal', () => {
     clock.advance(10 * 60_000 + 1000);
     const refreshed = (await json(app, 'POST', '/auth/refresh', { refresh_token: fresh.refresh_token })).json().data as Pair;
     for (const token of [fresh.token, refreshed.token]) {
-      assertError(await app.inject({ method: 'DELETE', url: `/auth/passkeys/${ids[0]}`, headers: bearer(token) }), 401, REAUTHENTICATION_REQUIRED);
+      assertError(
+        await app.inject({ method: 'DELETE', url: `/auth/passkeys/${ids[0]}`, headers: bearer(token) }),
+        401,
+        REAUTHENTICATION_REQUIRED,
+      );
     }
     assert.equal((await suite.pool.query('SELECT 1 FROM passkeys WHERE user_id = $1', [user.id])).rowCount, 2);
 
     const again = (await passkeySignIn(authenticator.get(await signInOptions()))).json().data as Pair;
-    assertError(await app.inject({ method: 'DELETE', url: `/auth/passkeys/${other.ids[0]}`, headers: bearer(again.token) }), 404, PASSKEY_NOT_FOUND);
+    assertError(
+      await app.inject({ method: 'DELETE', url: `/auth/passkeys/${other.ids[0]}`, headers: bearer(again.token) }),
+      404,
+      PASSKEY_NOT_FOUND,
+    );
     const removed = await app.inject({ method: 'DELETE', url: `/auth/passkeys/${ids[0]}`, headers: bearer(again.token) });
     assert.equal(removed.statusCode, 200, removed.body);
     assert.ok((await events(user.id)).some((e) => e.event === 'passkey_removed' && e.details.passkey_id === ids[0]));
     assert.match((await smtp.waitForMail(user.email)).subject, /A passkey was removed/);
-    assertError(await app.inject({ method: 'DELETE', url: `/auth/passkeys/${ids[0]}`, headers: bearer(again.token) }), 404, PASSKEY_NOT_FOUND);
+    assertError(
+      await app.inject({ method: 'DELETE', url: `/auth/passkeys/${ids[0]}`, headers: bearer(again.token) }),
+      404,
+      PASSKEY_NOT_FOUND,
+    );
     // The removed credential no longer signs in; the other one does.
     const removedCredential = authenticator.credentials[0]!;
-    assertError(await passkeySignIn(authenticator.get(await signInOptions(), { credential: removedCredential })), 401, INVALID_PASSKEY_SIGN_IN);
-    assert.equal((await passkeySignIn(authenticator.get(await signInOptions(), { credential: authenticator.credentials[1]! }))).statusCode, 200);
+    assertError(
+      await passkeySignIn(authenticator.get(await signInOptions(), { credential: removedCredential })),
+      401,
+      INVALID_PASSKEY_SIGN_IN,
+    );
+    assert.equal(
+      (await passkeySignIn(authenticator.get(await signInOptions(), { credential: authenticator.credentials[1]! }))).statusCode,
+      200,
+    );
     assert.equal((await suite.pool.query('SELECT 1 FROM passkeys WHERE user_id = $1', [other.user.id])).rowCount, 1);
   });
 

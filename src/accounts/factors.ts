@@ -230,7 +230,8 @@ export class Factors {
         db,
       );
       // RFC 8176: otp for an app's code, hwk for a passkey (a key held by an authenticator).
-      const amr = method === 'totp' ? [firstMethod, 'otp', 'mfa'] : method === 'passkey' ? [firstMethod, 'hwk', 'mfa'] : [firstMethod, 'mfa'];
+      const amr =
+        method === 'totp' ? [firstMethod, 'otp', 'mfa'] : method === 'passkey' ? [firstMethod, 'hwk', 'mfa'] : [firstMethod, 'mfa'];
       return this.deps.sessions.start(db, account, ctx, [...new Set(amr)]);
     });
     if (outcome === undefined) {

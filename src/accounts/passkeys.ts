@@ -300,7 +300,12 @@ export class Passkeys {
     const stored = await this.find(this.deps.pool, response.id);
     if (!stored || (response.response.userHandle !== undefined && !handleNames(response.response.userHandle, stored.user_id))) {
       ctx.log.warn({ event: 'login_failed', ip: ctx.ip, reason: 'unknown_passkey' }, 'passkey sign-in failed');
-      await this.deps.audit.record({ event: 'login_failed', targetId: stored?.user_id, origin: ctx, details: { reason: 'unknown_passkey' } });
+      await this.deps.audit.record({
+        event: 'login_failed',
+        targetId: stored?.user_id,
+        origin: ctx,
+        details: { reason: 'unknown_passkey' },
+      });
       throw unauthorized(INVALID_PASSKEY_SIGN_IN);
     }
     const userId = stored.user_id;
@@ -353,7 +358,12 @@ export class Passkeys {
    * and signs the challenge handed out with the login challenge (its hash `expectedHash`).
    * The passkey's counter and last use are recorded.
    */
-  async checkSecondFactor(db: PoolClient, userId: string, response: AuthenticationResponseJSON, expectedHash: Buffer | null): Promise<boolean> {
+  async checkSecondFactor(
+    db: PoolClient,
+    userId: string,
+    response: AuthenticationResponseJSON,
+    expectedHash: Buffer | null,
+  ): Promise<boolean> {
     const challenge = signedChallenge(response.response.clientDataJSON);
     if (!challenge || !expectedHash || !sha256(challenge).equals(expectedHash)) return false;
     const stored = await this.find(db, response.id);

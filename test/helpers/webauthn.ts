@@ -3,7 +3,7 @@
 // signatures, exactly as a platform authenticator and its browser would send them. Options
 // go in as the service answers them (the JSON forms); answers come out as
 // PublicKeyCredential.toJSON() gives them.
-import { type KeyObject, createHash, generateKeyPairSync, randomBytes, sign } from 'node:crypto';
+import { type KeyObject, createHash, createPublicKey, generateKeyPairSync, randomBytes, sign } from 'node:crypto';
 
 type Cbor = number | string | Buffer | Cbor[] | Map<Cbor, Cbor> | { [key: string]: Cbor };
 
@@ -54,7 +54,7 @@ export interface Tampering {
   counter?: number;
   /** Whether the user was verified (default true). */
   userVerified?: boolean;
-  /** The credential to use (default: the first allowed one held). */
+  /** The credential to use (default: the first allowed one held; at creation, a new one). */
   credential?: SoftCredential;
   userHandle?: string | null;
   /** Signs with another key: a signature that does not verify. */
@@ -79,8 +79,9 @@ export class SoftAuthenticator {
 
   /** navigator.credentials.create: a new discoverable credential for the options' user. */
   create(options: CreationOptions, t: Tampering = {}) {
-    const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
-    const jwk = publicKey.export({ format: 'jwk' });
+    // With t.credential: the same credential attested again (an authenticator re-registering it).
+    const privateKey = t.credential?.key ?? generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey;
+    const jwk = createPublicKey(privateKey).export({ format: 'jwk' });
     const publicKeyCose = cbor(
       new Map<Cbor, Cbor>([
         [1, 2],
@@ -90,7 +91,13 @@ export class SoftAuthenticator {
         [-3, Buffer.from(jwk.y!, 'base64url')],
       ]),
     );
-    const credential: SoftCredential = { id: randomBytes(32), key: privateKey, publicKeyCose, userHandle: options.user.id, counter: 0 };
+    const credential: SoftCredential = {
+      id: t.credential?.id ?? randomBytes(32),
+      key: privateKey,
+      publicKeyCose,
+      userHandle: options.user.id,
+      counter: 0,
+    };
     const idLength = Buffer.alloc(2);
     idLength.writeUInt16BE(credential.id.length);
     const authData = Buffer.concat([

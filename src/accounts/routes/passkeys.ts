@@ -50,7 +50,10 @@ export const passkeySignInFailures = {
 };
 
 /** Sign-in with a passkey alone, and the caller's passkeys. */
-export async function passkeyRoutes(app: App, { passkeys, access, stepUp }: { passkeys: Passkeys; access: AccessCheck; stepUp: StepUp }): Promise<void> {
+export async function passkeyRoutes(
+  app: App,
+  { passkeys, access, stepUp }: { passkeys: Passkeys; access: AccessCheck; stepUp: StepUp },
+): Promise<void> {
   app.post(
     '/auth/passkeys/sign-in/options',
     {
@@ -132,7 +135,11 @@ export async function passkeyRoutes(app: App, { passkeys, access, stepUp }: { pa
               statusEnvelope(400, INVALID_REGISTRATION_CHALLENGE),
             ),
             401: Errors.invalidToken,
-            409: described(ErrorEnvelope, 'This passkey is registered already, or the account holds 20', statusEnvelope(409, PASSKEY_ALREADY_REGISTERED)),
+            409: described(
+              ErrorEnvelope,
+              'This passkey is registered already, or the account holds 20',
+              statusEnvelope(409, PASSKEY_ALREADY_REGISTERED),
+            ),
             503: Errors.unavailable('The database is unavailable (Retry-After)'),
           },
         },
