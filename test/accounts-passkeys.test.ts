@@ -336,6 +336,10 @@ describe('sign-in with a passkey alone', () => {
     const reasons = (await events(user.id)).filter((e) => e.event === 'login_failed').map((e) => e.details.reason);
     assert.deepEqual(reasons, ['passkey_counter_not_increased', 'passkey_counter_not_increased']);
     assert.equal((await passkeySignIn(authenticator.get(await signInOptions(), { counter: 6 }))).statusCode, 200);
+    // A clone used in parallel: two answers with the same count, each verified against the stored 6; one signs in.
+    const twins = [authenticator.get(await signInOptions(), { counter: 10 }), authenticator.get(await signInOptions(), { counter: 10 })];
+    const answers = await Promise.all(twins.map((twin) => passkeySignIn(twin)));
+    assert.deepEqual(answers.map((r) => r.statusCode).sort(), [200, 401]);
   });
 
   test('another user’s credential does not sign in as this user: the user handle must name the credential’s account', async () => {

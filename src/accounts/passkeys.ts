@@ -412,12 +412,13 @@ export class Passkeys {
     } catch (err) {
       return /counter/i.test((err as Error).message) ? 'passkey_counter_not_increased' : 'passkey_not_verified';
     }
-    await db.query('UPDATE passkeys SET counter = GREATEST(counter, $2), last_used_at = $3 WHERE id = $1', [
-      stored.id,
-      newCounter,
-      new Date(this.deps.clock()),
-    ]);
-    return undefined;
+    // Conditional, so of two answers verified at once against the same stored count (a clone used
+    // in parallel), only one moves it; an authenticator without a counter (0) stays at 0.
+    const moved = await db.query(
+      'UPDATE passkeys SET counter = $2, last_used_at = $3 WHERE id = $1 AND (counter < $2 OR (counter = 0 AND $2 = 0))',
+      [stored.id, newCounter, new Date(this.deps.clock())],
+    );
+    return moved.rowCount === 1 ? undefined : 'passkey_counter_not_increased';
   }
 }
 
