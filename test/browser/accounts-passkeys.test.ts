@@ -16,6 +16,7 @@ import {
   watch,
 } from '../helpers/browser.js';
 import { freePort } from '../helpers/ports.js';
+import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
 
 // Passkeys on the account and sign-in pages, in a real Chromium against the real service and
 // PostgreSQL, with Chromium's own virtual authenticator (DevTools protocol, WebAuthn domain):
@@ -31,17 +32,42 @@ describe('passkeys on the account and sign-in pages in Chromium', { skip: browse
   let accounts: RunningAccounts;
   let browser: Browser;
   let base: string;
+  let smtp: TestSmtp;
 
   before(async () => {
+    smtp = await startSmtp();
     const port = await freePort();
     base = `http://localhost:${port}`;
-    accounts = await startAccounts({ listen: true, port, clock, env: { ACCOUNTS_PUBLIC_URL: base } });
+    accounts = await startAccounts({
+      listen: true,
+      port,
+      clock,
+      env: { ACCOUNTS_PUBLIC_URL: base, SMTP_URL: smtp.url, EMAIL_SIGNIN: 'true' },
+    });
     browser = await launchBrowser();
   });
   after(async () => {
     await browser?.close();
     await accounts?.close();
+    await smtp?.close();
   });
+
+  async function register(label: string): Promise<string> {
+    const email = `${label}-${Date.now()}@example.com`;
+    const registered = await fetch(`${base}/auth/register`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'Passkey Person', email, password: PASSWORD }),
+    });
+    assert.equal(registered.status, 201);
+    return email;
+  }
+
+  async function signInWithPassword(page: Page, email: string) {
+    await page.getByLabel('Email').fill(email);
+    await page.getByLabel('Password', { exact: true }).fill(PASSWORD);
+    await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+  }
 
   /** A platform authenticator for this page, as a phone or laptop has: resident keys, user verification that succeeds. */
   async function virtualAuthenticator(page: Page) {
@@ -75,13 +101,7 @@ describe('passkeys on the account and sign-in pages in Chromium', { skip: browse
   }
 
   it('adds a passkey from the account page by keyboard, signs in with it without an email, answers the second step with it, renames and removes it', async () => {
-    const email = `passkey-page-${Date.now()}@example.com`;
-    const registered = await fetch(`${base}/auth/register`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ name: 'Passkey Person', email, password: PASSWORD }),
-    });
-    assert.equal(registered.status, 201);
+    const email = await register('passkey-page');
     const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
     context.setDefaultTimeout(20_000);
     try {
@@ -168,6 +188,44 @@ describe('passkeys on the account and sign-in pages in Chromium', { skip: browse
       await assertAccessible(page, 'sign-in, passkey refused');
 
       assertClean(w, [401]);
+      assertSameOrigin(w, base);
+    } finally {
+      await context.close();
+    }
+  });
+
+  it('a sign-in by mail of an account with a passkey only: the mailed code, then the passkey', async () => {
+    const email = await register('passkey-mail');
+    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    context.setDefaultTimeout(20_000);
+    try {
+      const page = await context.newPage();
+      const w = watch(page);
+      await virtualAuthenticator(page);
+      await page.goto(`${base}/?next=%2Faccount`);
+      await signInWithPassword(page, email);
+      await page.waitForURL(`${base}/account`);
+      await page.getByLabel('Name of the passkey').fill('Phone');
+      await page.getByRole('button', { name: 'Add a passkey' }).click();
+      await page.getByText('Passkey “Phone” added').waitFor();
+      await signOut(page);
+
+      await page.getByRole('link', { name: 'Email me a sign-in link' }).click();
+      await page.getByLabel('Email').fill(email);
+      await page.getByRole('button', { name: 'Email me a sign-in link' }).click();
+      let code: string | undefined;
+      while (!code) code = /code on the sign-in page: (\d{6})/.exec((await smtp.waitForMail(email)).text)?.[1];
+      await page.getByLabel('Code from the mail').fill(code);
+      await page.keyboard.press('Enter');
+      const usePasskey = page.getByRole('button', { name: 'Use a passkey' });
+      await usePasskey.waitFor();
+      assert.ok(await usePasskey.evaluate((el) => el === document.activeElement), 'the passkey button has the focus');
+      assert.equal(await page.locator('#factor-code').isVisible(), false, 'no code field without TOTP');
+      await assertAccessible(page, 'sign-in by mail, second step with a passkey');
+      await usePasskey.click();
+      await page.waitForURL(`${base}/account`);
+      await page.getByRole('cell', { name: 'Phone', exact: true }).waitFor();
+      assertClean(w);
       assertSameOrigin(w, base);
     } finally {
       await context.close();
