@@ -21,6 +21,7 @@ import {
 import type { TokenPair as Pair } from '../src/accounts/sessions.js';
 import { base32Decode, totpCode, totpStep } from '../src/accounts/totp.js';
 import { createPruner } from '../src/accounts/pruning.js';
+import { PASSKEY_SIGN_IN_OPTIONS_PER_MINUTE } from '../src/accounts/app.js';
 import { accountsSuite, assertError, bearer, json, noSecretInAnyResponse, registerUser } from './helpers/accounts.js';
 import { uniqueEmail } from './helpers/emails.js';
 import { type TestSmtp, startSmtp } from './helpers/smtp.js';
@@ -77,8 +78,10 @@ async function userWithPasskeys(label: string, count = 1) {
   return { user, token, authenticator, ids };
 }
 
-async function signInOptions() {
-  const res = await json(app, 'POST', '/auth/passkeys/sign-in/options');
+let optionsCalls = 0;
+/** Sign-in options, each from an address of its own: the per-address limit has a test of its own. */
+async function signInOptions(ip = `10.9.${Math.floor(++optionsCalls / 250)}.${optionsCalls % 250}`) {
+  const res = await app.inject({ method: 'POST', url: '/auth/passkeys/sign-in/options', remoteAddress: ip });
   assert.equal(res.statusCode, 200, res.body);
   return res.json().data;
 }
@@ -357,6 +360,20 @@ describe('sign-in with a passkey alone', () => {
     const { user, authenticator } = await userWithPasskeys('banned');
     await suite.pool.query('UPDATE users SET banned_at = now() WHERE id = $1', [user.id]);
     assertError(await passkeySignIn(authenticator.get(await signInOptions())), 403, 'This account has been banned.');
+  });
+
+  test('sign-in options are limited per client address (each stores a challenge): 30 a minute, then 429 with Retry-After', async () => {
+    const ip = '192.0.2.77';
+    for (let i = 0; i < PASSKEY_SIGN_IN_OPTIONS_PER_MINUTE; i++) await signInOptions(ip);
+    const before = await suite.pool.query('SELECT count(*)::int AS n FROM passkey_challenges');
+    const refused = await app.inject({ method: 'POST', url: '/auth/passkeys/sign-in/options', remoteAddress: ip });
+    assertError(refused, 429, /Too many passkey sign-ins from this address/);
+    assert.ok(Number(refused.headers['retry-after']) > 0);
+    const after_ = await suite.pool.query('SELECT count(*)::int AS n FROM passkey_challenges');
+    assert.equal(after_.rows[0].n, before.rows[0].n, 'a refused call stores nothing');
+    await signInOptions('192.0.2.78');
+    clock.advance(60_000);
+    await signInOptions(ip);
   });
 
   test('used and expired passkey challenges are pruned; live ones stay', async () => {

@@ -186,7 +186,9 @@ export class Passkeys {
       if (!verified.verified) throw new Error('not verified');
       credential = verified.registrationInfo.credential;
     } catch (err) {
-      ctx.log.warn({ event: 'passkey_registration_failed', userId: caller.id, reason: (err as Error).message }, 'passkey not registered');
+      // The library's words without the values it quotes (challenges, origins sent by the client).
+      const reason = (err as Error).message.replace(/"[^"]*"/g, '"…"').slice(0, 200);
+      ctx.log.warn({ event: 'passkey_registration_failed', userId: caller.id, reason }, 'passkey not registered');
       throw badRequest(PASSKEY_NOT_VERIFIED);
     }
     const transports = (input.response.response.transports ?? []).filter((t) => /^[a-z-]{1,32}$/.test(t)).slice(0, 8);
