@@ -123,6 +123,8 @@ describe('passkeys on the account and sign-in pages in Chromium', { skip: browse
       await page.keyboard.type('Work laptop');
       await page.keyboard.press('Enter');
       await page.getByText('Passkey “Work laptop” added').waitFor();
+      // The two-step section no longer says the password alone signs in.
+      await page.locator('#totp-state').getByText('signing in asks for one of your passkeys').waitFor();
       const row = page.locator('#passkeys-table tbody tr');
       assert.equal(await row.count(), 1);
       await row.getByText('Work laptop').waitFor();

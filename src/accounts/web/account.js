@@ -163,14 +163,27 @@ let shownCodes = [];
 /** The key of the enrolment under way, without spaces, for the copy button. */
 let enrolSecret = '';
 
+/** The last status of GET /auth/factors, and how many passkeys the account has: together they say what a password sign-in asks. */
+let totpStatus;
+let passkeyCount = 0;
+
+function describeTotp() {
+  if (!totpStatus) return;
+  const enabled = totpStatus.totp.enabled;
+  const left = totpStatus.recovery_codes_remaining;
+  totp.state.textContent = enabled
+    ? `Two-step sign-in is on since ${formatInstant(totpStatus.totp.confirmed_at)}: signing in asks for your password and a code from your authenticator app. ${left} of 10 recovery codes left.`
+    : passkeyCount > 0
+      ? 'Two-step sign-in is off for an authenticator app: after your password, signing in asks for one of your passkeys. Turn it on to accept a code from an authenticator app as well.'
+      : 'Two-step sign-in is off: your password alone signs you in. Turn it on to ask for a code from an authenticator app as well.';
+  totp.state.classList.toggle('muted', !enabled);
+}
+
 /** Shows the part of the section for a status of GET /auth/factors, and hides the others. */
 function showTotpStatus(status) {
+  totpStatus = status;
   const enabled = status.totp.enabled;
-  const left = status.recovery_codes_remaining;
-  totp.state.textContent = enabled
-    ? `Two-step sign-in is on since ${formatInstant(status.totp.confirmed_at)}: signing in asks for your password and a code from your authenticator app. ${left} of 10 recovery codes left.`
-    : 'Two-step sign-in is off: your password alone signs you in. Turn it on to ask for a code from an authenticator app as well.';
-  totp.state.classList.toggle('muted', !enabled);
+  describeTotp();
   totp.off.hidden = enabled;
   // While recovery codes are shown, their own buttons come first.
   totp.on.hidden = !enabled || !totp.codes.hidden;
@@ -430,6 +443,8 @@ async function loadPasskeys() {
   const { data } = await authApi('/auth/passkeys');
   pk.body.replaceChildren(...data.map(passkeyRow));
   pk.tableWrap.hidden = data.length === 0;
+  passkeyCount = data.length;
+  describeTotp();
   pk.state.textContent =
     data.length === 0
       ? 'No passkeys yet. A passkey signs you in with your fingerprint, face or screen lock instead of your password, and also answers the second step of a password sign-in.'
