@@ -213,11 +213,11 @@ describe('TOTP', () => {
   test('bad input is a 4xx that changes nothing', async () => {
     const { user, secret } = await userWithTotp('input');
     const challenge = await challengeFor(user.email);
-    assertError(await factorStep({ challenge }), 400, 'Give exactly one of code and recovery_code');
+    assertError(await factorStep({ challenge }), 400, 'Give exactly one of code, recovery_code and passkey');
     assertError(
       await factorStep({ challenge, code: '123456', recovery_code: 'ABCDE-FGHJK' }),
       400,
-      'Give exactly one of code and recovery_code',
+      'Give exactly one of code, recovery_code and passkey',
     );
     assertError(await factorStep({ challenge, code: 123456 }), 400, /code/);
     assertError(await factorStep({ challenge: 'x'.repeat(200), code: '123456' }), 400, /challenge/);

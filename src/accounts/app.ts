@@ -10,10 +10,12 @@ import { accountsConfig } from './config.js';
 import { EmailFlows } from './email-flows.js';
 import { EmailTokens } from './email-tokens.js';
 import { EmailSignin } from './email-signin.js';
-import { Factors } from './factors.js';
+import { FactorFailureBudget, Factors } from './factors.js';
 import { LoginThrottle } from '../kit/login-throttle.js';
 import { LOGIN_FAILURE_LIMITS, RefusalRecorder, emailDigester } from './login-throttle.js';
 import { installAccountsMetrics } from './metrics.js';
+import { NewDevices } from './new-devices.js';
+import { Passkeys } from './passkeys.js';
 import { accountsPasswordHasher, dummyPasswordHash } from './passwords.js';
 import { createPruner } from './pruning.js';
 import { UsersRepository } from './repository.js';
@@ -24,6 +26,7 @@ import { adminUserFactorsRoutes } from './routes/admin-user-factors.js';
 import { adminUsersRoute } from './routes/admin-users.js';
 import { emailSigninRoutes, emailSigninStatusRoute } from './routes/email-signin.js';
 import { factorRoutes } from './routes/factors.js';
+import { passkeyRoutes } from './routes/passkeys.js';
 import { jwksRoute } from './routes/jwks.js';
 import { loginRoute } from './routes/login.js';
 import { meRoute } from './routes/me.js';
@@ -49,6 +52,9 @@ export interface AccountsDeps {
   /** The password hasher (tests count its jobs); the caller then closes it. */
   passwordHasher: PasswordHasher;
 }
+
+/** Passkey sign-in options per client address per minute: each stores a challenge for 5 minutes. */
+export const PASSKEY_SIGN_IN_OPTIONS_PER_MINUTE = 30;
 
 export const accounts = defineService<typeof accountsConfig, AccountsDeps>({
   name: 'accounts',
@@ -107,6 +113,7 @@ export const accounts = defineService<typeof accountsConfig, AccountsDeps>({
         reuseIntervalMs: config.REFRESH_REUSE_INTERVAL * 1000,
       },
       clock,
+      new NewDevices(audit, mail, clock),
     );
     const emailDigest = emailDigester(config.JWT_SECRET);
     const ipv6 = { prefix: config.RATE_LIMIT_IPV6_PREFIX, widePrefix: config.RATE_LIMIT_IPV6_WIDE_PREFIX };
@@ -129,13 +136,32 @@ export const accounts = defineService<typeof accountsConfig, AccountsDeps>({
       mail,
       clock,
     });
+    const budget = new FactorFailureBudget(counters('factor-failures'), audit, clock);
+    // The relying party of passkeys is the address people reach the pages at: its host is the
+    // RP id, its origin the only one whose answers are accepted.
+    const publicUrl = new URL(config.ACCOUNTS_PUBLIC_URL);
+    const passkeys = new Passkeys({
+      pool,
+      users,
+      sessions,
+      audit,
+      budget,
+      mail,
+      rpId: publicUrl.hostname,
+      origin: publicUrl.origin,
+      rpName: `Accounts (${publicUrl.host})`,
+      signInOptions: limiter('passkey-sign-in-options', PASSKEY_SIGN_IN_OPTIONS_PER_MINUTE, 60_000),
+      ipv6,
+      clock,
+    });
     const factors = new Factors({
       pool,
       users,
       sessions,
       audit,
       secrets: new SecretBox(config.JWT_SECRET, 'accounts totp secrets'),
-      failures: counters('factor-failures'),
+      budget,
+      passkeys,
       mail,
       // What authenticator apps show beside the account: the address people reach the pages at.
       issuer: `Accounts (${new URL(config.ACCOUNTS_PUBLIC_URL).host})`,
@@ -223,6 +249,8 @@ export const accounts = defineService<typeof accountsConfig, AccountsDeps>({
     await app.register(passwordRoute, { accounts: accountsService, access, stepUp });
     // The second step of a login (public), and the caller's factors (a token; changes need a recent sign-in):
     await app.register(factorRoutes, { factors, access, stepUp });
+    // Passkeys: sign-in with one (public), and the caller's (a token; adding and removing need a recent sign-in):
+    await app.register(passkeyRoutes, { passkeys, access, stepUp });
     // A valid token, then role admin (docs/accounts.md, rule 6):
     await app.register(adminUsersRoute, { accounts: accountsService, access });
     await app.register(adminUserChangesRoutes, { admin: new UserAdministration(pool, users, sessions, audit, clock), access });
@@ -234,6 +262,7 @@ export const accounts = defineService<typeof accountsConfig, AccountsDeps>({
       sessions,
       access,
       factors,
+      passkeys,
       stepUp,
       cookieMaxAgeSeconds: config.SESSION_MAX_LIFETIME,
       emailSignin: signin,

@@ -37,6 +37,9 @@ export const AUDIT_EVENTS = [
   'recovery_codes_regenerated',
   'factors_reset',
   'email_signin_requested',
+  'passkey_added',
+  'passkey_removed',
+  'new_device_sign_in',
 ] as const;
 
 export type AuditEventName = (typeof AUDIT_EVENTS)[number];

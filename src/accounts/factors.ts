@@ -1,4 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
+import type { AuthenticationResponseJSON, PublicKeyCredentialRequestOptionsJSON } from '@simplewebauthn/server';
 import type { Clock } from '../kit/clock.js';
 import { type Pool, type PoolClient, withTransaction } from '../kit/db.js';
 import { HttpError, badRequest, forbidden, notFound, unauthorized } from '../kit/http/errors.js';
@@ -6,6 +7,7 @@ import type { CounterStore } from '../kit/rate-limit.js';
 import type { MailOutbox } from '../kit/service.js';
 import { escapeHtml } from '../kit/text.js';
 import type { AuditContext, AuditLog, Origin } from './audit.js';
+import type { Passkeys } from './passkeys.js';
 import { RECOVERY_CODE_COUNT, newRecoveryCodes, normalizeRecoveryCode, recoveryCodeHash } from './recovery-codes.js';
 import type { PublicUser, UsersRepository } from './repository.js';
 import { USER_NOT_FOUND } from './service.js';
@@ -30,6 +32,7 @@ export const INVALID_FACTOR_CODE = 'Invalid code';
 export const TOTP_ALREADY_ON = 'A TOTP factor is already on for this account; remove it first to enrol a new one.';
 export const NO_PENDING_ENROLMENT = 'No TOTP enrolment is pending (or it expired); start one with POST /auth/factors/totp.';
 export const NO_TOTP = 'This account has no TOTP factor.';
+export const ONE_ANSWER = 'Give exactly one of code, recovery_code and passkey';
 
 // Same shape as a refresh token: 32 random bytes, base64url.
 const CHALLENGE_FORMAT = /^[A-Za-z0-9_-]{43}$/;
@@ -43,12 +46,19 @@ export interface FactorChallenge {
   /** Seconds the challenge lives. */
   expires_in: number;
   methods: string[];
+  /**
+   * Only for an account with passkeys: the options of navigator.credentials.get for answering
+   * with one of them (its credentials listed; the challenge is bound to this login challenge).
+   */
+  passkey?: PublicKeyCredentialRequestOptionsJSON;
 }
 
 export interface FactorAnswer {
   challenge: string;
   code?: string;
   recovery_code?: string;
+  /** The browser's answer (PublicKeyCredential.toJSON()) to the `passkey` options of the challenge. */
+  passkey?: AuthenticationResponseJSON;
 }
 
 export interface FactorStatus {
@@ -60,35 +70,80 @@ export function tooManyFactorFailures(seconds: number): HttpError {
   return new HttpError(429, `Too many failed second-factor checks, try again in ${seconds} seconds.`, { 'retry-after': String(seconds) });
 }
 
+/**
+ * The per-account budget of failed second-factor checks (FACTOR_FAILURE_LIMIT): TOTP codes,
+ * recovery codes and passkey assertions all count in it, each before it is checked.
+ */
+export class FactorFailureBudget {
+  constructor(
+    /** Where the counters live (shared by instances with REDIS_URL). */
+    private readonly failures: CounterStore,
+    private readonly audit: AuditLog,
+    private readonly clock: Clock,
+  ) {}
+
+  /** Takes one count of the account's failure budget, or refuses with 429 when it is spent. */
+  async countAhead(userId: string, ctx: AuditContext, during: string): Promise<void> {
+    const limit = { key: failureKey(userId), ...FACTOR_FAILURE_LIMIT };
+    const reservation = await this.failures.reserve([limit]);
+    if (reservation.admitted) return;
+    const seconds = Math.max(1, Math.ceil((reservation.windows[0]!.resetAt - this.clock()) / 1000));
+    ctx.log.warn({ event: 'second_factor_throttled', userId, ip: ctx.ip }, 'second factor check refused: too many failures');
+    await this.audit.record({ event: 'second_factor_throttled', actorId: userId, targetId: userId, origin: ctx, details: { during } });
+    throw tooManyFactorFailures(seconds);
+  }
+
+  /** A success gives the account its whole budget back. */
+  async reset(userId: string): Promise<void> {
+    await this.failures.reset(failureKey(userId));
+  }
+}
+
+/** A security notice to the account's address, sent only if the change commits; none without SMTP. */
+export async function notifyUser(mail: MailOutbox | undefined, db: PoolClient, user: PublicUser, notice: Notice): Promise<void> {
+  if (!mail) return;
+  await mail.enqueue(db, {
+    to: user.email,
+    subject: notice.subject,
+    text: `${notice.text}\n`,
+    html: `<p>${escapeHtml(notice.text)}</p>`,
+  });
+}
+
 export interface FactorsOptions {
   pool: Pool;
   users: UsersRepository;
   sessions: Sessions;
   audit: AuditLog;
   secrets: SecretBox;
-  /** Where the per-account factor-failure counters live (shared by instances with REDIS_URL). */
-  failures: CounterStore;
+  budget: FactorFailureBudget;
+  /** A passkey answers the second step too. */
+  passkeys: Passkeys;
   mail: MailOutbox | undefined;
   /** The name authenticator apps show beside the account. */
   issuer: string;
   clock: Clock;
 }
 
-interface Notice {
+export interface Notice {
   subject: string;
   text: string;
 }
 
 /**
- * Second factors: TOTP with its recovery codes, the login challenge between the
- * password and the factor, and the security mails of their changes.
+ * Second factors: TOTP with its recovery codes and passkeys, the login challenge between
+ * the password and the factor, and the security mails of their changes.
  */
 export class Factors {
   constructor(private readonly deps: FactorsOptions) {}
 
-  /** Whether a password login of this user needs a second step. */
+  /** Whether a password login of this user needs a second step (a confirmed TOTP factor or a passkey): one query. */
   async required(db: PoolClient, userId: string): Promise<boolean> {
-    const { rows } = await db.query('SELECT 1 FROM totp_factors WHERE user_id = $1 AND confirmed_at IS NOT NULL', [userId]);
+    const { rows } = await db.query(
+      `SELECT 1 FROM totp_factors WHERE user_id = $1 AND confirmed_at IS NOT NULL
+       UNION ALL SELECT 1 FROM passkeys WHERE user_id = $1 LIMIT 1`,
+      [userId],
+    );
     return rows.length > 0;
   }
 
@@ -99,14 +154,17 @@ export class Factors {
   async challenge(db: PoolClient, userId: string, firstMethod: 'pwd' | 'otp' = 'pwd'): Promise<FactorChallenge> {
     const token = randomBytes(32).toString('base64url');
     const now = this.deps.clock();
-    await db.query('INSERT INTO login_challenges (token_hash, user_id, created_at, expires_at, first_method) VALUES ($1, $2, $3, $4, $5)', [
-      sha256(token),
-      userId,
-      new Date(now),
-      new Date(now + CHALLENGE_TTL_MS),
-      firstMethod,
-    ]);
-    return { mfa_required: true, challenge: token, expires_in: CHALLENGE_TTL_MS / 1000, methods: ['totp', 'recovery_code'] };
+    const { rows } = await db.query('SELECT 1 FROM totp_factors WHERE user_id = $1 AND confirmed_at IS NOT NULL', [userId]);
+    const passkey = await this.deps.passkeys.secondFactorOptions(db, userId);
+    await db.query(
+      `INSERT INTO login_challenges (token_hash, user_id, created_at, expires_at, first_method, passkey_challenge_hash)
+       VALUES ($1, $2, $3, $4, $5, $6)`,
+      [sha256(token), userId, new Date(now), new Date(now + CHALLENGE_TTL_MS), firstMethod, passkey ? sha256(passkey.challenge) : null],
+    );
+    const methods = [...(rows.length > 0 ? ['totp', 'recovery_code'] : []), ...(passkey ? ['passkey'] : [])];
+    const answer: FactorChallenge = { mfa_required: true, challenge: token, expires_in: CHALLENGE_TTL_MS / 1000, methods };
+    if (passkey) answer.passkey = passkey;
+    return answer;
   }
 
   /**
@@ -117,29 +175,32 @@ export class Factors {
   async completeLogin(input: FactorAnswer, ctx: AuditContext): Promise<TokenPair> {
     const hasCode = typeof input.code === 'string';
     const hasRecovery = typeof input.recovery_code === 'string';
-    if (hasCode === hasRecovery) throw badRequest('Give exactly one of code and recovery_code');
+    const hasPasskey = input.passkey !== undefined;
+    if ([hasCode, hasRecovery, hasPasskey].filter(Boolean).length !== 1) throw badRequest(ONE_ANSWER);
     const totp = hasCode ? normalizeTotpCode(input.code!) : undefined;
     const recovery = hasRecovery ? normalizeRecoveryCode(input.recovery_code!) : undefined;
     if (!CHALLENGE_FORMAT.test(input.challenge)) throw unauthorized(INVALID_CHALLENGE);
     const challengeHash = sha256(input.challenge);
     const now = this.deps.clock();
-    const { rows } = await this.deps.pool.query<{ user_id: string; first_method: string }>(
+    const { rows } = await this.deps.pool.query<{ user_id: string; first_method: string; passkey_challenge_hash: Buffer | null }>(
       `UPDATE login_challenges SET attempts = attempts + 1
-       WHERE token_hash = $1 AND used_at IS NULL AND expires_at > $2 AND attempts < $3 RETURNING user_id, first_method`,
+       WHERE token_hash = $1 AND used_at IS NULL AND expires_at > $2 AND attempts < $3 RETURNING user_id, first_method, passkey_challenge_hash`,
       [challengeHash, new Date(now), CHALLENGE_MAX_ATTEMPTS],
     );
     const userId = rows[0]?.user_id;
     if (!userId) throw unauthorized(INVALID_CHALLENGE);
     const firstMethod = rows[0]!.first_method;
-    await this.countFailureAhead(userId, ctx, 'login');
+    await this.deps.budget.countAhead(userId, ctx, 'login');
 
-    const method = hasCode ? 'totp' : 'recovery_code';
+    const method = hasCode ? 'totp' : hasRecovery ? 'recovery_code' : 'passkey';
     const outcome = await withTransaction(this.deps.pool, async (db): Promise<TokenPair | HttpError | undefined> => {
       const account = await this.deps.users.lockAccount(db, userId, 'share');
       if (!account) return unauthorized(INVALID_CHALLENGE);
       let remaining: number | undefined;
       if (method === 'totp') {
         if (totp === undefined || !(await this.spendTotp(db, userId, totp, 'confirmed'))) return undefined;
+      } else if (method === 'passkey') {
+        if (!(await this.deps.passkeys.checkSecondFactor(db, userId, input.passkey!, rows[0]!.passkey_challenge_hash))) return undefined;
       } else {
         if (recovery === undefined) return undefined;
         remaining = await this.spendRecoveryCode(db, userId, recovery);
@@ -168,7 +229,9 @@ export class Factors {
         { event: 'login_succeeded', actorId: userId, targetId: userId, origin: ctx, details: { second_factor: method } },
         db,
       );
-      const amr = method === 'totp' ? [firstMethod, 'otp', 'mfa'] : [firstMethod, 'mfa'];
+      // RFC 8176: otp for an app's code, hwk for a passkey (a key held by an authenticator).
+      const amr =
+        method === 'totp' ? [firstMethod, 'otp', 'mfa'] : method === 'passkey' ? [firstMethod, 'hwk', 'mfa'] : [firstMethod, 'mfa'];
       return this.deps.sessions.start(db, account, ctx, [...new Set(amr)]);
     });
     if (outcome === undefined) {
@@ -183,17 +246,18 @@ export class Factors {
       throw unauthorized(INVALID_FACTOR_CODE);
     }
     if (outcome instanceof HttpError) throw outcome;
-    await this.deps.failures.reset(failureKey(userId));
+    await this.deps.budget.reset(userId);
     this.deps.mail?.wake();
     ctx.log.info({ event: 'login_succeeded', userId, ip: ctx.ip, secondFactor: method }, 'login succeeded');
     return outcome;
   }
 
-  /** Whether the user has a confirmed factor now (REQUIRE_ADMIN_MFA's check of admins). */
+  /** Whether the user has a confirmed factor or a passkey now (REQUIRE_ADMIN_MFA's check of admins). */
   async isOn(userId: string): Promise<boolean> {
     const { rows } = await this.deps.pool.query({
       name: 'accounts-factor-is-on',
-      text: 'SELECT 1 FROM totp_factors WHERE user_id = $1 AND confirmed_at IS NOT NULL',
+      text: `SELECT 1 FROM totp_factors WHERE user_id = $1 AND confirmed_at IS NOT NULL
+             UNION ALL SELECT 1 FROM passkeys WHERE user_id = $1 LIMIT 1`,
       values: [userId],
     });
     return rows.length > 0;
@@ -232,7 +296,7 @@ export class Factors {
   async confirmEnrolment(caller: PublicUser, code: string, ctx: AuditContext): Promise<{ recovery_codes: string[] }> {
     const userId = caller.id;
     const digits = normalizeTotpCode(code);
-    await this.countFailureAhead(userId, ctx, 'enrolment');
+    await this.deps.budget.countAhead(userId, ctx, 'enrolment');
     const outcome = await withTransaction(this.deps.pool, async (db): Promise<string[] | HttpError | undefined> => {
       const { rows } = await db.query<{ created_at: Date }>(
         'SELECT created_at FROM totp_factors WHERE user_id = $1 AND confirmed_at IS NULL FOR UPDATE',
@@ -264,7 +328,7 @@ export class Factors {
       throw badRequest(INVALID_FACTOR_CODE);
     }
     if (outcome instanceof HttpError) throw outcome;
-    await this.deps.failures.reset(failureKey(userId));
+    await this.deps.budget.reset(userId);
     this.deps.mail?.wake();
     return { recovery_codes: outcome };
   }
@@ -302,13 +366,17 @@ export class Factors {
       // A pending enrolment is not a factor (login does not ask for it): it is left to its user.
       const totp = await db.query('DELETE FROM totp_factors WHERE user_id = $1 AND confirmed_at IS NOT NULL', [targetId]);
       const codes = await db.query('DELETE FROM recovery_codes WHERE user_id = $1', [targetId]);
-      if (totp.rowCount === 0 && codes.rowCount === 0) return false;
+      // Passkeys are second factors too: a user who lost them all is let in by the password again.
+      const passkeys = await db.query('DELETE FROM passkeys WHERE user_id = $1', [targetId]);
+      if (totp.rowCount === 0 && codes.rowCount === 0 && passkeys.rowCount === 0) return false;
       await this.deps.sessions.revokeEverything(db, targetId, 'factors_reset');
-      await this.deps.audit.record({ event: 'factors_reset', actorId, targetId, origin, details: { factor: 'totp' } }, db);
+      const details: Record<string, string> = { factor: 'totp' };
+      if (passkeys.rowCount) details.passkeys_removed = String(passkeys.rowCount);
+      await this.deps.audit.record({ event: 'factors_reset', actorId, targetId, origin, details }, db);
       await this.notify(db, target.user, {
         subject: 'Two-step sign-in was turned off by an administrator',
         text:
-          'An administrator turned off two-step sign-in for your account: the authenticator app and the recovery codes no longer work, ' +
+          'An administrator turned off two-step sign-in for your account: the authenticator app, the recovery codes and any passkeys no longer work, ' +
           'and signing in now needs the password only. You were signed out everywhere. ' +
           'You can turn two-step sign-in on again at any time. If you did not ask for this, change your password at once.',
       });
@@ -334,17 +402,6 @@ export class Factors {
     });
     this.deps.mail?.wake();
     return { recovery_codes: codes };
-  }
-
-  /** Takes one count of the account's failure budget, or refuses with 429 when it is spent. */
-  private async countFailureAhead(userId: string, ctx: AuditContext, during: string): Promise<void> {
-    const limit = { key: failureKey(userId), ...FACTOR_FAILURE_LIMIT };
-    const reservation = await this.deps.failures.reserve([limit]);
-    if (reservation.admitted) return;
-    const seconds = Math.max(1, Math.ceil((reservation.windows[0]!.resetAt - this.deps.clock()) / 1000));
-    ctx.log.warn({ event: 'second_factor_throttled', userId, ip: ctx.ip }, 'second factor check refused: too many failures');
-    await this.deps.audit.record({ event: 'second_factor_throttled', actorId: userId, targetId: userId, origin: ctx, details: { during } });
-    throw tooManyFactorFailures(seconds);
   }
 
   /**
@@ -391,15 +448,8 @@ export class Factors {
     return codes;
   }
 
-  /** A security notice to the account's address, sent only if the change commits; none without SMTP. */
   private async notify(db: PoolClient, user: PublicUser, notice: Notice): Promise<void> {
-    if (!this.deps.mail) return;
-    await this.deps.mail.enqueue(db, {
-      to: user.email,
-      subject: notice.subject,
-      text: `${notice.text}\n`,
-      html: `<p>${escapeHtml(notice.text)}</p>`,
-    });
+    await notifyUser(this.deps.mail, db, user, notice);
   }
 }
 

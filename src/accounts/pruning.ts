@@ -18,6 +18,8 @@ export interface PruneCounts {
   emailTokens: number;
   /** Second-factor login challenges used or expired. */
   loginChallenges: number;
+  /** Passkey registration and sign-in challenges used or expired. */
+  passkeyChallenges: number;
 }
 
 export interface PrunerOptions {
@@ -40,7 +42,7 @@ export interface Pruner {
 /**
  * Deletes what can never be used again: sessions ended, idle-expired or past
  * their lifetime for longer than ENDED_SESSION_RETENTION_MS, and email tokens
- * and second-factor login challenges used or expired (a deleted one answers exactly as a used one did). The audit
+ * and second-factor login and passkey challenges used or expired (a deleted one answers exactly as a used one did). The audit
  * log is never pruned: it is append-only by design (migration 002).
  *
  * Each statement deletes at most batchSize rows and skips rows another
@@ -89,7 +91,13 @@ export function createPruner(options: PrunerOptions): Pruner {
          LIMIT $2 FOR UPDATE SKIP LOCKED)`,
       [new Date(now)],
     );
-    return { sessions, emailTokens, loginChallenges };
+    const passkeyChallenges = await deleteInBatches(
+      `DELETE FROM passkey_challenges WHERE ctid IN (
+         SELECT ctid FROM passkey_challenges WHERE used_at IS NOT NULL OR expires_at <= $1
+         LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+      [new Date(now)],
+    );
+    return { sessions, emailTokens, loginChallenges, passkeyChallenges };
   }
 
   return {
@@ -98,7 +106,7 @@ export function createPruner(options: PrunerOptions): Pruner {
         () => prune(),
         () => prune(),
       );
-      running = run.catch(() => ({ sessions: 0, emailTokens: 0, loginChallenges: 0 }));
+      running = run.catch(() => ({ sessions: 0, emailTokens: 0, loginChallenges: 0, passkeyChallenges: 0 }));
       return run;
     },
     stop() {

@@ -93,6 +93,11 @@ function authenticationOf(session: SessionRow): Authentication {
   return { authTime: Math.floor((session.authenticated_at ?? session.created_at).getTime() / 1000), amr: session.amr ?? PASSWORD_ONLY };
 }
 
+/** What is told of each new session, in the transaction that starts it. */
+export interface SignInWatch {
+  signedIn(db: PoolClient, account: Account, origin: Origin): Promise<void>;
+}
+
 /**
  * Sessions: one per login, each with a rotating refresh token. Every change of
  * a session and its audit row are written in one transaction.
@@ -106,6 +111,8 @@ export class Sessions {
     private readonly refreshTokens: RefreshTokens,
     private readonly limits: SessionLimits,
     private readonly clock: Clock,
+    /** Told of every new session, in its transaction (the new-device mail). */
+    private readonly signIns?: SignInWatch,
   ) {}
 
   /**
@@ -120,6 +127,7 @@ export class Sessions {
        VALUES ($1, $2, $3, $3, $4, $5, $3, $6)`,
       [account.user.id, sha256(refreshToken), new Date(now), origin.ip, origin.userAgent ?? null, amr],
     );
+    await this.signIns?.signedIn(db, account, origin);
     // A login within the second of a cut-off gets iat = the cut-off (up to 1 s ahead); its auth_time
     // is that too, so a password login's token still has only the contract's claims.
     const authTime = Math.max(Math.floor(now / 1000), account.accessTokensFrom);

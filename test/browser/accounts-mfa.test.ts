@@ -55,7 +55,7 @@ describe('two-step sign-in in Chromium', { skip: browserSkip }, () => {
       await page.goto(`${accounts.url}/`);
       await page.getByLabel('Email').fill(email);
       await page.getByLabel('Password', { exact: true }).fill(PASSWORD);
-      await page.getByRole('button', { name: 'Sign in' }).click();
+      await page.getByRole('button', { name: 'Sign in', exact: true }).click();
       const code = page.getByLabel('Code');
       await code.waitFor();
       assert.ok(await code.evaluate((el) => el === document.activeElement), 'the code field has the focus');

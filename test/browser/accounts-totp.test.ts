@@ -44,7 +44,7 @@ describe('two-step sign-in on the account page in Chromium', { skip: browserSkip
   async function signIn(page: Page, email: string, secondStep?: string) {
     await page.getByLabel('Email').fill(email);
     await page.getByLabel('Password', { exact: true }).fill(PASSWORD);
-    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('button', { name: 'Sign in', exact: true }).click();
     if (secondStep !== undefined) {
       await page.getByLabel('Code').fill(secondStep);
       await page.keyboard.press('Enter');

@@ -108,7 +108,7 @@ describe('accounts web pages in Chromium', { skip: browserSkip }, () => {
     await page.goto(`${own}/`);
     await page.getByLabel('Email').fill(email);
     await page.getByLabel('Password', { exact: true }).fill(password);
-    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('button', { name: 'Sign in', exact: true }).click();
     await page.waitForURL(`${own}${lands}`);
     await page
       .locator(lands === '/admin' ? '#users-table tbody tr' : '#sessions-table tbody tr')
@@ -218,13 +218,13 @@ describe('accounts web pages in Chromium', { skip: browserSkip }, () => {
     await screenshots(first, 'accounts-signin');
     await first.getByLabel('Email').fill(email);
     await first.getByLabel('Password').fill('not the password');
-    await first.getByRole('button', { name: 'Sign in' }).click();
+    await first.getByRole('button', { name: 'Sign in', exact: true }).click();
     await first.locator('#signin-error').filter({ hasText: 'Invalid email or password' }).waitFor();
     // A return address from elsewhere is never followed: only this service's pages.
     await first.goto(`${origin}/?next=${encodeURIComponent('//evil.example/account')}`);
     await first.getByLabel('Email').fill(email);
     await first.getByLabel('Password').fill(PASSWORD);
-    await first.getByRole('button', { name: 'Sign in' }).click();
+    await first.getByRole('button', { name: 'Sign in', exact: true }).click();
     await first.waitForURL(`${origin}/account`);
     // Signed in as a user: the account, and neither the sign-in links nor the admin page.
     await first.locator('#sessions-table tbody tr').first().waitFor();
@@ -276,13 +276,13 @@ describe('accounts web pages in Chromium', { skip: browserSkip }, () => {
     await page.goto(`${origin}/`);
     await page.getByLabel('Email').fill(email);
     await page.getByLabel('Password', { exact: true }).fill(PASSWORD);
-    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('button', { name: 'Sign in', exact: true }).click();
     // The wait in minutes, and the button off until it is over.
     await page
       .locator('#signin-error')
       .filter({ hasText: /^Too many failed sign-ins for this account or from your address\. You can try again in 1[45] minutes\.$/ })
       .waitFor();
-    assert.equal(await page.getByRole('button', { name: 'Sign in' }).isDisabled(), true);
+    assert.equal(await page.getByRole('button', { name: 'Sign in', exact: true }).isDisabled(), true);
     assert.deepEqual(await page.context().cookies(), []);
     await screenshots(page, 'accounts-signin-locked');
     assertClean(w, [429]);
@@ -522,7 +522,7 @@ describe('accounts web pages in Chromium', { skip: browserSkip }, () => {
     await bannedTab.goto(`${origin}/`);
     await bannedTab.getByLabel('Email').fill(target);
     await bannedTab.getByLabel('Password', { exact: true }).fill(PASSWORD);
-    await bannedTab.getByRole('button', { name: 'Sign in' }).click();
+    await bannedTab.getByRole('button', { name: 'Sign in', exact: true }).click();
     await bannedTab.locator('#signin-error').filter({ hasText: 'This account has been banned.' }).waitFor();
     assertClean(bw, [403]);
     await bannedTab.close();
@@ -853,7 +853,7 @@ describe('accounts web pages in Chromium', { skip: browserSkip }, () => {
     await page.goto(`${own}/`);
     await page.getByLabel('Email').fill(email);
     await page.getByLabel('Password', { exact: true }).fill(PASSWORD);
-    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('button', { name: 'Sign in', exact: true }).click();
     await page.locator('#signin-error').filter({ hasText: 'verify your email' }).waitFor();
     await page.getByRole('link', { name: 'Send the verification link again' }).click();
     await page.waitForURL(`${own}/verify-email`);

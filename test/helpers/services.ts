@@ -28,6 +28,8 @@ export interface TestServiceOptions<Deps = object> {
   databaseUrl?: string;
   /** Also listen on 127.0.0.1 (a free port, known before the start, so PORT-derived URLs are right). */
   listen?: boolean;
+  /** With listen: this port rather than a free one picked here (a test that must name its URL in the env). */
+  port?: number;
   clock?: Clock;
   redis?: Redis;
   /** Where its log lines go; a new capture otherwise. */
@@ -63,7 +65,7 @@ export async function startTestService<S extends ConfigShape, Deps>(
   database: (env: Record<string, string>) => Promise<TestDatabase> = (env) => serviceDatabase(definition, env),
 ): Promise<TestService<ConfigOf<S>>> {
   const logs = options.logs ?? new LogCapture();
-  const port = options.listen ? await freePort() : undefined;
+  const port = options.listen ? (options.port ?? (await freePort())) : undefined;
   const env: Record<string, string> = {
     ...(port ? { PORT: String(port), HOST: '127.0.0.1' } : {}),
     ...defaults,

@@ -34,7 +34,7 @@ export async function adminUserFactorsRoutes(
       schema: {
         tags: ['admin'],
         security: BEARER_SECURITY,
-        summary: 'Turn off a user’s two-step sign-in: TOTP and recovery codes (role admin only)',
+        summary: 'Turn off a user’s two-step sign-in: TOTP, recovery codes and passkeys (role admin only)',
         description:
           `${BearerHeader.description} Needs a sign-in no older than REAUTH_MAX_AGE (10 minutes), else 401 reauthentication_required. ` +
           'The user’s sessions end and their tokens stop working; the user is mailed and signs in with the password alone. ' +

@@ -15,11 +15,13 @@ import { dataEnvelope, envelope, ErrorEnvelope, statusEnvelope } from '../../kit
 import { originOf } from '../audit.js';
 import { type AccessCheck, type StepUp, authentications, callers, checkRecentAuthentication, requireAccessToken } from '../auth.js';
 import type { Factors } from '../factors.js';
+import type { Passkeys } from '../passkeys.js';
+import { passkeySignInFailures } from './passkeys.js';
 import { type EmailSignin, INVALID_EMAIL_SIGNIN } from '../email-signin.js';
 import { FactorAnswerBody, factorFailures } from './factors.js';
 import type { AccountsService } from '../service.js';
 import { INVALID_REFRESH_TOKEN, type Sessions, type TokenPair } from '../sessions.js';
-import { BEARER_SECURITY, Done, Errors, FactorChallenge, PublicUser, ReauthenticationRequired } from './schemas.js';
+import { BEARER_SECURITY, Done, Errors, FactorChallenge, PasskeyAssertion, PublicUser, ReauthenticationRequired } from './schemas.js';
 
 // The session of the accounts web pages (backend-for-frontend, docs/accounts.md,
 // "Sessions in the browser"): the same login, refresh, password change and
@@ -45,6 +47,7 @@ const EmailSigninBody = Type.Object(
   { additionalProperties: false },
 );
 const LoginBody = Type.Object({ email: Type.String(), password: Type.String() }, { additionalProperties: false });
+const PasskeySignInBody = Type.Object({ response: PasskeyAssertion }, { additionalProperties: false });
 const PasswordBody = Type.Object(
   { current_password: Type.String({ maxLength: 1024 }), new_password: Type.String() },
   { additionalProperties: false },
@@ -66,6 +69,7 @@ export async function browserSessionRoutes(
     sessions,
     access,
     factors,
+    passkeys,
     stepUp,
     cookieMaxAgeSeconds,
     emailSignin,
@@ -74,6 +78,7 @@ export async function browserSessionRoutes(
     sessions: Sessions;
     access: AccessCheck;
     factors: Factors;
+    passkeys: Passkeys;
     stepUp: StepUp;
     cookieMaxAgeSeconds: number;
     /** Set when EMAIL_SIGNIN is on. */
@@ -156,6 +161,30 @@ export async function browserSessionRoutes(
     }
 
     scope.post(
+      `${BROWSER_SESSION_PATH}/passkey-sign-in`,
+      {
+        schema: {
+          tags: ['browser session'],
+          summary: 'Sign in from the web pages with a passkey alone: POST /auth/passkeys/sign-in, with the refresh token in a cookie',
+          description: `${COOKIE_DESCRIPTION} The options come from POST /auth/passkeys/sign-in/options.`,
+          body: PasskeySignInBody,
+          response: {
+            200: envelope(BrowserSession),
+            400: Errors.invalid("body must have required property 'response'"),
+            401: passkeySignInFailures[401],
+            403: csrfRefused,
+            429: passkeySignInFailures[429],
+            503: Errors.unavailable('The database is unavailable (Retry-After)'),
+          },
+        },
+      },
+      async (request, reply) => {
+        const pair = await passkeys.signIn(request.body.response, { ...originOf(request), log: request.log });
+        return answer(reply, pair, 'Login successful');
+      },
+    );
+
+    scope.post(
       `${BROWSER_SESSION_PATH}/login/factor`,
       {
         schema: {
@@ -165,7 +194,7 @@ export async function browserSessionRoutes(
           body: FactorAnswerBody,
           response: {
             200: envelope(BrowserSession),
-            400: Errors.invalid('Give exactly one of code and recovery_code'),
+            400: Errors.invalid('Give exactly one of code, recovery_code and passkey'),
             401: factorFailures[401],
             403: csrfRefused,
             429: factorFailures[429],

@@ -6,13 +6,14 @@ import { dataEnvelope, envelope, ErrorEnvelope, statusEnvelope } from '../../kit
 import { originOf } from '../audit.js';
 import { type AccessCheck, type StepUp, callers, requireAccessToken, requireRecentAuthentication } from '../auth.js';
 import { INVALID_CHALLENGE, type Factors, NO_PENDING_ENROLMENT, NO_TOTP, TOTP_ALREADY_ON } from '../factors.js';
-import { BEARER_SECURITY, BearerHeader, Done, Errors, ReauthenticationRequired, TokenPair } from './schemas.js';
+import { BEARER_SECURITY, BearerHeader, Done, Errors, PasskeyAssertion, ReauthenticationRequired, TokenPair } from './schemas.js';
 
 export const FactorAnswerBody = Type.Object(
   {
     challenge: Type.String({ maxLength: 128, description: 'From the answer of POST /auth/login' }),
     code: Type.Optional(Type.String({ maxLength: 32, description: 'The 6-digit code of the authenticator app' })),
     recovery_code: Type.Optional(Type.String({ maxLength: 32, description: 'One of the recovery codes (single use)' })),
+    passkey: Type.Optional(PasskeyAssertion),
   },
   { additionalProperties: false },
 );
@@ -39,12 +40,12 @@ const Status = Type.Object({
 export const factorFailures = {
   401: described(
     ErrorEnvelope,
-    'The challenge is unknown, used, expired or out of attempts, or the code is wrong',
+    'The challenge is unknown, used, expired or out of attempts, or the code or passkey answer is wrong',
     statusEnvelope(401, INVALID_CHALLENGE),
   ),
   429: described(
     ErrorEnvelope,
-    'Too many failed second-factor checks for this account (10 per 15 minutes, TOTP and recovery codes together; Retry-After)',
+    'Too many failed second-factor checks for this account (10 per 15 minutes, TOTP, recovery codes and passkeys together; Retry-After)',
     statusEnvelope(429, 'Too many failed second-factor checks, try again in 900 seconds.'),
   ),
 };
@@ -61,12 +62,13 @@ export async function factorRoutes(
         tags: ['auth'],
         summary: 'The second step of a login: the challenge with a TOTP code or a recovery code, for a token pair',
         description:
-          'Exactly one of `code` and `recovery_code`. A challenge accepts 5 tries within its 5 minutes and signs in once; ' +
-          'failures count against the account (10 per 15 minutes), before the code is checked.',
+          'Exactly one of `code`, `recovery_code` and `passkey` (the answer of navigator.credentials.get to the challenge’s `passkey` options). ' +
+          'A challenge accepts 5 tries within its 5 minutes and signs in once; failures count against the account (10 per 15 minutes), ' +
+          'before the answer is checked.',
         body: FactorAnswerBody,
         response: {
           200: envelope(TokenPair),
-          400: Errors.invalid('Give exactly one of code and recovery_code'),
+          400: Errors.invalid('Give exactly one of code, recovery_code and passkey'),
           401: factorFailures[401],
           403: Errors.banned,
           429: factorFailures[429],

@@ -78,13 +78,95 @@ export const TokenPair = Type.Object({
 /** A success that carries no data. */
 export const Done = Type.Object({ status: Type.Integer(), response: Type.String(), message: Type.String() });
 
+const CredentialDescriptor = Type.Object({
+  id: Type.String({ description: 'A credential id, base64url' }),
+  type: Type.Literal('public-key'),
+  transports: Type.Optional(Type.Array(Type.String())),
+});
+
+/** The options of navigator.credentials.get (PublicKeyCredential.parseRequestOptionsFromJSON reads them). */
+export const PasskeyRequestOptions = Type.Object(
+  {
+    challenge: Type.String({ description: 'base64url; single use, 5 minutes' }),
+    timeout: Type.Optional(Type.Integer()),
+    rpId: Type.Optional(Type.String()),
+    allowCredentials: Type.Optional(Type.Array(CredentialDescriptor)),
+    userVerification: Type.Optional(Type.String()),
+  },
+  { description: 'WebAuthn PublicKeyCredentialRequestOptionsJSON' },
+);
+
+/** The options of navigator.credentials.create (PublicKeyCredential.parseCreationOptionsFromJSON reads them). */
+export const PasskeyCreationOptions = Type.Object(
+  {
+    rp: Type.Object({ name: Type.String(), id: Type.Optional(Type.String()) }),
+    user: Type.Object({ id: Type.String(), name: Type.String(), displayName: Type.String() }),
+    challenge: Type.String({ description: 'base64url; single use, 5 minutes' }),
+    pubKeyCredParams: Type.Array(Type.Object({ alg: Type.Integer(), type: Type.Literal('public-key') })),
+    timeout: Type.Optional(Type.Integer()),
+    excludeCredentials: Type.Optional(Type.Array(CredentialDescriptor)),
+    authenticatorSelection: Type.Optional(
+      Type.Object({
+        authenticatorAttachment: Type.Optional(Type.String()),
+        residentKey: Type.Optional(Type.String()),
+        requireResidentKey: Type.Optional(Type.Boolean()),
+        userVerification: Type.Optional(Type.String()),
+      }),
+    ),
+    attestation: Type.Optional(Type.String()),
+    extensions: Type.Optional(Type.Object({ credProps: Type.Optional(Type.Boolean()) })),
+  },
+  { description: 'WebAuthn PublicKeyCredentialCreationOptionsJSON' },
+);
+
+const B64URL = (maxLength: number) => Type.String({ maxLength, pattern: '^[A-Za-z0-9_-]*$' });
+
+/** A browser's answer to navigator.credentials.get, as PublicKeyCredential.toJSON() gives it. */
+export const PasskeyAssertion = Type.Object(
+  {
+    id: B64URL(1366),
+    rawId: B64URL(1366),
+    type: Type.Literal('public-key'),
+    response: Type.Object({
+      clientDataJSON: B64URL(4096),
+      authenticatorData: B64URL(4096),
+      signature: B64URL(1024),
+      userHandle: Type.Optional(B64URL(128)),
+    }),
+    authenticatorAttachment: Type.Optional(Type.Union([Type.Literal('platform'), Type.Literal('cross-platform')])),
+    clientExtensionResults: Type.Object({}, { default: {} }),
+  },
+  { description: 'PublicKeyCredential.toJSON() of navigator.credentials.get' },
+);
+
+/** A browser's answer to navigator.credentials.create, as PublicKeyCredential.toJSON() gives it. */
+export const PasskeyAttestation = Type.Object(
+  {
+    id: B64URL(1366),
+    rawId: B64URL(1366),
+    type: Type.Literal('public-key'),
+    response: Type.Object({
+      clientDataJSON: B64URL(4096),
+      attestationObject: B64URL(16384),
+      transports: Type.Optional(Type.Array(Type.String({ maxLength: 32 }), { maxItems: 8 })),
+    }),
+    authenticatorAttachment: Type.Optional(Type.Union([Type.Literal('platform'), Type.Literal('cross-platform')])),
+    clientExtensionResults: Type.Object({}, { default: {} }),
+  },
+  { description: 'PublicKeyCredential.toJSON() of navigator.credentials.create' },
+);
+
 /** What POST /auth/login answers under `data` instead of a token pair when the account has a second factor. */
 export const FactorChallenge = Type.Object(
   {
     mfa_required: Type.Literal(true),
     challenge: Type.String({ description: 'Single use; only POST /auth/login/factor accepts it' }),
     expires_in: Type.Integer({ description: 'Seconds the challenge lives (300)' }),
-    methods: Type.Array(Type.String(), { description: 'What the second step accepts: totp, recovery_code' }),
+    methods: Type.Array(Type.String(), {
+      description: 'What the second step accepts: totp and recovery_code (TOTP on), passkey (a passkey registered)',
+    }),
+    // With passkeys only: the options for navigator.credentials.get, listing the account's passkeys.
+    passkey: Type.Optional(PasskeyRequestOptions),
   },
   { additionalProperties: false },
 );

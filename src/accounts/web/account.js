@@ -1,5 +1,6 @@
 import { ApiError, el, formatInstant, say } from '/assets/api.js';
 import {
+  addPasskey,
   authApi,
   changePassword,
   currentSessionId,
@@ -7,6 +8,8 @@ import {
   explain,
   fieldProblems,
   needsRecentSignIn,
+  passkeyDialogDismissed,
+  passkeysSupported,
   requireSignIn,
   signOut,
 } from '/assets/accounts/session.js';
@@ -160,14 +163,27 @@ let shownCodes = [];
 /** The key of the enrolment under way, without spaces, for the copy button. */
 let enrolSecret = '';
 
+/** The last status of GET /auth/factors, and how many passkeys the account has: together they say what a password sign-in asks. */
+let totpStatus;
+let passkeyCount = 0;
+
+function describeTotp() {
+  if (!totpStatus) return;
+  const enabled = totpStatus.totp.enabled;
+  const left = totpStatus.recovery_codes_remaining;
+  totp.state.textContent = enabled
+    ? `Two-step sign-in is on since ${formatInstant(totpStatus.totp.confirmed_at)}: signing in asks for your password and a code from your authenticator app. ${left} of 10 recovery codes left.`
+    : passkeyCount > 0
+      ? 'Two-step sign-in is off for an authenticator app: after your password, signing in asks for one of your passkeys. Turn it on to accept a code from an authenticator app as well.'
+      : 'Two-step sign-in is off: your password alone signs you in. Turn it on to ask for a code from an authenticator app as well.';
+  totp.state.classList.toggle('muted', !enabled);
+}
+
 /** Shows the part of the section for a status of GET /auth/factors, and hides the others. */
 function showTotpStatus(status) {
+  totpStatus = status;
   const enabled = status.totp.enabled;
-  const left = status.recovery_codes_remaining;
-  totp.state.textContent = enabled
-    ? `Two-step sign-in is on since ${formatInstant(status.totp.confirmed_at)}: signing in asks for your password and a code from your authenticator app. ${left} of 10 recovery codes left.`
-    : 'Two-step sign-in is off: your password alone signs you in. Turn it on to ask for a code from an authenticator app as well.';
-  totp.state.classList.toggle('muted', !enabled);
+  describeTotp();
   totp.off.hidden = enabled;
   // While recovery codes are shown, their own buttons come first.
   totp.on.hidden = !enabled || !totp.codes.hidden;
@@ -369,6 +385,177 @@ document.getElementById('totp-reauth-button').addEventListener('click', async ()
   location.assign('/?again=1&next=%2Faccount');
 });
 
+// ---- passkeys ---------------------------------------------------------------------------------------
+
+const pk = {
+  state: document.getElementById('passkeys-state'),
+  reauth: document.getElementById('passkeys-reauth'),
+  error: document.getElementById('passkeys-error'),
+  status: document.getElementById('passkeys-status'),
+  tableWrap: document.getElementById('passkeys-table-wrap'),
+  body: document.querySelector('#passkeys-table tbody'),
+  add: document.getElementById('passkey-add'),
+  addError: document.getElementById('passkey-add-error'),
+  rename: document.getElementById('passkey-rename'),
+  renameError: document.getElementById('passkey-rename-error'),
+};
+/** The passkey being renamed. */
+let renaming;
+
+function passkeyRow(passkey) {
+  return el(
+    'tr',
+    { 'data-passkey': passkey.id },
+    el('td', { 'data-label': 'Name' }, el('span', { class: 'wrap' }, passkey.name)),
+    el('td', { 'data-label': 'Added' }, formatInstant(passkey.created_at)),
+    el('td', { 'data-label': 'Last used' }, passkey.last_used_at ? formatInstant(passkey.last_used_at) : 'Never'),
+    el(
+      'td',
+      { 'data-label': 'Actions' },
+      el(
+        'button',
+        {
+          type: 'button',
+          class: 'small secondary',
+          'data-action': 'rename',
+          'data-name': passkey.name,
+          'aria-label': `Rename passkey ${passkey.name}`,
+        },
+        'Rename',
+      ),
+      ' ',
+      el(
+        'button',
+        {
+          type: 'button',
+          class: 'small secondary',
+          'data-action': 'remove',
+          'data-name': passkey.name,
+          'aria-label': `Remove passkey ${passkey.name}`,
+        },
+        'Remove',
+      ),
+    ),
+  );
+}
+
+async function loadPasskeys() {
+  const { data } = await authApi('/auth/passkeys');
+  pk.body.replaceChildren(...data.map(passkeyRow));
+  pk.tableWrap.hidden = data.length === 0;
+  passkeyCount = data.length;
+  describeTotp();
+  pk.state.textContent =
+    data.length === 0
+      ? 'No passkeys yet. A passkey signs you in with your fingerprint, face or screen lock instead of your password, and also answers the second step of a password sign-in.'
+      : `${data.length === 1 ? 'One passkey signs' : `${data.length} passkeys sign`} you in without a password; a password sign-in asks for one of them as its second step.`;
+  pk.state.classList.toggle('muted', data.length === 0);
+}
+
+function clearPasskeyMessages() {
+  for (const box of [pk.error, pk.status, pk.addError, pk.renameError]) say(box, '');
+  pk.reauth.hidden = true;
+}
+
+/** A refusal of a passkey change in words; a sign-in too old for it offers a new sign-in instead (step-up). */
+function passkeyFailed(err, box = pk.error) {
+  if (needsRecentSignIn(err)) {
+    pk.reauth.hidden = false;
+    document.getElementById('passkeys-reauth-button').focus();
+    return;
+  }
+  if (passkeyDialogDismissed(err)) return say(box, 'No passkey was made: the browser’s dialog was closed. Try again when ready.');
+  say(box, explain(err));
+}
+
+pk.add.addEventListener('submit', async (event) => {
+  event.preventDefault();
+  clearPasskeyMessages();
+  const name = pk.add.name.value.trim();
+  if (!name) {
+    pk.add.name.focus();
+    return say(pk.addError, 'Give the passkey a name, such as the device that holds it.');
+  }
+  const button = document.getElementById('passkey-add-button');
+  button.disabled = true;
+  try {
+    const added = await addPasskey(name);
+    pk.add.reset();
+    await loadPasskeys();
+    say(pk.status, `Passkey “${added.name}” added. You can now sign in with it.`);
+  } catch (err) {
+    passkeyFailed(err, pk.addError);
+  } finally {
+    button.disabled = false;
+  }
+});
+
+pk.body.addEventListener('click', async (event) => {
+  const button = event.target.closest('button[data-action]');
+  if (!button) return;
+  clearPasskeyMessages();
+  const id = button.closest('tr').dataset.passkey;
+  const name = button.dataset.name;
+  if (button.dataset.action === 'rename') {
+    renaming = { id, button };
+    pk.rename.hidden = false;
+    pk.rename.name.value = name;
+    pk.rename.name.select();
+    return;
+  }
+  const yes = await confirmed({
+    title: `Remove passkey “${name}”?`,
+    text: 'It will no longer sign you in. The device may still list it; you can delete it there too.',
+    button: 'Remove',
+  });
+  if (!yes) return button.focus();
+  button.disabled = true;
+  try {
+    await authApi(`/auth/passkeys/${encodeURIComponent(id)}`, { method: 'DELETE' });
+    await loadPasskeys();
+    say(pk.status, `Passkey “${name}” removed.`);
+    document.getElementById('passkey-name').focus();
+  } catch (err) {
+    button.disabled = false;
+    passkeyFailed(err);
+  }
+});
+
+pk.rename.addEventListener('submit', async (event) => {
+  event.preventDefault();
+  say(pk.renameError, '');
+  const name = pk.rename.name.value.trim();
+  if (!name) return say(pk.renameError, 'Give the passkey a name.');
+  try {
+    await authApi(`/auth/passkeys/${encodeURIComponent(renaming.id)}`, { method: 'PATCH', body: { name } });
+    pk.rename.hidden = true;
+    await loadPasskeys();
+    say(pk.status, `Passkey renamed to “${name}”.`);
+  } catch (err) {
+    say(pk.renameError, explain(err));
+  }
+});
+
+document.getElementById('passkey-rename-cancel').addEventListener('click', () => {
+  pk.rename.hidden = true;
+  const row = renaming && pk.body.querySelector(`tr[data-passkey="${CSS.escape(renaming.id)}"] button[data-action="rename"]`);
+  row?.focus();
+});
+
+document.getElementById('passkeys-reauth-button').addEventListener('click', async () => {
+  try {
+    await signOut(false);
+  } catch (err) {
+    return say(pk.error, explain(err));
+  }
+  location.assign('/?again=1&next=%2Faccount');
+});
+
+if (!passkeysSupported()) {
+  pk.add.hidden = true;
+  say(pk.error, 'This browser cannot make passkeys. You can still see and remove those you have.');
+}
+
 async function start() {
   let user;
   try {
@@ -381,7 +568,7 @@ async function start() {
   showProfile(user);
   document.getElementById('account').hidden = false;
   try {
-    await Promise.all([loadProfile(), loadSessions(), loadTotp()]);
+    await Promise.all([loadProfile(), loadSessions(), loadTotp(), loadPasskeys()]);
   } catch (err) {
     say(errorBox, explain(err));
   }

@@ -1,5 +1,13 @@
 import { ApiError, api, say } from '/assets/api.js';
-import { explain, returnPage, signInByMail, signInWithCode } from '/assets/accounts/session.js';
+import {
+  answerWithPasskey,
+  explain,
+  passkeyDialogDismissed,
+  passkeysSupported,
+  returnPage,
+  signInByMail,
+  signInWithCode,
+} from '/assets/accounts/session.js';
 import { takeTokenFromFragment } from '/assets/accounts/fragment.js';
 
 // Opening the page spends nothing (a mail scanner that follows the link signs nobody in):
@@ -13,6 +21,8 @@ const factorForm = document.getElementById('factor-form');
 const token = takeTokenFromFragment();
 let email = '';
 let challenge;
+/** The passkey options of the second step, for an account with passkeys. */
+let passkeyOptions;
 
 if (token) {
   linkForm.hidden = false;
@@ -23,9 +33,22 @@ if (token) {
 function done(outcome) {
   if (outcome.challenge) {
     challenge = outcome.challenge;
+    passkeyOptions = passkeysSupported() ? outcome.passkey : undefined;
     for (const form of [linkForm, requestForm, codeForm]) form.hidden = true;
     factorForm.hidden = false;
-    factorForm.code.focus();
+    document.getElementById('factor-passkey-button').hidden = !passkeyOptions;
+    if (passkeyOptions && !outcome.methods.includes('totp')) {
+      // Passkeys only: no code to type.
+      factorForm.querySelector('.field').hidden = true;
+      document.getElementById('factor-button').hidden = true;
+      document.getElementById('factor-intro').textContent = 'Now use one of your passkeys.';
+      document.getElementById('factor-passkey-button').focus();
+    } else {
+      if (passkeyOptions)
+        document.getElementById('factor-intro').textContent =
+          'Use one of your passkeys, or enter the 6-digit code your authenticator app shows now, or one of your recovery codes.';
+      factorForm.code.focus();
+    }
     return;
   }
   location.assign(returnPage(null, outcome));
@@ -71,3 +94,14 @@ factorForm.addEventListener('submit', (event) => {
   event.preventDefault();
   attempt(document.getElementById('factor-button'), () => signInWithCode(challenge, factorForm.code.value.trim()));
 });
+
+document.getElementById('factor-passkey-button').addEventListener('click', (event) =>
+  attempt(event.currentTarget, async () => {
+    try {
+      return await answerWithPasskey(challenge, passkeyOptions);
+    } catch (err) {
+      if (passkeyDialogDismissed(err)) throw new ApiError(0, 'No passkey was used. Try again when ready.');
+      throw err;
+    }
+  }),
+);

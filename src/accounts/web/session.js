@@ -77,8 +77,8 @@ function signedOutElsewhere(err) {
 /** Signs in and keeps the session (its refresh token goes into the cookie); answers the user. */
 export async function signIn(email, password) {
   const { data } = await api('/auth/browser/login', { method: 'POST', body: { email, password }, headers: CSRF });
-  // An account with two-step sign-in: no session yet, the challenge goes on to signInWithCode.
-  if (data.mfa_required) return { challenge: data.challenge };
+  // An account with two-step sign-in: no session yet, the challenge goes on to signInWithCode or answerWithPasskey.
+  if (data.mfa_required) return secondStep(data);
   keep(data);
   return data.user;
 }
@@ -86,7 +86,7 @@ export async function signIn(email, password) {
 /** A sign-in with a mail's link token, or its code and address; answers the user, or the challenge of a second factor. */
 export async function signInByMail(body) {
   const { data } = await api('/auth/browser/email-signin', { method: 'POST', body, headers: CSRF });
-  if (data.mfa_required) return { challenge: data.challenge };
+  if (data.mfa_required) return secondStep(data);
   keep(data);
   return data.user;
 }
@@ -99,6 +99,47 @@ export async function signInWithCode(challenge, typed) {
   keep(data);
   return data.user;
 }
+
+/** What the second step of a sign-in needs: its challenge, what it accepts, and the passkey options when the account has passkeys. */
+const secondStep = (data) => ({ challenge: data.challenge, methods: data.methods, passkey: data.passkey });
+
+/** Whether this browser can use passkeys (WebAuthn with the JSON helpers). */
+export const passkeysSupported = () =>
+  typeof PublicKeyCredential !== 'undefined' && typeof PublicKeyCredential.parseRequestOptionsFromJSON === 'function';
+
+/** The browser's passkey dialog for request options of the API; answers the credential as JSON for the API. */
+async function assertWithPasskey(options) {
+  const credential = await navigator.credentials.get({ publicKey: PublicKeyCredential.parseRequestOptionsFromJSON(options) });
+  return credential.toJSON();
+}
+
+/** A sign-in with a passkey alone (no email): keeps the session; answers the user. */
+export async function signInWithPasskey() {
+  const { data: options } = await api('/auth/passkeys/sign-in/options', { method: 'POST' });
+  const response = await assertWithPasskey(options);
+  const { data } = await api('/auth/browser/passkey-sign-in', { method: 'POST', body: { response }, headers: CSRF });
+  keep(data);
+  return data.user;
+}
+
+/** The second step of a sign-in answered with one of the account's passkeys. Keeps the session; answers the user. */
+export async function answerWithPasskey(challenge, options) {
+  const passkey = await assertWithPasskey(options);
+  const { data } = await api('/auth/browser/login/factor', { method: 'POST', body: { challenge, passkey }, headers: CSRF });
+  keep(data);
+  return data.user;
+}
+
+/** Adds a passkey named `name`: the browser makes it for the API's options, the API stores it. Answers the passkey. */
+export async function addPasskey(name) {
+  const { data: options } = await authApi('/auth/passkeys/registration-options', { method: 'POST' });
+  const credential = await navigator.credentials.create({ publicKey: PublicKeyCredential.parseCreationOptionsFromJSON(options) });
+  const { data } = await authApi('/auth/passkeys', { method: 'POST', body: { name, response: credential.toJSON() } });
+  return data;
+}
+
+/** The browser's passkey dialog was closed, timed out or refused (not an error of the service). */
+export const passkeyDialogDismissed = (err) => err instanceof DOMException && (err.name === 'NotAllowedError' || err.name === 'AbortError');
 
 /** The refusal of a sensitive change whose sign-in is too old (REAUTH_MAX_AGE): a new sign-in is the answer, not a refresh. */
 export const needsRecentSignIn = (err) => err instanceof ApiError && err.status === 401 && /^reauthentication_required/.test(err.message);

@@ -1,5 +1,15 @@
 import { ApiError, api, countDown, say } from '/assets/api.js';
-import { explain, resumeSession, returnPage, signIn, signInWithCode } from '/assets/accounts/session.js';
+import {
+  answerWithPasskey,
+  explain,
+  passkeyDialogDismissed,
+  passkeysSupported,
+  resumeSession,
+  returnPage,
+  signIn,
+  signInWithCode,
+  signInWithPasskey,
+} from '/assets/accounts/session.js';
 
 const form = document.getElementById('signin-form');
 const button = document.getElementById('signin-button');
@@ -9,8 +19,9 @@ const verifyHint = document.getElementById('signin-verify');
 const factorForm = document.getElementById('factor-form');
 const factorButton = document.getElementById('factor-button');
 const factorError = document.getElementById('factor-error');
-/** The challenge of a right password for an account with two-step sign-in. */
+/** The challenge of a right password for an account with two-step sign-in, and its passkey options (with passkeys). */
 let challenge;
+let passkeyOptions;
 const params = new URLSearchParams(location.search);
 let locked = false;
 
@@ -38,7 +49,7 @@ form.addEventListener('submit', async (event) => {
   button.disabled = true;
   try {
     const outcome = await signIn(email, password);
-    if (outcome.challenge) return askForCode(outcome.challenge);
+    if (outcome.challenge) return askForSecondStep(outcome);
     location.assign(returnPage(params.get('next'), outcome));
   } catch (err) {
     button.disabled = false;
@@ -50,15 +61,80 @@ form.addEventListener('submit', async (event) => {
   }
 });
 
-/** The second step: the password form gives way to the code form. */
-function askForCode(value) {
-  challenge = value;
+/** The second step: the password form gives way to the code form, a passkey button, or both, as the account has them. */
+function askForSecondStep(step) {
+  challenge = step.challenge;
+  passkeyOptions = passkeysSupported() ? step.passkey : undefined;
+  const codes = step.methods.includes('totp');
   form.hidden = true;
+  passkeyPanel.hidden = true;
   factorForm.hidden = false;
+  document.getElementById('factor-code-part').hidden = !codes;
+  document.getElementById('factor-passkey-part').hidden = !passkeyOptions;
+  document.getElementById('factor-intro').textContent =
+    codes && passkeyOptions
+      ? 'Your password was right. Use one of your passkeys, or enter the 6-digit code your authenticator app shows now, or one of your recovery codes.'
+      : codes
+        ? 'Your password was right. Enter the 6-digit code your authenticator app shows now, or one of your recovery codes.'
+        : passkeyOptions
+          ? 'Your password was right. Now use one of your passkeys.'
+          : 'Your password was right, but this browser cannot use passkeys, the second step your account asks for. Sign in with a browser that can.';
   say(factorError, '');
   factorForm.code.value = '';
-  factorForm.code.focus();
+  if (codes) factorForm.code.focus();
+  else if (passkeyOptions) document.getElementById('factor-passkey-button').focus();
 }
+
+/** A spent or expired challenge: back to the password form. */
+function startAgain() {
+  factorForm.hidden = true;
+  form.hidden = false;
+  passkeyPanel.hidden = !passkeysSupported();
+  button.disabled = false;
+  form.password.value = '';
+  form.password.focus();
+  say(errorBox, 'The sign-in took too long or had too many wrong codes. Enter your password again.');
+}
+
+document.getElementById('factor-passkey-button').addEventListener('click', async (event) => {
+  const passkeyButton = event.currentTarget;
+  say(factorError, '');
+  passkeyButton.disabled = true;
+  try {
+    const user = await answerWithPasskey(challenge, passkeyOptions);
+    location.assign(returnPage(params.get('next'), user));
+  } catch (err) {
+    passkeyButton.disabled = false;
+    if (err instanceof ApiError && err.status === 401 && /challenge/.test(err.message)) return startAgain();
+    if (passkeyDialogDismissed(err)) return say(factorError, 'No passkey was used. Try again, or use another way if your account has one.');
+    say(factorError, err instanceof ApiError && err.status === 401 ? 'That passkey was not accepted. Try another one.' : explain(err));
+  }
+});
+
+// ---- sign-in with a passkey alone ----------------------------------------------------------------
+
+const passkeyPanel = document.getElementById('passkey-signin');
+const passkeyError = document.getElementById('passkey-signin-error');
+passkeyPanel.hidden = !passkeysSupported();
+
+document.getElementById('passkey-signin-button').addEventListener('click', async (event) => {
+  const passkeyButton = event.currentTarget;
+  say(passkeyError, '');
+  passkeyButton.disabled = true;
+  try {
+    const user = await signInWithPasskey();
+    location.assign(returnPage(params.get('next'), user));
+  } catch (err) {
+    passkeyButton.disabled = false;
+    if (passkeyDialogDismissed(err)) return say(passkeyError, 'No passkey was used. Try again, or sign in with your email and password.');
+    say(
+      passkeyError,
+      err instanceof ApiError && err.status === 401
+        ? 'That passkey is not registered here, or the sign-in took too long. Try again, or sign in with your email and password.'
+        : explain(err),
+    );
+  }
+});
 
 factorForm.addEventListener('submit', async (event) => {
   event.preventDefault();
@@ -72,14 +148,7 @@ factorForm.addEventListener('submit', async (event) => {
   } catch (err) {
     factorButton.disabled = false;
     // A spent or expired challenge: the password must be given again.
-    if (err instanceof ApiError && err.status === 401 && /challenge/.test(err.message)) {
-      factorForm.hidden = true;
-      form.hidden = false;
-      button.disabled = false;
-      form.password.value = '';
-      form.password.focus();
-      return say(errorBox, 'The sign-in took too long or had too many wrong codes. Enter your password again.');
-    }
+    if (err instanceof ApiError && err.status === 401 && /challenge/.test(err.message)) return startAgain();
     say(
       factorError,
       err instanceof ApiError && err.status === 401 ? 'That code is not right. Check your app and try again.' : explain(err),
