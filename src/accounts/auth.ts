@@ -55,7 +55,7 @@ export function requireRecentAuthentication(scope: App, stepUp: StepUp): void {
 }
 
 export const MFA_ENROLLMENT_REQUIRED =
-  'mfa_enrollment_required: admin routes need two-step sign-in on the admin account; turn it on (POST /auth/factors/totp, then /auth/factors/totp/confirm) and sign in again with its code.';
+  'mfa_enrollment_required: admin routes need two-step sign-in on the admin account; add a factor (TOTP: POST /auth/factors/totp, then /auth/factors/totp/confirm; or a passkey: POST /auth/passkeys/registration-options, then POST /auth/passkeys) and sign in again with it.';
 export const MFA_SIGN_IN_REQUIRED =
   'mfa_sign_in_required: admin routes need a sign-in with your second factor; sign in again (POST /auth/login, then POST /auth/login/factor) and retry with the new token.';
 
