@@ -552,3 +552,38 @@ describe('removal', () => {
 });
 
 noSecretInAnyResponse();
+
+describe('REQUIRE_ADMIN_MFA', () => {
+  test('a passkey is a second factor an admin may use: without one the admin routes refuse, with one a passkey sign-in reaches them', async () => {
+    const strict = await suite.app({ SMTP_URL: smtp.url, ACCOUNTS_PUBLIC_URL: PUBLIC_URL, REQUIRE_ADMIN_MFA: 'true' }, { clock });
+    const admin = await registerUser(strict, { name: 'Key Admin', email: uniqueEmail('key-admin'), password: PASSWORD });
+    await suite.pool.query(`UPDATE users SET role = 'admin' WHERE id = $1`, [admin.id]);
+    const first = await json(strict, 'POST', '/auth/login', { email: admin.email, password: PASSWORD });
+    assert.equal(first.statusCode, 200, first.body);
+    const passwordOnly = first.json().data.token as string;
+    assertError(await strict.inject({ method: 'GET', url: '/admin/users', headers: bearer(passwordOnly) }), 403, /mfa_enrollment_required/);
+
+    // Enrolment stays reachable: the admin adds a passkey with that token.
+    const authenticator = new SoftAuthenticator(ORIGIN);
+    const options = await json(strict, 'POST', '/auth/passkeys/registration-options', undefined, bearer(passwordOnly));
+    assert.equal(options.statusCode, 200, options.body);
+    const added = await json(
+      strict,
+      'POST',
+      '/auth/passkeys',
+      { name: 'Admin key', response: authenticator.create(options.json().data).json },
+      bearer(passwordOnly),
+    );
+    assert.equal(added.statusCode, 201, added.body);
+    await smtp.waitForMail(admin.email);
+
+    const signInOptionsRes = await strict.inject({ method: 'POST', url: '/auth/passkeys/sign-in/options', remoteAddress: '10.77.0.1' });
+    assert.equal(signInOptionsRes.statusCode, 200, signInOptionsRes.body);
+    const signedIn = await json(strict, 'POST', '/auth/passkeys/sign-in', { response: authenticator.get(signInOptionsRes.json().data) });
+    assert.equal(signedIn.statusCode, 200, signedIn.body);
+    const token = signedIn.json().data.token as string;
+    assert.equal(decodeJwt(token).aal, 'aal2');
+    const listed = await strict.inject({ method: 'GET', url: '/admin/users', headers: bearer(token) });
+    assert.equal(listed.statusCode, 200, listed.body);
+  });
+});
