@@ -9,14 +9,13 @@ import { AdminUsers } from './auth/admin-users.js';
 import { EmailFlows } from './auth/email-flows.js';
 import { Mfa } from './auth/mfa.js';
 import { MfaLimits } from './auth/mfa-limits.js';
-import { MfaRepository } from './auth/mfa-repository.js';
 import type { MailQueue } from './auth/mails.js';
 import { Passwords, idpPasswordHasher } from './auth/passwords.js';
 import { OtpLimits } from './auth/otp-limits.js';
 import { PasswordUpdateLimits } from './auth/password-update-limits.js';
 import { AuthRateLimits } from './auth/rate-limits.js';
 import { RedirectPolicy } from './auth/redirects.js';
-import { AuthRepository } from './auth/repository.js';
+import { AuthStores } from './auth/store/stores.js';
 import { authRoutes } from './auth/api.js';
 import { jwksRoute } from './auth/routes/jwks.js';
 import { IDP_DOCUMENT } from './auth/schemas.js';
@@ -116,10 +115,10 @@ async function buildIdp({
 
   const hasher = deps.passwordHasher ?? idpPasswordHasher({ maxQueued: config.BCRYPT_QUEUE_MAX });
   if (!deps.passwordHasher) onClose(() => hasher.close());
-  const authRepository = new AuthRepository(pool);
+  const stores = new AuthStores(pool);
   const passwords = await Passwords.create(hasher);
   const auth = new AuthService(
-    authRepository,
+    stores,
     keys,
     passwords,
     clock,
@@ -139,7 +138,7 @@ async function buildIdp({
     app.log.warn(
       'SMTP_URL is not set: the idp sends no mail (confirmation, recovery, magic links are dropped); admin generate_link still returns links',
     );
-  const emailFlows = new EmailFlows(authRepository, auth, passwords, limits, clock, {
+  const emailFlows = new EmailFlows(stores, auth, passwords, limits, clock, {
     otpExpirySeconds: config.IDP_MAILER_OTP_EXP,
     apiUrl: `${config.IDP_SITE_URL}/auth/v1`,
     redirects: new RedirectPolicy(config.IDP_APP_URL, config.IDP_REDIRECT_URLS),
@@ -177,10 +176,10 @@ async function buildIdp({
   await app.register(rootPageRoute);
   const gateway = { publishable: config.IDP_PUBLISHABLE_KEY, secret: config.IDP_SECRET_KEY };
   const users = {
-    admin: new AdminUsers(auth, authRepository, passwords, clock),
+    admin: new AdminUsers(auth, stores.users, passwords, clock),
     self: new UserUpdates({
       auth,
-      repo: authRepository,
+      users: stores.users,
       passwords,
       clock,
       flows: emailFlows,
@@ -202,21 +201,13 @@ async function buildIdp({
     challengeLifetimeSeconds: config.IDP_MFA_CHALLENGE_EXPIRY_DURATION,
     ipv6: { prefix: config.RATE_LIMIT_IPV6_PREFIX, widePrefix: config.RATE_LIMIT_IPV6_WIDE_PREFIX },
   });
-  const mfa = new Mfa(
-    auth,
-    new MfaRepository(pool),
-    authRepository,
-    mfaLimits,
-    new SecretBox(config.IDP_SECRET_KEY, 'idp totp secrets'),
-    clock,
-    {
-      challengeExpirySeconds: config.IDP_MFA_CHALLENGE_EXPIRY_DURATION,
-      factorExpirySeconds: config.IDP_MFA_FACTOR_EXPIRY_DURATION,
-      maxEnrolledFactors: config.IDP_MFA_MAX_ENROLLED_FACTORS,
-      maxVerifiedFactors: config.IDP_MFA_MAX_VERIFIED_FACTORS,
-      defaultIssuer: new URL(config.IDP_APP_URL).host,
-    },
-  );
+  const mfa = new Mfa(auth, stores.mfa, stores.users, mfaLimits, new SecretBox(config.IDP_SECRET_KEY, 'idp totp secrets'), clock, {
+    challengeExpirySeconds: config.IDP_MFA_CHALLENGE_EXPIRY_DURATION,
+    factorExpirySeconds: config.IDP_MFA_FACTOR_EXPIRY_DURATION,
+    maxEnrolledFactors: config.IDP_MFA_MAX_ENROLLED_FACTORS,
+    maxVerifiedFactors: config.IDP_MFA_MAX_VERIFIED_FACTORS,
+    defaultIssuer: new URL(config.IDP_APP_URL).host,
+  });
   await app.register(authRoutes, {
     prefix: '/auth/v1',
     gateway,

@@ -5,7 +5,7 @@ import { AuthError, authErrors } from './errors.js';
 import { parseBanDuration } from './go-duration.js';
 import { checkMetadataLimits } from './metadata.js';
 import { checkPasswordTooLong, type Passwords, passwordWeakness } from './passwords.js';
-import type { AuthRepository, UserChanges } from './repository.js';
+import type { UserChanges, UserStore } from './store/users.js';
 import { type AuthService, checkStorableMetadata, UUID } from './service.js';
 import { toUser, type User } from './user.js';
 
@@ -68,7 +68,7 @@ function checkUserId(id: string): void {
 export class AdminUsers {
   constructor(
     private readonly auth: AuthService,
-    private readonly repo: AuthRepository,
+    private readonly users: UserStore,
     private readonly passwords: Passwords,
     private readonly clock: Clock,
   ) {}
@@ -77,14 +77,14 @@ export class AdminUsers {
     await this.auth.requireAdmin(caller);
     const page = pageNumber('page', query.page, 1);
     const perPage = Math.min(pageNumber('per_page', query.per_page, DEFAULT_PER_PAGE), MAX_PER_PAGE);
-    const { users, total } = await this.repo.listUsers(perPage, (page - 1) * perPage);
+    const { users, total } = await this.users.listUsers(perPage, (page - 1) * perPage);
     return { users: users.map(toUser), aud: 'authenticated', page, perPage, total };
   }
 
   async get(caller: Caller, id: string): Promise<User> {
     await this.auth.requireAdmin(caller);
     checkUserId(id);
-    const user = await this.repo.findUserById(id);
+    const user = await this.users.findUserById(id);
     if (!user) throw authErrors.userNotFound();
     return toUser(user);
   }
@@ -111,7 +111,7 @@ export class AdminUsers {
       if (weakness) throw authErrors.weakPassword(weakness.message, weakness.reasons);
       passwordHash = await this.passwords.hash(attrs.password);
     }
-    const updated = await this.repo.updateUser(id, (current): UserChanges => {
+    const updated = await this.users.updateUser(id, (current): UserChanges => {
       const userMetadata = attrs.user_metadata && mergeMetadata(current.raw_user_meta_data, attrs.user_metadata);
       const appMetadata = attrs.app_metadata && mergeMetadata(current.raw_app_meta_data, attrs.app_metadata);
       checkMetadataLimits('user_metadata', userMetadata);

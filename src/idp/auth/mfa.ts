@@ -5,8 +5,9 @@ import { type SecretBox, base32Encode, matchingTotpStep, newTotpSecret, otpauthU
 import type { Caller } from '../gateway.js';
 import { AuthError, authErrors } from './errors.js';
 import type { MfaLimits } from './mfa-limits.js';
-import type { FactorRecord, MfaRepository } from './mfa-repository.js';
-import type { AuthRepository, SessionRow } from './repository.js';
+import type { FactorRecord, MfaStore } from './store/mfa.js';
+import type { SessionRow } from './store/sessions.js';
+import type { UserStore } from './store/users.js';
 import { type AuthService, type TokenResponse, UUID, newRefreshToken, sha256 } from './service.js';
 import { type Factor, type UserRow, toFactor } from './user.js';
 
@@ -49,8 +50,8 @@ function checkName(field: string, value: string): void {
 export class Mfa {
   constructor(
     private readonly auth: AuthService,
-    private readonly repo: MfaRepository,
-    private readonly users: AuthRepository,
+    private readonly repo: MfaStore,
+    private readonly users: UserStore,
     private readonly limits: MfaLimits,
     private readonly secrets: SecretBox,
     private readonly clock: Clock,

@@ -9,7 +9,8 @@ import { AuthError, authErrors, OAuthError } from './errors.js';
 import { checkMetadataLimits } from './metadata.js';
 import { checkPasswordTooLong, type Passwords, passwordWeakness, randomPassword } from './passwords.js';
 import type { Pkce } from './email-flows.js';
-import type { AuthRepository, SessionRow } from './repository.js';
+import type { SessionRow } from './store/sessions.js';
+import type { AuthStores } from './store/stores.js';
 import { goTime, toUser, type User, type UserRow } from './user.js';
 
 export interface TokenResponse {
@@ -143,7 +144,7 @@ export function checkStorableMetadata(field: string, value: unknown): void {
 
 export class AuthService {
   constructor(
-    private readonly repo: AuthRepository,
+    private readonly stores: AuthStores,
     private readonly keys: SigningKeys,
     private readonly passwords: Passwords,
     private readonly clock: Clock,
@@ -200,7 +201,7 @@ export class AuthService {
     const data = input.data ?? {};
     checkStorableMetadata('data', data);
     checkMetadataLimits('data', data);
-    const user = await this.repo.createAnonymousUser(data, this.now());
+    const user = await this.stores.users.createAnonymousUser(data, this.now());
     return this.newSession(user.id, 'anonymous');
   }
 
@@ -227,13 +228,13 @@ export class AuthService {
     // Hashing first means every branch below costs one bcrypt, whether or not the address is taken.
     const passwordHash = await this.passwords.hash(password);
     const now = this.now();
-    const existing = await this.repo.findUserByEmail(email);
+    const existing = await this.stores.users.findUserByEmail(email);
     if (existing) return this.signUpExisting(existing, email, data, now, redirectTo, pkce);
 
     const confirmed = this.settings.autoconfirm;
     const confirmation = this.settings.confirmation;
     if (!confirmed) await confirmation?.before(email);
-    const created = await this.repo.createUser(
+    const created = await this.stores.users.createUser(
       {
         email,
         passwordHash,
@@ -248,7 +249,7 @@ export class AuthService {
     );
     // Lost a race with a concurrent signup of the same address: answer as if it existed before.
     if (created === undefined) {
-      const winner = await this.repo.findUserByEmail(email);
+      const winner = await this.stores.users.findUserByEmail(email);
       if (winner) return this.signUpExisting(winner, email, data, now, redirectTo, pkce);
       throw authErrors.unexpected('Database error saving new user');
     }
@@ -274,11 +275,11 @@ export class AuthService {
     if (existing.email_confirmed_at === null) {
       // Still unconfirmed: a new confirmation mail; the stored password is left alone.
       const user = confirmation
-        ? await this.repo.transaction(async (client) => {
+        ? await this.stores.transaction(async (client) => {
             await confirmation.send(client, existing, redirectTo, pkce);
-            return this.repo.findUserById(existing.id, client);
+            return this.stores.users.findUserById(existing.id, client);
           })
-        : await this.repo.markConfirmationSent(existing.id, now);
+        : await this.stores.users.markConfirmationSent(existing.id, now);
       confirmation?.committed();
       if (user) return toUser(user);
     }
@@ -307,7 +308,7 @@ export class AuthService {
     // No stored address contains U+0000, and PostgreSQL refuses it even as a parameter (a 500 before).
     // Looked up as sent, lower-cased (GoTrue trims nothing): " a@b.c" is no one's address.
     const lookup = rawEmail === '' || rawEmail.includes('\u0000') ? undefined : rawEmail.toLowerCase();
-    const user = lookup === undefined ? undefined : await this.repo.findUserByEmail(lookup);
+    const user = lookup === undefined ? undefined : await this.stores.users.findUserByEmail(lookup);
     // Same work and same answer for an unknown address and a wrong password.
     const valid = await this.passwords.verify(password, user?.encrypted_password);
     if (!user || !valid) throw authErrors.invalidCredentials();
@@ -329,8 +330,8 @@ export class AuthService {
 
   private async newSession(userId: string, method: AuthMethod): Promise<TokenResponse> {
     const refreshToken = newRefreshToken();
-    const session = await this.repo.startSession(userId, sha256(refreshToken), this.now(), method);
-    const user = await this.repo.findUserById(userId);
+    const session = await this.stores.sessions.startSession(userId, sha256(refreshToken), this.now(), method);
+    const user = await this.stores.users.findUserById(userId);
     if (!user) throw authErrors.userNotFound();
     return this.tokenResponse(user, session, refreshToken);
   }
@@ -350,10 +351,10 @@ export class AuthService {
   async refresh(refreshToken: string | undefined): Promise<TokenResponse> {
     if (!refreshToken) throw new OAuthError('invalid_request', 'refresh_token required');
     // Before any rotation, as GoTrue checks it: a banned user's token stays as it was.
-    const bannedUntil = await this.repo.bannedUntilOfRefreshTokenOwner(sha256(refreshToken));
+    const bannedUntil = await this.stores.sessions.bannedUntilOfRefreshTokenOwner(sha256(refreshToken));
     if (bannedUntil && bannedUntil.getTime() > this.clock()) throw new AuthError(400, 'user_banned', 'Invalid Refresh Token: User Banned');
     const successor = this.successorOf(refreshToken);
-    const outcome = await this.repo.refresh(
+    const outcome = await this.stores.sessions.refresh(
       sha256(refreshToken),
       sha256(successor),
       this.now(),
@@ -364,7 +365,7 @@ export class AuthService {
       this.log.info({ session_id: outcome.session.id }, 'refresh token reused: session revoked');
       throw authErrors.refreshTokenAlreadyUsed();
     }
-    const user = await this.repo.findUserById(outcome.session.user_id);
+    const user = await this.stores.users.findUserById(outcome.session.user_id);
     if (!user) throw authErrors.refreshTokenNotFound();
     return this.tokenResponse(user, outcome.session, successor);
   }
@@ -424,7 +425,7 @@ export class AuthService {
     const sessionId = claims.session_id;
     const validSessionId = typeof sessionId === 'string' && UUID.test(sessionId);
     // One query for both; the errors keep GoTrue's order (user, then the claim, then the session).
-    const found = await this.repo.findUserWithSession(sub, validSessionId ? sessionId : undefined);
+    const found = await this.stores.sessions.findUserWithSession(sub, validSessionId ? sessionId : undefined);
     if (!found) throw authErrors.userFromSubNotFound();
     if (!validSessionId) throw authErrors.badJwt('invalid claim: session_id claim must be a UUID');
     const { user, session } = found;
@@ -441,7 +442,7 @@ export class AuthService {
 
   async logout(caller: Caller, scope: LogoutScope): Promise<void> {
     const { user, session } = await this.authenticate(caller);
-    await this.repo.deleteSessions(scope, session.id, user.id);
+    await this.stores.sessions.deleteSessions(scope, session.id, user.id);
   }
 
   // ---- admin ----------------------------------------------------------------------------------
@@ -477,7 +478,7 @@ export class AuthService {
     checkPasswordTooLong(password);
     const now = this.now();
     const confirmed = attrs.email_confirm === true;
-    const created = await this.repo.createUser({
+    const created = await this.stores.users.createUser({
       email,
       passwordHash: await this.passwords.hash(password),
       emailConfirmedAt: confirmed ? now : null,
@@ -493,7 +494,7 @@ export class AuthService {
   async adminDeleteUser(caller: Caller, id: string, softDelete: boolean): Promise<void> {
     await this.requireAdmin(caller);
     if (!UUID.test(id)) throw new AuthError(404, 'validation_failed', 'user_id must be an UUID');
-    const deleted = await (softDelete ? this.repo.softDeleteUser(id, this.now()) : this.repo.deleteUser(id)).catch(
+    const deleted = await (softDelete ? this.stores.users.softDeleteUser(id, this.now()) : this.stores.users.deleteUser(id)).catch(
       (err: { code?: string }) => {
         // An app table referencing auth.users without ON DELETE CASCADE / SET NULL blocks the delete.
         if (err.code === '23503') throw authErrors.unexpected('Database error deleting user');

@@ -1,13 +1,14 @@
 import { randomUUID } from 'node:crypto';
-import { type Pool, type PoolClient, isUniqueViolation, withTransaction } from '../../kit/db.js';
-import type { UserRow } from './user.js';
+import { type Pool, type PoolClient, isUniqueViolation, withTransaction } from '../../../kit/db.js';
+import type { UserRow } from '../user.js';
 
-// The only SQL of the auth endpoints. Runs on the admin pool: the idp owns the auth schema, which
-// the API roles cannot touch. Timestamps come from the injected clock, so expiry tests can move it.
+// The SQL of GoTrue's users (its models/user.go): the user row, its email identity, email
+// confirmation and change, administration. Runs on the admin pool: the idp owns the auth schema,
+// which the API roles cannot touch. Timestamps come from the injected clock, so expiry tests can move it.
 
 type Db = Pool | PoolClient;
 
-const USER_SELECT = `
+export const USER_SELECT = `
   SELECT u.id, u.aud, u.role, u.email, u.phone, u.encrypted_password, u.email_confirmed_at,
          u.phone_confirmed_at, u.confirmed_at, u.confirmation_sent_at, u.recovery_sent_at, u.invited_at,
          u.email_change, u.email_change_sent_at, u.email_change_confirm_status, u.last_sign_in_at,
@@ -27,33 +28,6 @@ const USER_SELECT = `
                     'last_challenged_at', f.last_challenged_at) ORDER BY f.created_at, f.id)
            FROM auth.mfa_factors f WHERE f.user_id = u.id), '[]'::json) AS factors
   FROM auth.users u`;
-
-/** A session's authentication methods, newest first (GoTrue's amr claim), for a query over `auth.sessions s`. */
-export const SESSION_AMR = `
-  coalesce((
-    SELECT json_agg(json_build_object('method', c.authentication_method,
-                                      'timestamp', floor(extract(epoch FROM c.updated_at))::bigint)
-                    ORDER BY c.updated_at DESC, c.authentication_method)
-    FROM auth.mfa_amr_claims c WHERE c.session_id = s.id), '[]'::json)`;
-
-/** The columns of a SessionRow, for a query over `auth.sessions s`. */
-export const SESSION_COLUMNS = `s.id, s.user_id, s.created_at, s.aal, ${SESSION_AMR} AS amr`;
-
-export type OneTimeTokenType =
-  | 'confirmation_token'
-  | 'recovery_token'
-  | 'email_change_token_current'
-  | 'email_change_token_new'
-  | 'reauthentication_token';
-
-/** The column that records when a token of each kind was last sent. */
-const SENT_AT_COLUMN: Record<OneTimeTokenType, string> = {
-  confirmation_token: 'confirmation_sent_at',
-  recovery_token: 'recovery_sent_at',
-  email_change_token_current: 'email_change_sent_at',
-  email_change_token_new: 'email_change_sent_at',
-  reauthentication_token: 'reauthentication_sent_at',
-};
 
 export interface NewUser {
   email: string;
@@ -95,31 +69,7 @@ export interface UserChanges {
 /** Rolls back an update whose new address someone took meanwhile. */
 class EmailTaken extends Error {}
 
-/** One authentication method of a session, as GoTrue's amr claim lists it. */
-export interface AmrEntry {
-  method: string;
-  /** Unix seconds. */
-  timestamp: number;
-}
-
-export type Aal = 'aal1' | 'aal2';
-
-export interface SessionRow {
-  id: string;
-  user_id: string;
-  created_at: Date;
-  aal: Aal;
-  amr: AmrEntry[];
-}
-
-/** What happened to a presented refresh token, decided under a lock on its session. */
-export type RefreshOutcome =
-  | { kind: 'not_found' }
-  | { kind: 'rotated'; session: SessionRow }
-  | { kind: 'current_returned'; session: SessionRow }
-  | { kind: 'reused'; session: SessionRow };
-
-export class AuthRepository {
+export class UserStore {
   constructor(private readonly pool: Pool) {}
 
   async findUserById(id: string, db: Db = this.pool): Promise<UserRow | undefined> {
@@ -209,153 +159,6 @@ export class AuthRepository {
     );
   }
 
-  // ---- one-time tokens (the links and codes of the idp's mails) -------------------------------
-
-  async transaction<T>(fn: (client: PoolClient) => Promise<T>): Promise<T> {
-    return withTransaction(this.pool, fn);
-  }
-
-  /**
-   * Replaces the user's token of this kind (one live token per kind, as GoTrue) and records when it
-   * was sent. `digest` is the SHA-256 of the link's token, `codeDigest` that of the code's hash: the
-   * table never holds a usable token.
-   */
-  /** A PKCE flow state for a mail about to be sent (GoTrue's NewFlowStateWithUserID). */
-  async createFlowState(
-    client: PoolClient,
-    flow: { userId: string; challenge: string; method: 's256' | 'plain'; authenticationMethod: string; now: Date },
-  ): Promise<void> {
-    await client.query(
-      `INSERT INTO auth.flow_state (id, user_id, code_challenge, code_challenge_method, authentication_method, created_at)
-       VALUES ($1, $2, $3, $4, $5, $6)`,
-      [randomUUID(), flow.userId, flow.challenge, flow.method, flow.authenticationMethod, flow.now],
-    );
-  }
-
-  /**
-   * After the link of a PKCE mail was verified: the user's newest flow state of that method made
-   * since `createdAfter` gets the auth code's digest. False when there is none.
-   */
-  async issueAuthCode(
-    client: PoolClient,
-    userId: string,
-    authenticationMethod: string,
-    codeDigest: string,
-    createdAfter: Date,
-    now: Date,
-  ): Promise<boolean> {
-    const { rowCount } = await client.query(
-      `UPDATE auth.flow_state SET auth_code_hash = $3, auth_code_issued_at = $5
-        WHERE id = (SELECT id FROM auth.flow_state
-                     WHERE user_id = $1 AND authentication_method = $2 AND auth_code_hash IS NULL AND created_at > $4
-                     ORDER BY created_at DESC LIMIT 1)`,
-      [userId, authenticationMethod, codeDigest, createdAfter, now],
-    );
-    return rowCount === 1;
-  }
-
-  async findFlowStateByCode(
-    codeDigest: string,
-  ): Promise<{ id: string; userId: string; challenge: string; method: 's256' | 'plain'; issuedAt: Date } | undefined> {
-    const { rows } = await this.pool.query<{
-      id: string;
-      user_id: string;
-      code_challenge: string;
-      code_challenge_method: 's256' | 'plain';
-      auth_code_issued_at: Date;
-    }>(`SELECT id, user_id, code_challenge, code_challenge_method, auth_code_issued_at FROM auth.flow_state WHERE auth_code_hash = $1`, [
-      codeDigest,
-    ]);
-    const row = rows[0];
-    return row
-      ? {
-          id: row.id,
-          userId: row.user_id,
-          challenge: row.code_challenge,
-          method: row.code_challenge_method,
-          issuedAt: row.auth_code_issued_at,
-        }
-      : undefined;
-  }
-
-  /** Deletes a flow state; true for the one caller that did (an auth code is exchanged once). */
-  async deleteFlowState(id: string): Promise<boolean> {
-    const { rowCount } = await this.pool.query('DELETE FROM auth.flow_state WHERE id = $1', [id]);
-    return rowCount === 1;
-  }
-
-  async issueOneTimeToken(
-    client: PoolClient,
-    token: { userId: string; type: OneTimeTokenType; digest: string; codeDigest: string; relatesTo: string; now: Date },
-  ): Promise<void> {
-    await client.query(
-      `INSERT INTO auth.one_time_tokens (user_id, token_type, token_hash, code_hash, relates_to, created_at)
-       VALUES ($1, $2, $3, $4, $5, $6)
-       ON CONFLICT (user_id, token_type) DO UPDATE SET token_hash = EXCLUDED.token_hash, code_hash = EXCLUDED.code_hash,
-         relates_to = EXCLUDED.relates_to, created_at = EXCLUDED.created_at`,
-      [token.userId, token.type, token.digest, token.codeDigest, token.relatesTo, token.now],
-    );
-    const sentAt = SENT_AT_COLUMN[token.type];
-    await client.query(`UPDATE auth.users SET ${sentAt} = $2, updated_at = $2 WHERE id = $1`, [token.userId, token.now]);
-  }
-
-  /**
-   * Uses a token: deletes its row when it is of one of `types` and was issued after `issuedAfter`,
-   * and returns whose it was. A single DELETE, so of two concurrent uses exactly one gets the row;
-   * an expired token is not used up, and answers like an unknown one.
-   */
-  async useOneTimeToken(
-    client: PoolClient,
-    digest: string,
-    types: readonly OneTimeTokenType[],
-    issuedAfter: Date,
-  ): Promise<{ userId: string; type: OneTimeTokenType; relatesTo: string } | undefined> {
-    const { rows } = await client.query<{ user_id: string; token_type: OneTimeTokenType; relates_to: string }>(
-      `DELETE FROM auth.one_time_tokens WHERE token_hash = $1 AND token_type = ANY($2) AND created_at > $3
-       RETURNING user_id, token_type, relates_to`,
-      [digest, types, issuedAfter],
-    );
-    const row = rows[0];
-    return row && { userId: row.user_id, type: row.token_type, relatesTo: row.relates_to };
-  }
-
-  /**
-   * The live tokens of `types` mailed to `address`, each known by its link digest (unique per issued
-   * token): what a code typed with that address may be compared against.
-   */
-  async liveTokensMailedTo(address: string, types: readonly OneTimeTokenType[], issuedAfter: Date): Promise<string[]> {
-    const { rows } = await this.pool.query<{ token_hash: string }>(
-      `SELECT token_hash FROM auth.one_time_tokens WHERE relates_to = $1 AND token_type = ANY($2) AND created_at > $3`,
-      [address, types, issuedAfter],
-    );
-    return rows.map((row) => row.token_hash);
-  }
-
-  /**
-   * Uses the token among `tokens` (link digests) whose code digest is `codeDigest`, as useOneTimeToken
-   * does for a link.
-   */
-  async useOneTimeCode(
-    client: PoolClient,
-    tokens: readonly string[],
-    codeDigest: string,
-    types: readonly OneTimeTokenType[],
-    issuedAfter: Date,
-  ): Promise<{ userId: string; type: OneTimeTokenType; relatesTo: string } | undefined> {
-    const { rows } = await client.query<{ user_id: string; token_type: OneTimeTokenType; relates_to: string }>(
-      `DELETE FROM auth.one_time_tokens WHERE token_hash = ANY($1) AND code_hash = $2 AND token_type = ANY($3) AND created_at > $4
-       RETURNING user_id, token_type, relates_to`,
-      [tokens, codeDigest, types, issuedAfter],
-    );
-    const row = rows[0];
-    return row && { userId: row.user_id, type: row.token_type, relatesTo: row.relates_to };
-  }
-
-  /** Voids tokens (by link digest): too many wrong codes were tried against them. */
-  async voidOneTimeTokens(tokens: readonly string[]): Promise<void> {
-    await this.pool.query(`DELETE FROM auth.one_time_tokens WHERE token_hash = ANY($1)`, [tokens]);
-  }
-
   /** The user's address is confirmed (a no-op when it already was), as GoTrue's user.Confirm. */
   async confirmEmail(client: PoolClient, userId: string, now: Date): Promise<void> {
     await client.query(
@@ -431,121 +234,6 @@ export class AuthRepository {
     return this.findUserById(userId);
   }
 
-  /** A new session (aal1, its one method `method`) with its first refresh token; records the sign-in. */
-  async startSession(userId: string, refreshTokenHash: string, now: Date, method: string): Promise<SessionRow> {
-    const { rows } = await this.pool.query<{ id: string; user_id: string; created_at: Date }>(
-      `WITH s AS (
-         INSERT INTO auth.sessions (user_id, created_at, updated_at) VALUES ($1, $3, $3)
-         RETURNING id, user_id, created_at),
-       t AS (
-         INSERT INTO auth.refresh_tokens (token, user_id, session_id, created_at, updated_at)
-         SELECT $2, $1, s.id, $3, $3 FROM s),
-       c AS (
-         INSERT INTO auth.mfa_amr_claims (session_id, created_at, updated_at, authentication_method)
-         SELECT s.id, $3, $3, $4 FROM s),
-       u AS (
-         UPDATE auth.users SET last_sign_in_at = $3, updated_at = $3 WHERE id = $1),
-       i AS (
-         UPDATE auth.identities SET last_sign_in_at = $3 WHERE user_id = $1 AND provider = 'email')
-       SELECT id, user_id, created_at FROM s`,
-      [userId, refreshTokenHash, now, method],
-    );
-    return { ...rows[0]!, aal: 'aal1', amr: [{ method, timestamp: Math.floor(now.getTime() / 1000) }] };
-  }
-
-  /**
-   * The user (not deleted) and, when `sessionId` is given, that session, in one round trip: every
-   * request with a bearer token needs both. undefined when there is no such user; `session`
-   * undefined when there is no such session (whoever it belongs to: the caller compares).
-   */
-  async findUserWithSession(
-    userId: string,
-    sessionId: string | undefined,
-  ): Promise<{ user: UserRow; session: SessionRow | undefined } | undefined> {
-    // Named: each connection parses and plans it once rather than on every request (planning
-    // was most of PostgreSQL's CPU for it); sent unnamed when DATABASE_NAMED_STATEMENTS=false.
-    const { rows } = await this.pool.query<
-      UserRow & {
-        session_id: string | null;
-        session_user_id: string | null;
-        session_created_at: Date | null;
-        session_aal: Aal | null;
-        session_amr: AmrEntry[] | null;
-      }
-    >({
-      name: 'idp-find-user-with-session',
-      text: `SELECT found.*, s.id AS session_id, s.user_id AS session_user_id, s.created_at AS session_created_at,
-                    s.aal AS session_aal, CASE WHEN s.id IS NULL THEN NULL ELSE ${SESSION_AMR} END AS session_amr
-               FROM (${USER_SELECT} WHERE u.id = $1 AND u.deleted_at IS NULL) found
-               LEFT JOIN auth.sessions s ON s.id = $2::uuid`,
-      values: [userId, sessionId ?? null],
-    });
-    const row = rows[0];
-    if (!row) return undefined;
-    const { session_id, session_user_id, session_created_at, session_aal, session_amr, ...user } = row;
-    const session =
-      session_id === null
-        ? undefined
-        : { id: session_id, user_id: session_user_id!, created_at: session_created_at!, aal: session_aal!, amr: session_amr! };
-    return { user, session };
-  }
-
-  /**
-   * Rotation with reuse detection, serialised per session (a row lock on it), so two refreshes
-   * racing with the same token see one rotation and one "immediately previous" token.
-   * `successorHash` is the hash of the token that replaces the presented one. A revoked token gets
-   * the current one back only when it is the immediately previous token and was replaced at most
-   * `reuseIntervalMs` ago (GoTrue's reuse interval, measured from the token's revocation as
-   * GoTrue does); any other revoked token is reuse, and the whole session with all its tokens goes.
-   */
-  async refresh(tokenHash: string, successorHash: string, now: Date, reuseIntervalMs: number): Promise<RefreshOutcome> {
-    return withTransaction(this.pool, async (client) => {
-      const found = await client.query<{ session_id: string }>('SELECT session_id FROM auth.refresh_tokens WHERE token = $1', [tokenHash]);
-      const sessionId = found.rows[0]?.session_id;
-      if (sessionId === undefined) return { kind: 'not_found' };
-      const sessions = await client.query<SessionRow>(
-        `SELECT ${SESSION_COLUMNS} FROM auth.sessions s
-         JOIN auth.users u ON u.id = s.user_id AND u.deleted_at IS NULL
-         WHERE s.id = $1 FOR UPDATE OF s`,
-        [sessionId],
-      );
-      const session = sessions.rows[0];
-      if (session === undefined) return { kind: 'not_found' };
-      const tokens = await client.query<{ token: string; revoked: boolean; updated_at: Date }>(
-        'SELECT token, revoked, updated_at FROM auth.refresh_tokens WHERE token = ANY($1) AND session_id = $2',
-        [[tokenHash, successorHash], sessionId],
-      );
-      const presented = tokens.rows.find((t) => t.token === tokenHash);
-      const successor = tokens.rows.find((t) => t.token === successorHash);
-      if (presented === undefined) return { kind: 'not_found' };
-      if (!presented.revoked) {
-        await client.query('UPDATE auth.refresh_tokens SET revoked = true, updated_at = $2 WHERE token = $1', [tokenHash, now]);
-        await client.query(
-          `INSERT INTO auth.refresh_tokens (token, user_id, session_id, parent, created_at, updated_at)
-           VALUES ($1, $2, $3, $4, $5, $5)`,
-          [successorHash, session.user_id, sessionId, tokenHash, now],
-        );
-        await client.query('UPDATE auth.sessions SET updated_at = $2 WHERE id = $1', [sessionId, now]);
-        return { kind: 'rotated', session };
-      }
-      // updated_at of a revoked token is when it was replaced (nothing else updates it).
-      const replacedRecently = now.getTime() - presented.updated_at.getTime() <= reuseIntervalMs;
-      if (successor !== undefined && !successor.revoked && replacedRecently) return { kind: 'current_returned', session };
-      // An older token, or the previous one after the interval: someone kept a copy. End the whole session.
-      await client.query('DELETE FROM auth.sessions WHERE id = $1', [sessionId]);
-      return { kind: 'reused', session };
-    });
-  }
-
-  async deleteSessions(scope: 'global' | 'local' | 'others', sessionId: string, userId: string): Promise<void> {
-    if (scope === 'global') {
-      await this.pool.query('DELETE FROM auth.sessions WHERE user_id = $1', [userId]);
-    } else {
-      const match = scope === 'local' ? '=' : '<>';
-      await this.pool.query(`DELETE FROM auth.sessions WHERE user_id = $1 AND id ${match} $2`, [userId, sessionId]);
-    }
-  }
-
   /** Hard delete: sessions, tokens, identities and rows of app tables follow by their ON DELETE rules. */
   async deleteUser(id: string): Promise<boolean> {
     const { rowCount } = await this.pool.query('DELETE FROM auth.users WHERE id = $1', [id]);
@@ -573,8 +261,6 @@ export class AuthRepository {
     });
   }
 
-  // ---- user administration and self-service updates ------------------------------------------
-
   /** One page of live users, newest first (GoTrue's default order), and how many there are. */
   async listUsers(limit: number, offset: number): Promise<{ users: UserRow[]; total: number }> {
     const [page, count] = await Promise.all([
@@ -585,15 +271,6 @@ export class AuthRepository {
       this.pool.query<{ total: string }>('SELECT count(*) AS total FROM auth.users WHERE deleted_at IS NULL'),
     ]);
     return { users: page.rows, total: Number(count.rows[0]!.total) };
-  }
-
-  /** Until when the owner of a refresh token is banned (null: not banned), undefined for an unknown token. */
-  async bannedUntilOfRefreshTokenOwner(tokenHash: string): Promise<Date | null | undefined> {
-    const { rows } = await this.pool.query<{ banned_until: Date | null }>(
-      'SELECT u.banned_until FROM auth.refresh_tokens t JOIN auth.users u ON u.id = t.user_id WHERE t.token = $1',
-      [tokenHash],
-    );
-    return rows[0]?.banned_until;
   }
 
   /**
