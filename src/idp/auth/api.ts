@@ -24,7 +24,9 @@ import { signupRoutes } from './routes/signup.js';
 import { tokenRoutes } from './routes/token.js';
 import { userRoutes } from './routes/user.js';
 import { verifyRoutes } from './routes/verify.js';
-import type { AuthService } from './service.js';
+import type { Authentication } from './authentication.js';
+import type { Sessions } from './sessions.js';
+import type { SignUp } from './sign-up.js';
 import type { UserUpdates } from './user-update.js';
 
 // The Supabase Auth (GoTrue) subset, mounted at /auth/v1 behind the gateway: what every route shares
@@ -47,14 +49,16 @@ export async function authRoutes(
   scope: App,
   opts: {
     gateway: GatewayKeys;
-    auth: AuthService;
+    signUp: SignUp;
+    sessions: Sessions;
+    authentication: Authentication;
     limits: AuthRateLimits;
     users: { admin: AdminUsers; self: UserUpdates };
     emailFlows: EmailFlows;
     mfa: { mfa: Mfa; limits: MfaLimits };
   },
 ): Promise<void> {
-  const { auth, limits, emailFlows: flows } = opts;
+  const { signUp, sessions, authentication, limits, emailFlows: flows } = opts;
   // The mail's link is opened by a browser, which has no key: Supabase's gateway leaves GET /verify
   // open too. It needs none, since the token in the link is the credential.
   const gateway = gatewayHook(opts.gateway);
@@ -86,12 +90,12 @@ export async function authRoutes(
   });
 
   // After the hooks and error handler above, so every route shares them.
-  signupRoutes(scope, { auth, limits });
-  tokenRoutes(scope, { auth, limits, emailFlows: flows });
-  settingsRoutes(scope, { auth });
-  userRoutes(scope, { auth, self: opts.users.self });
-  logoutRoutes(scope, { auth });
-  adminUserRoutes(scope, { auth, admin: opts.users.admin });
+  signupRoutes(scope, { signUp, limits });
+  tokenRoutes(scope, { authentication, sessions, limits, emailFlows: flows });
+  settingsRoutes(scope, { signUp });
+  userRoutes(scope, { authentication, self: opts.users.self });
+  logoutRoutes(scope, { authentication, sessions });
+  adminUserRoutes(scope, { admin: opts.users.admin });
   reauthenticateRoutes(scope, { self: opts.users.self });
   recoverRoutes(scope, { flows, limits });
   resendRoutes(scope, { flows, limits });

@@ -1,18 +1,19 @@
 import { createHash, randomBytes, randomInt, randomUUID, timingSafeEqual } from 'node:crypto';
 import type { Clock } from '../../kit/clock.js';
+import type { Authentication } from './authentication.js';
 import type { PoolClient } from '../../kit/db.js';
 import type { Caller } from '../gateway.js';
 import { parseEmail } from './email.js';
 import { AuthError, authErrors } from './errors.js';
 import { composeMail, type MailKind, type MailQueue, type MailSettings, reauthenticationMail } from './mails.js';
-import { checkMetadataLimits } from './metadata.js';
+import { checkMetadataLimits, checkStorableMetadata } from './metadata.js';
 import { checkPasswordTooLong, type Passwords, randomPassword } from './passwords.js';
 import type { OtpLimits } from './otp-limits.js';
 import type { AuthRateLimits } from './rate-limits.js';
 import type { RedirectPolicy } from './redirects.js';
 import type { OneTimeTokenType } from './store/one-time-tokens.js';
 import type { AuthStores } from './store/stores.js';
-import { type AuthService, checkStorableMetadata, type TokenResponse } from './service.js';
+import type { Sessions, TokenResponse } from './sessions.js';
 import { toUser, type User, type UserRow } from './user.js';
 
 // The flows that go through a mail (GoTrue's recover.go, verify.go, resend.go, admin generateLink
@@ -157,7 +158,8 @@ export class EmailFlows {
 
   constructor(
     private readonly stores: AuthStores,
-    private readonly auth: AuthService,
+    private readonly sessions: Sessions,
+    private readonly authentication: Authentication,
     private readonly passwords: Passwords,
     private readonly limits: AuthRateLimits,
     private readonly clock: Clock,
@@ -596,7 +598,7 @@ export class EmailFlows {
       return { user, type: resolvedType };
     });
     if ('message' in verified || 'authCode' in verified) return verified;
-    return { session: await this.auth.startSessionAfterVerification(verified.user.id), type: verified.type };
+    return { session: await this.sessions.startAfterVerification(verified.user.id), type: verified.type };
   }
 
   // ---- POST /token?grant_type=pkce (supabase-js exchangeCodeForSession) ---------------------------
@@ -629,7 +631,7 @@ export class EmailFlows {
     if (user.banned_until !== null && user.banned_until.getTime() > this.clock()) throw authErrors.userBanned();
     // Of concurrent exchanges, the one that deletes the row gets the session.
     if (!(await this.stores.flowStates.deleteFlowState(flow.id))) throw notFound();
-    return this.auth.startSessionAfterVerification(flow.userId);
+    return this.sessions.startAfterVerification(flow.userId);
   }
 
   // ---- POST /invite (supabase-js auth.admin.inviteUserByEmail) -------------------------------------
@@ -639,7 +641,7 @@ export class EmailFlows {
    * invited user who has not accepted yet gets a new one. A confirmed address is 422 email_exists.
    */
   async invite(caller: Caller, params: { email?: string; data?: Record<string, unknown> }, redirectTo: string | undefined): Promise<User> {
-    await this.auth.requireAdmin(caller);
+    await this.authentication.requireAdmin(caller);
     if (!params.email) throw authErrors.validation('An email address is required');
     const email = parseEmail(params.email);
     checkStorableMetadata('data', params.data);
@@ -680,7 +682,7 @@ export class EmailFlows {
    * create the user; recovery and magiclink need one.
    */
   async generateLink(caller: Caller, params: GenerateLinkParams, queryRedirect: string | undefined): Promise<GeneratedLink> {
-    await this.auth.requireAdmin(caller);
+    await this.authentication.requireAdmin(caller);
     const type = params.type ?? '';
     if (!['signup', 'invite', 'recovery', 'magiclink'].includes(type)) {
       if (type === 'email_change_current' || type === 'email_change_new') {

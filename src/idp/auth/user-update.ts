@@ -4,11 +4,11 @@ import { mergeMetadata } from './admin-users.js';
 import { parseEmail } from './email.js';
 import { AuthError, authErrors } from './errors.js';
 import type { EmailFlows } from './email-flows.js';
-import { checkMetadataLimits } from './metadata.js';
+import { checkMetadataLimits, checkStorableMetadata } from './metadata.js';
 import { checkPasswordTooLong, type Passwords, passwordWeakness } from './passwords.js';
 import type { PasswordUpdateLimits } from './password-update-limits.js';
 import type { UserStore } from './store/users.js';
-import { type AuthService, checkStorableMetadata } from './service.js';
+import type { Authentication } from './authentication.js';
 import { toUser, type User } from './user.js';
 
 // PUT /auth/v1/user (GoTrue's api/user.go UserUpdate): the signed-in user changes their own
@@ -28,7 +28,7 @@ export interface UserUpdateAttributes {
 }
 
 export interface UserUpdateDeps {
-  auth: AuthService;
+  auth: Authentication;
   users: UserStore;
   passwords: Passwords;
   clock: Clock;
@@ -45,7 +45,7 @@ export interface UserUpdateDeps {
 const RECENT_SIGN_IN_MS = 24 * 60 * 60_000;
 
 export class UserUpdates {
-  private readonly auth: AuthService;
+  private readonly auth: Authentication;
   private readonly users: UserStore;
   private readonly passwords: Passwords;
   private readonly clock: Clock;

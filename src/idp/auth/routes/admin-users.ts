@@ -5,7 +5,6 @@ import { described } from '../../../kit/http/openapi.js';
 import { callers } from '../../gateway.js';
 import type { AdminUsers, UserPage } from '../admin-users.js';
 import { AdminUserBody, AuthErrorSchema, KEY_SECURITY, UserSchema, authErrorResponses } from '../schemas.js';
-import type { AuthService } from '../service.js';
 
 // GoTrue's user administration (secret key):
 //   POST   /admin/users                      create a user
@@ -50,7 +49,7 @@ function pagingHeaders(request: FastifyRequest, page: UserPage): { link: string;
   return { link: links.join(', '), total: String(page.total) };
 }
 
-export function adminUserRoutes(scope: App, { auth, admin }: { auth: AuthService; admin: AdminUsers }): void {
+export function adminUserRoutes(scope: App, { admin }: { admin: AdminUsers }): void {
   scope.post(
     '/admin/users',
     {
@@ -64,7 +63,7 @@ export function adminUserRoutes(scope: App, { auth, admin }: { auth: AuthService
         response: { 200: UserSchema, ...authErrorResponses },
       },
     },
-    async (request) => auth.adminCreateUser(callers.get(request), request.body ?? {}),
+    async (request) => admin.create(callers.get(request), request.body ?? {}),
   );
 
   scope.delete(
@@ -81,7 +80,7 @@ export function adminUserRoutes(scope: App, { auth, admin }: { auth: AuthService
       },
     },
     async (request) => {
-      await auth.adminDeleteUser(callers.get(request), request.params.id, request.body?.should_soft_delete === true);
+      await admin.delete(callers.get(request), request.params.id, request.body?.should_soft_delete === true);
       return {};
     },
   );

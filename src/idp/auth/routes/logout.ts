@@ -3,11 +3,12 @@ import type { App } from '../../../kit/http/app.js';
 import { described } from '../../../kit/http/openapi.js';
 import { callers } from '../../gateway.js';
 import { USER_SECURITY, authErrorResponses } from '../schemas.js';
-import type { AuthService } from '../service.js';
+import type { Authentication } from '../authentication.js';
+import type { Sessions } from '../sessions.js';
 
 // POST /logout?scope=global|local|others: end the caller's sessions.
 
-export function logoutRoutes(scope: App, { auth }: { auth: AuthService }): void {
+export function logoutRoutes(scope: App, { authentication, sessions }: { authentication: Authentication; sessions: Sessions }): void {
   scope.post(
     '/logout',
     {
@@ -23,7 +24,8 @@ export function logoutRoutes(scope: App, { auth }: { auth: AuthService }): void 
       },
     },
     async (request, reply) => {
-      await auth.logout(callers.get(request), request.query.scope ?? 'global');
+      const caller = await authentication.authenticate(callers.get(request));
+      await sessions.signOut(caller, request.query.scope ?? 'global');
       return reply.code(204).send(null);
     },
   );

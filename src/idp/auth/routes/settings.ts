@@ -1,11 +1,11 @@
 import { Type } from '@sinclair/typebox';
 import type { App } from '../../../kit/http/app.js';
 import { KEY_SECURITY, authErrorResponses } from '../schemas.js';
-import type { AuthService } from '../service.js';
+import type { SignUp } from '../sign-up.js';
 
 // GET /settings: the sign-up settings (providers, disable_signup), as GoTrue's.
 
-export function settingsRoutes(scope: App, { auth }: { auth: AuthService }): void {
+export function settingsRoutes(scope: App, { signUp }: { signUp: SignUp }): void {
   scope.get(
     '/settings',
     {
@@ -31,6 +31,6 @@ export function settingsRoutes(scope: App, { auth }: { auth: AuthService }): voi
         },
       },
     },
-    async () => auth.publicSettings(),
+    async () => signUp.publicSettings(),
   );
 }

@@ -3,7 +3,7 @@ import type { App } from '../../../kit/http/app.js';
 import { parsePkce } from '../email-flows.js';
 import type { AuthRateLimits } from '../rate-limits.js';
 import { JsonObject, KEY_SECURITY, TokenResponseSchema, UserSchema, authErrorResponses, rateLimited } from '../schemas.js';
-import { AuthService } from '../service.js';
+import { SignUp } from '../sign-up.js';
 
 // POST /signup: sign up (a session, or a user awaiting confirmation), or sign in anonymously.
 // Rate limited per client address as in GoTrue; the limit is taken before any work for the request.
@@ -19,7 +19,7 @@ const SignupBody = Type.Object({
   code_challenge_method: Type.Optional(Type.Union([Type.String(), Type.Null()], { description: 's256 or plain' })),
 });
 
-export function signupRoutes(scope: App, { auth, limits }: { auth: AuthService; limits: AuthRateLimits }): void {
+export function signupRoutes(scope: App, { signUp, limits }: { signUp: SignUp; limits: AuthRateLimits }): void {
   scope.post(
     '/signup',
     {
@@ -40,13 +40,13 @@ export function signupRoutes(scope: App, { auth, limits }: { auth: AuthService; 
     async (request) => {
       const body = request.body ?? {};
       // GoTrue's order: an anonymous sign-in is refused when disabled before its own limit is taken.
-      if (AuthService.isAnonymousSignUp(body)) {
-        auth.requireAnonymousSignIns();
+      if (SignUp.isAnonymousSignUp(body)) {
+        signUp.requireAnonymousSignIns();
         await limits.anonymousSignIn(request.ip);
-        return auth.signUpAnonymously(body);
+        return signUp.signUpAnonymously(body);
       }
       await limits.signup(request.ip);
-      return auth.signUp(body, request.query.redirect_to, parsePkce(body.code_challenge, body.code_challenge_method));
+      return signUp.signUp(body, request.query.redirect_to, parsePkce(body.code_challenge, body.code_challenge_method));
     },
   );
 }

@@ -5,7 +5,8 @@ import type { EmailFlows } from '../email-flows.js';
 import { authErrors } from '../errors.js';
 import type { AuthRateLimits } from '../rate-limits.js';
 import { KEY_SECURITY, TokenResponseSchema, authErrorResponses, rateLimited } from '../schemas.js';
-import type { AuthService } from '../service.js';
+import type { Authentication } from '../authentication.js';
+import type { Sessions } from '../sessions.js';
 
 // POST /token?grant_type=password|refresh_token|pkce: sign in, rotate the refresh token, or exchange
 // a PKCE link's auth code (email-flows.ts). Rate limited per client address as in GoTrue, and
@@ -29,7 +30,12 @@ function goParamsOfGrant(request: FastifyRequest): string {
 
 export function tokenRoutes(
   scope: App,
-  { auth, limits, emailFlows }: { auth: AuthService; limits: AuthRateLimits; emailFlows: EmailFlows },
+  {
+    authentication,
+    sessions,
+    limits,
+    emailFlows,
+  }: { authentication: Authentication; sessions: Sessions; limits: AuthRateLimits; emailFlows: EmailFlows },
 ): void {
   scope.post(
     '/token',
@@ -52,13 +58,13 @@ export function tokenRoutes(
         case 'password': {
           await limits.tokenRequest(request.ip);
           const attempt = await limits.reserveSignIn(body.email, request.ip);
-          const session = await auth.signInWithPassword(body);
+          const session = await authentication.signInWithPassword(body);
           await attempt.succeeded();
           return session;
         }
         case 'refresh_token':
           await limits.tokenRequest(request.ip);
-          return auth.refresh(body.refresh_token);
+          return sessions.refresh(body.refresh_token);
         case 'pkce':
           await limits.tokenRequest(request.ip);
           return emailFlows.exchangeAuthCode(body);

@@ -3,7 +3,7 @@ import type { App } from '../../../kit/http/app.js';
 import { described } from '../../../kit/http/openapi.js';
 import { callers } from '../../gateway.js';
 import { AuthErrorSchema, JsonObject, USER_SECURITY, UserSchema, authErrorResponses, mailLimited } from '../schemas.js';
-import type { AuthService } from '../service.js';
+import type { Authentication } from '../authentication.js';
 import type { UserUpdates } from '../user-update.js';
 
 // The caller's own user:
@@ -36,7 +36,7 @@ const userUpdateRefused = described(
   },
 );
 
-export function userRoutes(scope: App, { auth, self }: { auth: AuthService; self: UserUpdates }): void {
+export function userRoutes(scope: App, { authentication, self }: { authentication: Authentication; self: UserUpdates }): void {
   scope.get(
     '/user',
     {
@@ -47,7 +47,7 @@ export function userRoutes(scope: App, { auth, self }: { auth: AuthService; self
         response: { 200: UserSchema, ...authErrorResponses },
       },
     },
-    async (request) => auth.getUser(callers.get(request)),
+    async (request) => authentication.getUser(callers.get(request)),
   );
 
   scope.put(

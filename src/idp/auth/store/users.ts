@@ -229,11 +229,6 @@ export class UserStore {
     );
   }
 
-  async markConfirmationSent(userId: string, now: Date): Promise<UserRow | undefined> {
-    await this.pool.query('UPDATE auth.users SET confirmation_sent_at = $2, updated_at = $2 WHERE id = $1', [userId, now]);
-    return this.findUserById(userId);
-  }
-
   /** Hard delete: sessions, tokens, identities and rows of app tables follow by their ON DELETE rules. */
   async deleteUser(id: string): Promise<boolean> {
     const { rowCount } = await this.pool.query('DELETE FROM auth.users WHERE id = $1', [id]);
