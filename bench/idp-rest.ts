@@ -10,7 +10,7 @@ import pg from 'pg';
 import { systemClock } from '../src/kit/clock.js';
 import { createPool } from '../src/kit/db.js';
 import { hasLowSSignature, isCanonicalCompactJws } from '../src/kit/jws.js';
-import { AuthRepository } from '../src/idp/auth/repository.js';
+import { SessionStore } from '../src/idp/auth/store/sessions.js';
 import { toUser } from '../src/idp/auth/user.js';
 import { authenticatorPassword, authenticatorRoleName, authenticatorUrl } from '../src/idp/authenticator.js';
 import { ACCESS_TOKEN_AUDIENCE, SigningKeys } from '../src/idp/keys.js';
@@ -167,7 +167,7 @@ const VERIFIED_TOKENS = 10_000;
 /** GET /auth/v1/user after the apikey check: ES256 with node:crypto, then the idp's one read. */
 function userReference(config: ReferenceConfig, kid: string) {
   const pool = createPool(config.databaseUrl, { max: 5, applicationName: 'idp-user-reference' });
-  const repo = new AuthRepository(pool);
+  const sessions = new SessionStore(pool);
   const publicKey = createPublicKey(config.signingKey);
   const verified = new Map<string, Record<string, unknown>>();
   const segment = (text: string) => {
@@ -211,7 +211,7 @@ function userReference(config: ReferenceConfig, kid: string) {
     if (typeof sub !== 'string' || !UUID.test(sub) || typeof sessionId !== 'string' || !UUID.test(sessionId)) {
       return fail(res, 403, 'invalid claim');
     }
-    const found = await repo.findUserWithSession(sub, sessionId);
+    const found = await sessions.findUserWithSession(sub, sessionId);
     if (!found?.session || found.session.user_id !== found.user.id) return fail(res, 403, 'session not found');
     if (found.user.banned_until !== null && found.user.banned_until.getTime() > Date.now()) return fail(res, 403, 'banned');
     if (aud !== ACCESS_TOKEN_AUDIENCE) return fail(res, 403, 'audience');

@@ -9,17 +9,19 @@ import { AdminUsers } from './auth/admin-users.js';
 import { EmailFlows } from './auth/email-flows.js';
 import { Mfa } from './auth/mfa.js';
 import { MfaLimits } from './auth/mfa-limits.js';
-import { MfaRepository } from './auth/mfa-repository.js';
 import type { MailQueue } from './auth/mails.js';
 import { Passwords, idpPasswordHasher } from './auth/passwords.js';
 import { OtpLimits } from './auth/otp-limits.js';
 import { PasswordUpdateLimits } from './auth/password-update-limits.js';
 import { AuthRateLimits } from './auth/rate-limits.js';
 import { RedirectPolicy } from './auth/redirects.js';
-import { AuthRepository } from './auth/repository.js';
-import { authRoutes, jwksRoute } from './auth/routes.js';
+import { AuthStores } from './auth/store/stores.js';
+import { authRoutes } from './auth/api.js';
+import { jwksRoute } from './auth/routes/jwks.js';
 import { IDP_DOCUMENT } from './auth/schemas.js';
-import { AuthService } from './auth/service.js';
+import { Authentication } from './auth/authentication.js';
+import { Sessions } from './auth/sessions.js';
+import { SignUp } from './auth/sign-up.js';
 import { UserUpdates } from './auth/user-update.js';
 import { openRestPool, prepareIdpRoles } from './bootstrap.js';
 import { type IdpConfig, idpConfig } from './config.js';
@@ -115,17 +117,13 @@ async function buildIdp({
 
   const hasher = deps.passwordHasher ?? idpPasswordHasher({ maxQueued: config.BCRYPT_QUEUE_MAX });
   if (!deps.passwordHasher) onClose(() => hasher.close());
-  const authRepository = new AuthRepository(pool);
+  const stores = new AuthStores(pool);
   const passwords = await Passwords.create(hasher);
-  const auth = new AuthService(
-    authRepository,
+  const sessions = new Sessions(
+    stores,
     keys,
-    passwords,
     clock,
     {
-      autoconfirm: config.IDP_AUTOCONFIRM,
-      disableSignup: config.IDP_DISABLE_SIGNUP,
-      anonymousUsers: config.IDP_EXTERNAL_ANONYMOUS_USERS_ENABLED,
       jwtExpirySeconds: config.IDP_JWT_EXPIRY,
       refreshTokenReuseIntervalSeconds: config.IDP_REFRESH_TOKEN_REUSE_INTERVAL,
       issuer: `${config.IDP_SITE_URL}/auth/v1`,
@@ -133,12 +131,13 @@ async function buildIdp({
     },
     app.log,
   );
+  const authentication = new Authentication(stores, sessions, keys, passwords, clock);
   const mailQueue: MailQueue | undefined = mail ? { enqueue: mail.enqueue, committed: mail.wake } : undefined;
   if (!mailQueue)
     app.log.warn(
       'SMTP_URL is not set: the idp sends no mail (confirmation, recovery, magic links are dropped); admin generate_link still returns links',
     );
-  const emailFlows = new EmailFlows(authRepository, auth, passwords, limits, clock, {
+  const emailFlows = new EmailFlows(stores, sessions, authentication, passwords, limits, clock, {
     otpExpirySeconds: config.IDP_MAILER_OTP_EXP,
     apiUrl: `${config.IDP_SITE_URL}/auth/v1`,
     redirects: new RedirectPolicy(config.IDP_APP_URL, config.IDP_REDIRECT_URLS),
@@ -165,21 +164,32 @@ async function buildIdp({
     disableSignup: config.IDP_DISABLE_SIGNUP,
   });
   app.addHook('onClose', () => emailFlows.drain());
-  auth.useConfirmationMail({
-    before: (email) => emailFlows.beforeConfirmationMail(email),
-    send: (client, user, redirectTo, pkce) => emailFlows.confirmationMail(client, user, redirectTo, pkce),
-    committed: () => emailFlows.confirmationCommitted(),
-  });
+  const signUp = new SignUp(
+    stores,
+    sessions,
+    passwords,
+    clock,
+    {
+      autoconfirm: config.IDP_AUTOCONFIRM,
+      disableSignup: config.IDP_DISABLE_SIGNUP,
+      anonymousUsers: config.IDP_EXTERNAL_ANONYMOUS_USERS_ENABLED,
+    },
+    {
+      before: (email) => emailFlows.beforeConfirmationMail(email),
+      send: (client, user, redirectTo, pkce) => emailFlows.confirmationMail(client, user, redirectTo, pkce),
+      committed: () => emailFlows.confirmationCommitted(),
+    },
+  );
 
   // Public, like Supabase's: verifying a token needs no key; outside the gateway. So is what / says.
   await app.register(jwksRoute, { keys });
   await app.register(rootPageRoute);
   const gateway = { publishable: config.IDP_PUBLISHABLE_KEY, secret: config.IDP_SECRET_KEY };
   const users = {
-    admin: new AdminUsers(auth, authRepository, passwords, clock),
+    admin: new AdminUsers(authentication, stores.users, passwords, clock),
     self: new UserUpdates({
-      auth,
-      repo: authRepository,
+      auth: authentication,
+      users: stores.users,
       passwords,
       clock,
       flows: emailFlows,
@@ -202,9 +212,10 @@ async function buildIdp({
     ipv6: { prefix: config.RATE_LIMIT_IPV6_PREFIX, widePrefix: config.RATE_LIMIT_IPV6_WIDE_PREFIX },
   });
   const mfa = new Mfa(
-    auth,
-    new MfaRepository(pool),
-    authRepository,
+    authentication,
+    sessions,
+    stores.mfa,
+    stores.users,
     mfaLimits,
     new SecretBox(config.IDP_SECRET_KEY, 'idp totp secrets'),
     clock,
@@ -219,7 +230,9 @@ async function buildIdp({
   await app.register(authRoutes, {
     prefix: '/auth/v1',
     gateway,
-    auth,
+    signUp,
+    sessions,
+    authentication,
     limits,
     users,
     emailFlows,

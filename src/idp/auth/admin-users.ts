@@ -3,15 +3,14 @@ import type { Caller } from '../gateway.js';
 import { parseEmail } from './email.js';
 import { AuthError, authErrors } from './errors.js';
 import { parseBanDuration } from './go-duration.js';
-import { checkMetadataLimits } from './metadata.js';
-import { checkPasswordTooLong, type Passwords, passwordWeakness } from './passwords.js';
-import type { AuthRepository, UserChanges } from './repository.js';
-import { type AuthService, checkStorableMetadata, UUID } from './service.js';
-import { toUser, type User } from './user.js';
+import { checkMetadataLimits, checkStorableMetadata } from './metadata.js';
+import { checkPasswordTooLong, type Passwords, passwordWeakness, randomPassword } from './passwords.js';
+import type { UserChanges, UserStore } from './store/users.js';
+import { type Authentication, UUID } from './authentication.js';
+import { EMAIL_APP_METADATA, toUser, type User } from './user.js';
 
-// The admin user API behind the secret key (GoTrue's api/admin.go): list, read and change users.
-// Creating and deleting are AuthService.adminCreateUser / adminDeleteUser. A soft-deleted user is
-// gone for all of them.
+// The admin user API behind the secret key (GoTrue's api/admin.go): list, create, read, change and
+// delete users. A soft-deleted user is gone for all of them.
 
 /** GoTrue's page size when per_page is absent. */
 export const DEFAULT_PER_PAGE = 50;
@@ -67,8 +66,8 @@ function checkUserId(id: string): void {
 
 export class AdminUsers {
   constructor(
-    private readonly auth: AuthService,
-    private readonly repo: AuthRepository,
+    private readonly auth: Authentication,
+    private readonly users: UserStore,
     private readonly passwords: Passwords,
     private readonly clock: Clock,
   ) {}
@@ -77,14 +76,14 @@ export class AdminUsers {
     await this.auth.requireAdmin(caller);
     const page = pageNumber('page', query.page, 1);
     const perPage = Math.min(pageNumber('per_page', query.per_page, DEFAULT_PER_PAGE), MAX_PER_PAGE);
-    const { users, total } = await this.repo.listUsers(perPage, (page - 1) * perPage);
+    const { users, total } = await this.users.listUsers(perPage, (page - 1) * perPage);
     return { users: users.map(toUser), aud: 'authenticated', page, perPage, total };
   }
 
   async get(caller: Caller, id: string): Promise<User> {
     await this.auth.requireAdmin(caller);
     checkUserId(id);
-    const user = await this.repo.findUserById(id);
+    const user = await this.users.findUserById(id);
     if (!user) throw authErrors.userNotFound();
     return toUser(user);
   }
@@ -111,7 +110,7 @@ export class AdminUsers {
       if (weakness) throw authErrors.weakPassword(weakness.message, weakness.reasons);
       passwordHash = await this.passwords.hash(attrs.password);
     }
-    const updated = await this.repo.updateUser(id, (current): UserChanges => {
+    const updated = await this.users.updateUser(id, (current): UserChanges => {
       const userMetadata = attrs.user_metadata && mergeMetadata(current.raw_user_meta_data, attrs.user_metadata);
       const appMetadata = attrs.app_metadata && mergeMetadata(current.raw_app_meta_data, attrs.app_metadata);
       checkMetadataLimits('user_metadata', userMetadata);
@@ -121,5 +120,59 @@ export class AdminUsers {
     if (updated === 'emailTaken') throw authErrors.emailExists();
     if (!updated) throw authErrors.userNotFound();
     return toUser(updated);
+  }
+
+  /** POST /admin/users. */
+  async create(
+    caller: Caller,
+    attrs: {
+      email?: string;
+      phone?: string;
+      password?: string;
+      email_confirm?: boolean;
+      user_metadata?: Record<string, unknown>;
+      app_metadata?: Record<string, unknown>;
+    },
+  ): Promise<User> {
+    await this.auth.requireAdmin(caller);
+    if (!attrs.email) {
+      if (attrs.phone) throw authErrors.validation('Phone users are not supported by this identity provider');
+      throw authErrors.validation('Cannot create a user without either an email or phone');
+    }
+    const email = parseEmail(attrs.email);
+    checkStorableMetadata('user_metadata', attrs.user_metadata);
+    checkStorableMetadata('app_metadata', attrs.app_metadata);
+    checkMetadataLimits('user_metadata', attrs.user_metadata);
+    checkMetadataLimits('app_metadata', attrs.app_metadata);
+    // No strength check here (GoTrue's admin API does none), only bcrypt's limit.
+    const password = attrs.password ?? randomPassword();
+    checkPasswordTooLong(password);
+    const now = new Date(this.clock());
+    const confirmed = attrs.email_confirm === true;
+    const created = await this.users.createUser({
+      email,
+      passwordHash: await this.passwords.hash(password),
+      emailConfirmedAt: confirmed ? now : null,
+      confirmationSentAt: null,
+      userMetadata: confirmed ? { ...attrs.user_metadata, email_verified: true } : { ...attrs.user_metadata },
+      appMetadata: { ...attrs.app_metadata, ...EMAIL_APP_METADATA },
+      now,
+    });
+    if (!created) throw authErrors.emailExists();
+    return toUser(created);
+  }
+
+  /** DELETE /admin/users/:id. */
+  async delete(caller: Caller, id: string, softDelete: boolean): Promise<void> {
+    await this.auth.requireAdmin(caller);
+    checkUserId(id);
+    const deleted = await (softDelete ? this.users.softDeleteUser(id, new Date(this.clock())) : this.users.deleteUser(id)).catch(
+      (err: { code?: string }) => {
+        // An app table referencing auth.users without ON DELETE CASCADE / SET NULL blocks the delete.
+        if (err.code === '23503') throw authErrors.unexpected('Database error deleting user');
+        throw err;
+      },
+    );
+    if (!deleted) throw authErrors.userNotFound();
   }
 }

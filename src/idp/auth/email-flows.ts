@@ -1,17 +1,19 @@
 import { createHash, randomBytes, randomInt, randomUUID, timingSafeEqual } from 'node:crypto';
 import type { Clock } from '../../kit/clock.js';
+import type { Authentication } from './authentication.js';
 import type { PoolClient } from '../../kit/db.js';
 import type { Caller } from '../gateway.js';
 import { parseEmail } from './email.js';
 import { AuthError, authErrors } from './errors.js';
 import { composeMail, type MailKind, type MailQueue, type MailSettings, reauthenticationMail } from './mails.js';
-import { checkMetadataLimits } from './metadata.js';
+import { checkMetadataLimits, checkStorableMetadata } from './metadata.js';
 import { checkPasswordTooLong, type Passwords, randomPassword } from './passwords.js';
 import type { OtpLimits } from './otp-limits.js';
 import type { AuthRateLimits } from './rate-limits.js';
 import type { RedirectPolicy } from './redirects.js';
-import type { AuthRepository, OneTimeTokenType } from './repository.js';
-import { type AuthService, checkStorableMetadata, type TokenResponse } from './service.js';
+import type { OneTimeTokenType } from './store/one-time-tokens.js';
+import type { AuthStores } from './store/stores.js';
+import type { Sessions, TokenResponse } from './sessions.js';
 import { toUser, type User, type UserRow } from './user.js';
 
 // The flows that go through a mail (GoTrue's recover.go, verify.go, resend.go, admin generateLink
@@ -155,8 +157,9 @@ export class EmailFlows {
   private readonly detached = new Set<Promise<void>>();
 
   constructor(
-    private readonly repo: AuthRepository,
-    private readonly auth: AuthService,
+    private readonly stores: AuthStores,
+    private readonly sessions: Sessions,
+    private readonly authentication: Authentication,
     private readonly passwords: Passwords,
     private readonly limits: AuthRateLimits,
     private readonly clock: Clock,
@@ -206,7 +209,7 @@ export class EmailFlows {
   ): Promise<IssuedToken> {
     const code = String(randomInt(0, 1_000_000)).padStart(6, '0');
     const hash = randomBytes(28).toString('hex');
-    await this.repo.issueOneTimeToken(client, {
+    await this.stores.oneTimeTokens.issueOneTimeToken(client, {
       userId: user.id,
       type,
       digest: sha256(hash),
@@ -215,7 +218,7 @@ export class EmailFlows {
       now: this.now(),
     });
     if (pkce) {
-      await this.repo.createFlowState(client, {
+      await this.stores.flowStates.createFlowState(client, {
         userId: user.id,
         challenge: pkce.challenge,
         method: pkce.method,
@@ -254,7 +257,7 @@ export class EmailFlows {
    * like any recipient.
    */
   async beforeEmailChange(userId: string, newEmail: string): Promise<void> {
-    const owner = await this.repo.findUserByEmail(newEmail);
+    const owner = await this.stores.users.findUserByEmail(newEmail);
     if (owner && owner.id !== userId) throw authErrors.emailExists();
     await this.takeMailLimits(newEmail);
   }
@@ -263,7 +266,7 @@ export class EmailFlows {
   async requestEmailChange(user: UserRow, newEmail: string, redirectTo: string | undefined): Promise<void> {
     const target = this.redirectFor(redirectTo);
     await this.mailing(async (client) => {
-      await this.repo.startEmailChange(client, user.id, newEmail, this.now());
+      await this.stores.users.startEmailChange(client, user.id, newEmail, this.now());
       if (user.email) await this.mail(client, user, 'email_change', target, user.email, 'email_change_token_current');
       await this.mail(client, user, 'email_change', target, newEmail, 'email_change_token_new');
     });
@@ -277,7 +280,7 @@ export class EmailFlows {
 
   /** Runs a transaction that queues mail, then has it sent. */
   private async mailing<T>(fn: (client: PoolClient) => Promise<T>): Promise<T> {
-    const result = await this.repo.transaction(fn);
+    const result = await this.stores.transaction(fn);
     this.settings.mailQueue?.committed();
     return result;
   }
@@ -310,7 +313,7 @@ export class EmailFlows {
     if (!rawEmail) throw authErrors.validation('Password recovery requires an email');
     const email = parseEmail(rawEmail);
     await this.limits.emailToAddress(email);
-    const user = await this.repo.findUserByEmail(email);
+    const user = await this.stores.users.findUserByEmail(email);
     if (user) await this.detach(() => this.mailIfQuota(user, 'recovery', this.redirectFor(redirectTo), pkce));
     return {};
   }
@@ -346,7 +349,7 @@ export class EmailFlows {
     checkMetadataLimits('data', data);
     const target = this.redirectFor(redirectTo);
 
-    const user = await this.repo.findUserByEmail(email);
+    const user = await this.stores.users.findUserByEmail(email);
     if (!user && params.create_user === false) throw new AuthError(422, 'otp_disabled', 'Signups not allowed for otp');
     // An unconfirmed user goes through sign-up again in GoTrue, so DISABLE_SIGNUP refuses it too.
     if ((!user || user.email_confirmed_at === null) && this.settings.disableSignup) throw authErrors.signupDisabled();
@@ -358,7 +361,7 @@ export class EmailFlows {
 
     const now = this.now();
     const confirmed = this.settings.autoconfirm;
-    const created = await this.repo.createUser(
+    const created = await this.stores.users.createUser(
       {
         email,
         passwordHash: await this.passwords.hash(randomPassword()),
@@ -376,7 +379,7 @@ export class EmailFlows {
       return {};
     }
     // A concurrent request created the address first: mail its user as an existing one.
-    const winner = await this.repo.findUserByEmail(email);
+    const winner = await this.stores.users.findUserByEmail(email);
     if (!winner) throw authErrors.unexpected('Database error saving new user');
     await this.mailing((client) => this.mail(client, winner, this.otpMailKind(winner), target, undefined, undefined, pkce));
     return {};
@@ -400,7 +403,7 @@ export class EmailFlows {
     const email = parseEmail(params.email);
     await this.limits.emailToAddress(email);
     // No email change is ever pending here (see PUT /user), so only a sign-up has something to resend.
-    const user = type === 'signup' ? await this.repo.findUserByEmail(email) : undefined;
+    const user = type === 'signup' ? await this.stores.users.findUserByEmail(email) : undefined;
     // After the answer, as for recover: the answer does not tell an unconfirmed address from others.
     if (user && user.email_confirmed_at === null) {
       await this.detach(() => this.mailIfQuota(user, 'signup', this.redirectFor(redirectTo)));
@@ -464,7 +467,12 @@ export class EmailFlows {
   private verifyHash(type: string, hash: string, notFound: NotFound, pkce = false): Promise<Verified> {
     const tokenTypes = this.tokenTypesOf(type);
     const issuedAfter = this.issuedAfter();
-    return this.verify(type, notFound, (client) => this.repo.useOneTimeToken(client, sha256(hash), tokenTypes, issuedAfter), pkce);
+    return this.verify(
+      type,
+      notFound,
+      (client) => this.stores.oneTimeTokens.useOneTimeToken(client, sha256(hash), tokenTypes, issuedAfter),
+      pkce,
+    );
   }
 
   /**
@@ -480,11 +488,12 @@ export class EmailFlows {
     try {
       if (open.length === 0) throw authErrors.otpExpired(notFound);
       return await this.verify(type, notFound, (client) =>
-        this.repo.useOneTimeCode(client, open, sha256(tokenHashOf(email, code)), tokenTypes, issuedAfter),
+        this.stores.oneTimeTokens.useOneTimeCode(client, open, sha256(tokenHashOf(email, code)), tokenTypes, issuedAfter),
       );
     } catch (err) {
       // A wrong code on a token's last try: it is voided now (a right one has used it up already).
-      if (spent.length > 0 && err instanceof AuthError && err.code === 'otp_expired') await this.repo.voidOneTimeTokens(spent);
+      if (spent.length > 0 && err instanceof AuthError && err.code === 'otp_expired')
+        await this.stores.oneTimeTokens.voidOneTimeTokens(spent);
       throw err;
     }
   }
@@ -500,7 +509,7 @@ export class EmailFlows {
     issuedAfter: Date,
   ): Promise<{ open: string[]; spent: string[] }> {
     await this.settings.otpLimits.accountAttempt(email);
-    const live = await this.repo.liveTokensMailedTo(email, tokenTypes, issuedAfter);
+    const live = await this.stores.oneTimeTokens.liveTokensMailedTo(email, tokenTypes, issuedAfter);
     const open: string[] = [];
     const spent: string[] = [];
     for (const token of live) {
@@ -540,11 +549,11 @@ export class EmailFlows {
     const { open, spent } = await this.countCodeAttempt(email, types, issuedAfter);
     const used =
       open.length > 0 &&
-      (await this.repo.transaction((client) =>
-        this.repo.useOneTimeCode(client, open, sha256(tokenHashOf(email, nonce)), types, issuedAfter),
+      (await this.stores.transaction((client) =>
+        this.stores.oneTimeTokens.useOneTimeCode(client, open, sha256(tokenHashOf(email, nonce)), types, issuedAfter),
       ));
     if (used && used.userId === user.id) return;
-    if (spent.length > 0) await this.repo.voidOneTimeTokens(spent);
+    if (spent.length > 0) await this.stores.oneTimeTokens.voidOneTimeTokens(spent);
     throw new AuthError(422, 'reauthentication_not_valid', 'Requested nonce is invalid or expired');
   }
 
@@ -556,10 +565,10 @@ export class EmailFlows {
   ): Promise<Verified> {
     const now = this.now();
     type Outcome = { message: string } | { user: UserRow; type: string } | { authCode: string };
-    const verified = await this.repo.transaction(async (client): Promise<Outcome> => {
+    const verified = await this.stores.transaction(async (client): Promise<Outcome> => {
       const used = await use(client);
       if (!used) throw authErrors.otpExpired(notFound);
-      const user = await this.repo.findUserById(used.userId, client);
+      const user = await this.stores.users.findUserById(used.userId, client);
       // The address changed since the token was sent: it no longer proves anything.
       const expectedAddress = used.type === 'email_change_token_new' ? user?.email_change : user?.email;
       if (!user || expectedAddress !== used.relatesTo) throw authErrors.otpExpired(notFound);
@@ -568,19 +577,19 @@ export class EmailFlows {
       if (type === 'email_change') {
         // The first of the two addresses: noted, no session yet (GoTrue's single confirmation).
         if (user.email_change_confirm_status === 0 && user.email) {
-          await this.repo.confirmEmailChangeOnce(client, user.id, now);
+          await this.stores.users.confirmEmailChangeOnce(client, user.id, now);
           return { message: SINGLE_CONFIRMATION_ACCEPTED };
         }
-        if (!(await this.repo.completeEmailChange(client, user.id, now))) throw authErrors.emailExists();
+        if (!(await this.stores.users.completeEmailChange(client, user.id, now))) throw authErrors.emailExists();
         return { user, type };
       }
       // Every kind proves the address: a sign-up or invitation is confirmed, and so is an
       // unconfirmed user who follows a recovery or magic link (GoTrue's recoverVerify).
-      await this.repo.confirmEmail(client, user.id, now);
+      await this.stores.users.confirmEmail(client, user.id, now);
       if (pkce) {
         // GoTrue's PKCE verify: no session here; the app exchanges the code with its verifier.
         const authCode = randomUUID();
-        if (!(await this.repo.issueAuthCode(client, user.id, type, sha256(authCode), this.issuedAfter(), now))) {
+        if (!(await this.stores.flowStates.issueAuthCode(client, user.id, type, sha256(authCode), this.issuedAfter(), now))) {
           throw new AuthError(404, 'flow_state_not_found', 'No flow state found');
         }
         return { authCode };
@@ -589,7 +598,7 @@ export class EmailFlows {
       return { user, type: resolvedType };
     });
     if ('message' in verified || 'authCode' in verified) return verified;
-    return { session: await this.auth.startSessionAfterVerification(verified.user.id), type: verified.type };
+    return { session: await this.sessions.startAfterVerification(verified.user.id), type: verified.type };
   }
 
   // ---- POST /token?grant_type=pkce (supabase-js exchangeCodeForSession) ---------------------------
@@ -605,7 +614,7 @@ export class EmailFlows {
       throw authErrors.validation('invalid request: both auth code and code verifier should be non-empty');
     }
     const notFound = () => new AuthError(404, 'flow_state_not_found', 'invalid flow state, no valid flow state found');
-    const flow = await this.repo.findFlowStateByCode(sha256(authCode));
+    const flow = await this.stores.flowStates.findFlowStateByCode(sha256(authCode));
     if (!flow) throw notFound();
     if (this.clock() > flow.issuedAt.getTime() + FLOW_STATE_EXPIRY_MS) {
       throw new AuthError(422, 'flow_state_expired', 'invalid flow state, flow state has expired');
@@ -617,12 +626,12 @@ export class EmailFlows {
     }
     // A ban laid after the link was followed still stops the exchange, as GoTrue's grant checks
     // the user before it issues the session.
-    const user = await this.repo.findUserById(flow.userId);
+    const user = await this.stores.users.findUserById(flow.userId);
     if (!user) throw notFound();
     if (user.banned_until !== null && user.banned_until.getTime() > this.clock()) throw authErrors.userBanned();
     // Of concurrent exchanges, the one that deletes the row gets the session.
-    if (!(await this.repo.deleteFlowState(flow.id))) throw notFound();
-    return this.auth.startSessionAfterVerification(flow.userId);
+    if (!(await this.stores.flowStates.deleteFlowState(flow.id))) throw notFound();
+    return this.sessions.startAfterVerification(flow.userId);
   }
 
   // ---- POST /invite (supabase-js auth.admin.inviteUserByEmail) -------------------------------------
@@ -632,13 +641,13 @@ export class EmailFlows {
    * invited user who has not accepted yet gets a new one. A confirmed address is 422 email_exists.
    */
   async invite(caller: Caller, params: { email?: string; data?: Record<string, unknown> }, redirectTo: string | undefined): Promise<User> {
-    await this.auth.requireAdmin(caller);
+    await this.authentication.requireAdmin(caller);
     if (!params.email) throw authErrors.validation('An email address is required');
     const email = parseEmail(params.email);
     checkStorableMetadata('data', params.data);
     checkMetadataLimits('data', params.data);
     const target = this.redirectFor(redirectTo);
-    const existing = await this.repo.findUserByEmail(email);
+    const existing = await this.stores.users.findUserByEmail(email);
     if (existing && existing.email_confirmed_at !== null) throw authErrors.emailExists();
     await this.takeMailLimits(email);
     let user: UserRow | undefined;
@@ -647,7 +656,7 @@ export class EmailFlows {
       user = existing;
     } else {
       const now = this.now();
-      user = await this.repo.createUser(
+      user = await this.stores.users.createUser(
         {
           email,
           passwordHash: await this.passwords.hash(randomPassword()),
@@ -663,7 +672,7 @@ export class EmailFlows {
       if (!user) throw authErrors.emailExists();
       this.settings.mailQueue?.committed();
     }
-    return toUser((await this.repo.findUserById(user.id)) ?? user);
+    return toUser((await this.stores.users.findUserById(user.id)) ?? user);
   }
 
   // ---- POST /admin/generate_link ---------------------------------------------------------------
@@ -673,7 +682,7 @@ export class EmailFlows {
    * create the user; recovery and magiclink need one.
    */
   async generateLink(caller: Caller, params: GenerateLinkParams, queryRedirect: string | undefined): Promise<GeneratedLink> {
-    await this.auth.requireAdmin(caller);
+    await this.authentication.requireAdmin(caller);
     const type = params.type ?? '';
     if (!['signup', 'invite', 'recovery', 'magiclink'].includes(type)) {
       if (type === 'email_change_current' || type === 'email_change_new') {
@@ -691,7 +700,7 @@ export class EmailFlows {
     const now = this.now();
 
     let token: IssuedToken | undefined;
-    let user = await this.repo.findUserByEmail(email);
+    let user = await this.stores.users.findUserByEmail(email);
     if (kind === 'signup' || kind === 'invite') {
       if (user && (kind === 'signup' || user.email_confirmed_at !== null)) throw authErrors.emailExists();
       if (!user) {
@@ -699,7 +708,7 @@ export class EmailFlows {
         if (kind === 'signup' && !password) throw authErrors.validation('Signup requires a valid password');
         const secret = password ?? randomPassword();
         checkPasswordTooLong(secret);
-        const created = await this.repo.createUser(
+        const created = await this.stores.users.createUser(
           {
             email,
             passwordHash: await this.passwords.hash(secret),
@@ -722,9 +731,9 @@ export class EmailFlows {
     }
     if (!token) {
       const existing = user;
-      token = await this.repo.transaction((client) => this.issue(client, existing, kind, redirectTo));
+      token = await this.stores.transaction((client) => this.issue(client, existing, kind, redirectTo));
     }
-    const fresh = (await this.repo.findUserById(user.id)) ?? user;
+    const fresh = (await this.stores.users.findUserById(user.id)) ?? user;
     return {
       ...toUser(fresh),
       action_link: token.link,

@@ -1,3 +1,4 @@
+import { isStorableText } from '../../kit/text.js';
 import { authErrors } from './errors.js';
 
 // Limits on user and app metadata. Both travel inside every access token (claims `user_metadata`
@@ -37,5 +38,21 @@ export function checkMetadataLimits(field: string, value: Record<string, unknown
   const bytes = Buffer.byteLength(JSON.stringify(value), 'utf8');
   if (bytes > MAX_METADATA_BYTES) {
     throw authErrors.validation(`${field} must be at most ${MAX_METADATA_BYTES} bytes as JSON (got ${bytes})`);
+  }
+}
+
+/**
+ * Metadata PostgreSQL cannot store is the caller's error: a 400 instead of a 500. jsonb holds
+ * neither U+0000 (22P05) nor an unpaired surrogate (22P02) in any string or key.
+ */
+export function checkStorableMetadata(field: string, value: unknown): void {
+  const pending: unknown[] = [value];
+  while (pending.length > 0) {
+    const item = pending.pop();
+    if (typeof item === 'string') {
+      if (!isStorableText(item)) throw authErrors.validation(`${field} cannot contain U+0000 or unpaired surrogates`);
+    } else if (typeof item === 'object' && item !== null) {
+      for (const [key, inner] of Object.entries(item)) pending.push(key, inner);
+    }
   }
 }

@@ -5,9 +5,11 @@ import { type SecretBox, base32Encode, matchingTotpStep, newTotpSecret, otpauthU
 import type { Caller } from '../gateway.js';
 import { AuthError, authErrors } from './errors.js';
 import type { MfaLimits } from './mfa-limits.js';
-import type { FactorRecord, MfaRepository } from './mfa-repository.js';
-import type { AuthRepository, SessionRow } from './repository.js';
-import { type AuthService, type TokenResponse, UUID, newRefreshToken, sha256 } from './service.js';
+import type { FactorRecord, MfaStore } from './store/mfa.js';
+import type { SessionRow } from './store/sessions.js';
+import type { UserStore } from './store/users.js';
+import { type Authentication, UUID } from './authentication.js';
+import { type Sessions, type TokenResponse, newRefreshToken, sha256 } from './sessions.js';
 import { type Factor, type UserRow, toFactor } from './user.js';
 
 // GoTrue's multi-factor authentication with TOTP factors (api/mfa.go): enrol a factor, challenge
@@ -48,9 +50,10 @@ function checkName(field: string, value: string): void {
 
 export class Mfa {
   constructor(
-    private readonly auth: AuthService,
-    private readonly repo: MfaRepository,
-    private readonly users: AuthRepository,
+    private readonly auth: Authentication,
+    private readonly sessions: Sessions,
+    private readonly repo: MfaStore,
+    private readonly users: UserStore,
     private readonly limits: MfaLimits,
     private readonly secrets: SecretBox,
     private readonly clock: Clock,
@@ -184,7 +187,7 @@ export class Mfa {
         await this.limits.succeeded(budget);
         const current = await this.users.findUserById(user.id);
         if (!current) throw authErrors.userNotFound();
-        return this.auth.tokenResponse(current, outcome.session, refreshToken);
+        return this.sessions.tokenResponse(current, outcome.session, refreshToken);
       }
     }
   }

@@ -4,11 +4,11 @@ import { mergeMetadata } from './admin-users.js';
 import { parseEmail } from './email.js';
 import { AuthError, authErrors } from './errors.js';
 import type { EmailFlows } from './email-flows.js';
-import { checkMetadataLimits } from './metadata.js';
+import { checkMetadataLimits, checkStorableMetadata } from './metadata.js';
 import { checkPasswordTooLong, type Passwords, passwordWeakness } from './passwords.js';
 import type { PasswordUpdateLimits } from './password-update-limits.js';
-import type { AuthRepository } from './repository.js';
-import { type AuthService, checkStorableMetadata } from './service.js';
+import type { UserStore } from './store/users.js';
+import type { Authentication } from './authentication.js';
 import { toUser, type User } from './user.js';
 
 // PUT /auth/v1/user (GoTrue's api/user.go UserUpdate): the signed-in user changes their own
@@ -28,8 +28,8 @@ export interface UserUpdateAttributes {
 }
 
 export interface UserUpdateDeps {
-  auth: AuthService;
-  repo: AuthRepository;
+  auth: Authentication;
+  users: UserStore;
   passwords: Passwords;
   clock: Clock;
   /** Mails the email change's links and the reauthentication nonce. */
@@ -45,8 +45,8 @@ export interface UserUpdateDeps {
 const RECENT_SIGN_IN_MS = 24 * 60 * 60_000;
 
 export class UserUpdates {
-  private readonly auth: AuthService;
-  private readonly repo: AuthRepository;
+  private readonly auth: Authentication;
+  private readonly users: UserStore;
   private readonly passwords: Passwords;
   private readonly clock: Clock;
   private readonly flows: EmailFlows;
@@ -57,7 +57,7 @@ export class UserUpdates {
   constructor(deps: UserUpdateDeps) {
     ({
       auth: this.auth,
-      repo: this.repo,
+      users: this.users,
       passwords: this.passwords,
       clock: this.clock,
       flows: this.flows,
@@ -110,11 +110,11 @@ export class UserUpdates {
     // The address must be free and a mail to it allowed before anything is written.
     if (mailed) await this.flows.beforeEmailChange(user.id, newEmail);
     if (takenAtOnce) {
-      const owner = await this.repo.findUserByEmail(newEmail);
+      const owner = await this.users.findUserByEmail(newEmail);
       if (owner && owner.id !== user.id) throw authErrors.emailExists();
     }
     const now = new Date(this.clock());
-    const updated = await this.repo.updateUser(user.id, (current) => {
+    const updated = await this.users.updateUser(user.id, (current) => {
       const userMetadata = attrs.data && mergeMetadata(current.raw_user_meta_data, attrs.data);
       checkMetadataLimits('data', userMetadata);
       return { passwordHash, userMetadata, keepSession: session.id, now, confirmedEmail: takenAtOnce ? newEmail : undefined };
@@ -124,6 +124,6 @@ export class UserUpdates {
     if (updated === undefined) throw authErrors.userFromSubNotFound();
     if (!mailed) return toUser(updated);
     await this.flows.requestEmailChange(updated, newEmail, redirectTo);
-    return toUser((await this.repo.findUserById(user.id)) ?? updated);
+    return toUser((await this.users.findUserById(user.id)) ?? updated);
   }
 }

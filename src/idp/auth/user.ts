@@ -103,6 +103,9 @@ export interface User {
   is_anonymous: boolean;
 }
 
+/** The app_metadata of a user with an email identity, as GoTrue sets it. */
+export const EMAIL_APP_METADATA = { provider: 'email', providers: ['email'] };
+
 /** Go's RFC3339Nano for a UTC instant: `2026-01-01T10:00:00.12Z`, `2026-01-01T10:00:00Z`. */
 export function goTime(value: Date | string): string {
   const iso = (value instanceof Date ? value : new Date(value)).toISOString();

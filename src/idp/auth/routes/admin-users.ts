@@ -1,28 +1,17 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyRequest } from 'fastify';
-import type { App } from '../../kit/http/app.js';
-import { described } from '../../kit/http/openapi.js';
-import { callers } from '../gateway.js';
-import type { AdminUsers, UserPage } from './admin-users.js';
-import {
-  AdminUserBody,
-  AuthErrorSchema,
-  JsonObject,
-  KEY_SECURITY,
-  USER_SECURITY,
-  UserSchema,
-  authErrorResponses,
-  mailLimited,
-} from './schemas.js';
-import type { UserUpdates } from './user-update.js';
+import type { App } from '../../../kit/http/app.js';
+import { described } from '../../../kit/http/openapi.js';
+import { callers } from '../../gateway.js';
+import type { AdminUsers, UserPage } from '../admin-users.js';
+import { AdminUserBody, AuthErrorSchema, KEY_SECURITY, UserSchema, authErrorResponses } from '../schemas.js';
 
-// The user endpoints of GoTrue beyond sign-up and sign-in, registered inside authRoutes (same
-// gateway and error handling):
-//   GET /admin/users?page=&per_page=   list users (secret key), GoTrue's paging headers
-//   GET /admin/users/:id               one user (secret key)
-//   PUT /admin/users/:id               change a user: email, password, metadata, ban (secret key)
-//   PUT /user                          the caller changes their own password and metadata
-//   GET /reauthenticate                mails the caller the nonce a password change may need
+// GoTrue's user administration (secret key):
+//   POST   /admin/users                      create a user
+//   DELETE /admin/users/:id                  delete a user (should_soft_delete keeps the row)
+//   GET    /admin/users?page=&per_page=      list users, GoTrue's paging headers
+//   GET    /admin/users/:id                  one user
+//   PUT    /admin/users/:id                  change a user: email, password, metadata, ban
 
 const UserId = Type.Object({ id: Type.String({ description: 'The user id (a UUID)' }) });
 
@@ -31,35 +20,10 @@ const AdminUpdateBody = Type.Object({
   ban_duration: Type.Optional(Type.String({ description: 'A Go duration ("24h", "1h30m") from now; "none" lifts the ban' })),
 });
 
-const UserUpdateBody = Type.Object({
-  email: Type.Optional(
-    Type.String({
-      description: 'A new address: taken at once with IDP_AUTOCONFIRM, else pending (new_email) until both addresses confirm by mail',
-    }),
-  ),
-  phone: Type.Optional(Type.String()),
-  password: Type.Optional(Type.String()),
-  nonce: Type.Optional(
-    Type.String({
-      description:
-        'The code GET /reauthenticate mailed: required with a password from a session older than a day (reauthentication_needed)',
-    }),
-  ),
-  data: Type.Optional(JsonObject),
-});
-
 const adminUpdateRefused = described(AuthErrorSchema, 'Refused by a rule (email_exists, weak_password)', {
   code: 'email_exists',
   message: 'A user with this email address has already been registered',
 });
-const userUpdateRefused = described(
-  AuthErrorSchema,
-  'Refused by a rule (same_password, weak_password, email_exists for a new address, reauthentication_not_valid for a wrong nonce)',
-  {
-    code: 'same_password',
-    message: 'New password should be different from the old password.',
-  },
-);
 
 const UserList = described(
   Type.Object({ users: Type.Array(UserSchema), aud: Type.String() }),
@@ -85,7 +49,42 @@ function pagingHeaders(request: FastifyRequest, page: UserPage): { link: string;
   return { link: links.join(', '), total: String(page.total) };
 }
 
-export async function userRoutes(scope: App, { admin, self }: { admin: AdminUsers; self: UserUpdates }): Promise<void> {
+export function adminUserRoutes(scope: App, { admin }: { admin: AdminUsers }): void {
+  scope.post(
+    '/admin/users',
+    {
+      config: { goParams: 'AdminUserParams' },
+      schema: {
+        tags: ['admin'],
+        summary: 'Create a user (secret key)',
+        description: 'Needs the secret key as apikey (and, as supabase-js sends it, as the bearer token).',
+        security: KEY_SECURITY,
+        body: Type.Optional(AdminUserBody),
+        response: { 200: UserSchema, ...authErrorResponses },
+      },
+    },
+    async (request) => admin.create(callers.get(request), request.body ?? {}),
+  );
+
+  scope.delete(
+    '/admin/users/:id',
+    {
+      config: { goParams: 'adminUserDeleteParams' },
+      schema: {
+        tags: ['admin'],
+        summary: 'Delete a user (secret key); should_soft_delete keeps the row',
+        security: KEY_SECURITY,
+        params: Type.Object({ id: Type.String({ description: 'The user id (a UUID)' }) }),
+        body: Type.Optional(Type.Object({ should_soft_delete: Type.Optional(Type.Boolean()) })),
+        response: { 200: described(Type.Object({}), 'Deleted'), ...authErrorResponses },
+      },
+    },
+    async (request) => {
+      await admin.delete(callers.get(request), request.params.id, request.body?.should_soft_delete === true);
+      return {};
+    },
+  );
+
   scope.get(
     '/admin/users',
     {
@@ -125,6 +124,7 @@ export async function userRoutes(scope: App, { admin, self }: { admin: AdminUser
   scope.put(
     '/admin/users/:id',
     {
+      config: { goParams: 'AdminUserParams' },
       schema: {
         tags: ['admin'],
         summary: 'Change a user (secret key): email, password, metadata (merged), confirmation, ban',
@@ -135,33 +135,5 @@ export async function userRoutes(scope: App, { admin, self }: { admin: AdminUser
       },
     },
     async (request) => admin.update(callers.get(request), request.params.id, request.body ?? {}),
-  );
-
-  scope.put(
-    '/user',
-    {
-      schema: {
-        tags: ['auth'],
-        summary: "Change the caller's password, metadata (data, merged into user_metadata) or email address",
-        security: USER_SECURITY,
-        querystring: Type.Object({ redirect_to: Type.Optional(Type.String({ description: 'Where the email change links lead' })) }),
-        body: Type.Optional(UserUpdateBody),
-        response: { 200: UserSchema, ...authErrorResponses, 422: userUpdateRefused, 429: mailLimited },
-      },
-    },
-    async (request) => self.update(callers.get(request), request.body ?? {}, request.query.redirect_to, request.ip),
-  );
-
-  scope.get(
-    '/reauthenticate',
-    {
-      schema: {
-        tags: ['auth'],
-        summary: 'Mail the caller a six-digit nonce, which PUT /user needs with a password from a session older than a day',
-        security: USER_SECURITY,
-        response: { 200: Type.Object({}), ...authErrorResponses, 429: mailLimited },
-      },
-    },
-    async (request) => self.reauthenticate(callers.get(request)),
   );
 }

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { type Pool, isUniqueViolation, withTransaction } from '../../kit/db.js';
-import { SESSION_COLUMNS, type SessionRow } from './repository.js';
-import type { FactorRow } from './user.js';
+import { type Pool, isUniqueViolation, withTransaction } from '../../../kit/db.js';
+import { SESSION_COLUMNS, type SessionRow } from './sessions.js';
+import type { FactorRow } from '../user.js';
 
 // The SQL of multi-factor authentication (GoTrue's mfa_factors, mfa_challenges, mfa_amr_claims).
 // Runs on the admin pool, as the rest of the auth schema; times come from the injected clock.
@@ -44,7 +44,7 @@ class Refused extends Error {
 
 const FACTOR_COLUMNS = 'id, user_id, friendly_name, factor_type, status, secret, last_totp_step::text AS last_totp_step';
 
-export class MfaRepository {
+export class MfaStore {
   constructor(private readonly pool: Pool) {}
 
   /**

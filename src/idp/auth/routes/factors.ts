@@ -1,9 +1,9 @@
 import { Type } from '@sinclair/typebox';
-import type { App } from '../../kit/http/app.js';
-import { described } from '../../kit/http/openapi.js';
-import { callers } from '../gateway.js';
-import type { Mfa } from './mfa.js';
-import type { MfaLimits } from './mfa-limits.js';
+import type { App } from '../../../kit/http/app.js';
+import { described } from '../../../kit/http/openapi.js';
+import { callers } from '../../gateway.js';
+import type { Mfa } from '../mfa.js';
+import type { MfaLimits } from '../mfa-limits.js';
 import {
   AuthErrorSchema,
   FactorSchema,
@@ -12,9 +12,9 @@ import {
   USER_SECURITY,
   authErrorResponses,
   rateLimited,
-} from './schemas.js';
+} from '../schemas.js';
 
-// GoTrue's MFA endpoints, registered inside authRoutes (same gateway and error handling):
+// GoTrue's MFA endpoints:
 //   POST   /factors                               enrol a TOTP factor (unverified until verified once)
 //   POST   /factors/:id/challenge                 a challenge to verify a code against
 //   POST   /factors/:id/verify                    a code for a challenge: the session becomes aal2
@@ -32,12 +32,13 @@ const mfaRefused = described(
   { code: 'mfa_verification_failed', message: 'Invalid TOTP code entered' },
 );
 
-export async function mfaRoutes(scope: App, opts: { mfa: Mfa; limits: MfaLimits }): Promise<void> {
+export function factorRoutes(scope: App, opts: { mfa: Mfa; limits: MfaLimits }): void {
   const { mfa, limits } = opts;
 
   scope.post(
     '/factors',
     {
+      config: { goParams: 'EnrollFactorParams' },
       schema: {
         tags: ['mfa'],
         summary: 'Enrol a TOTP factor',
@@ -74,6 +75,7 @@ export async function mfaRoutes(scope: App, opts: { mfa: Mfa; limits: MfaLimits 
   scope.post(
     '/factors/:id/challenge',
     {
+      config: { goParams: 'ChallengeFactorParams' },
       schema: {
         tags: ['mfa'],
         summary: 'Challenge a factor: a code is then verified against the challenge, from the same address, before expires_at',
@@ -100,6 +102,7 @@ export async function mfaRoutes(scope: App, opts: { mfa: Mfa; limits: MfaLimits 
   scope.post(
     '/factors/:id/verify',
     {
+      config: { goParams: 'VerifyFactorParams' },
       schema: {
         tags: ['mfa'],
         summary: "Verify a code against a challenge: the caller's session becomes aal2 (amr totp) with new tokens",
