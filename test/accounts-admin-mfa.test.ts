@@ -199,7 +199,7 @@ describe('DELETE /admin/users/:id/factors', () => {
     assert.equal(denied.rows[0].details.route, '/admin/users/:id/factors');
   });
 
-  test('step-up: an admin sign-in older than REAUTH_MAX_AGE is 401 reauthentication_required, a refresh does not renew it', async () => {
+  test('step-up: an admin sign-in older than REAUTH_MAX_AGE is 401 reauthentication_required for a factor reset, a ban or a deletion, a refresh does not renew it', async () => {
     const { user } = await userWithTotp('stepup');
     const admin = await newAdmin();
     const old = await signedIn(app, admin.email);
@@ -209,9 +209,17 @@ describe('DELETE /admin/users/:id/factors', () => {
       const res = await resetFactors(app, token, user.id);
       assertError(res, 401, REAUTHENTICATION_REQUIRED);
       assert.match(String(res.headers['www-authenticate']), /insufficient_user_authentication.*max_age=600/);
-      // The other admin routes do not ask for it.
+      // Reading does not ask for it (the contract's listing works for the token's whole life);
+      // changing or deleting an account does, and changes nothing without it.
       assert.equal((await get(app, '/admin/users', token)).statusCode, 200);
+      assert.equal((await get(app, '/admin/audit', token)).statusCode, 200);
+      const ban = await app.inject({ method: 'PATCH', url: `/admin/users/${user.id}`, payload: { banned: true }, headers: bearer(token) });
+      assertError(ban, 401, REAUTHENTICATION_REQUIRED);
+      const removal = await app.inject({ method: 'DELETE', url: `/admin/users/${user.id}`, headers: bearer(token) });
+      assertError(removal, 401, REAUTHENTICATION_REQUIRED);
     }
+    const row = await suite.pool.query('SELECT banned_at FROM users WHERE id = $1', [user.id]);
+    assert.deepEqual(row.rows, [{ banned_at: null }], 'the user is neither banned nor deleted');
     assert.deepEqual(await factorRows(user.id), { totp: 1, codes: 10 });
     assert.equal((await auditOf('factors_reset', user.id)).length, 0);
     const fresh = await signedIn(app, admin.email);

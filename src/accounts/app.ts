@@ -253,7 +253,7 @@ export const accounts = defineService<typeof accountsConfig, AccountsDeps>({
     await app.register(passkeyRoutes, { passkeys, access, stepUp });
     // A valid token, then role admin (docs/accounts.md, rule 6):
     await app.register(adminUsersRoute, { accounts: accountsService, access });
-    await app.register(adminUserChangesRoutes, { admin: new UserAdministration(pool, users, sessions, audit, clock), access });
+    await app.register(adminUserChangesRoutes, { admin: new UserAdministration(pool, users, sessions, audit, clock), access, stepUp });
     await app.register(adminAuditRoute, { audit, access });
     await app.register(adminUserFactorsRoutes, { factors, access, stepUp });
     // The web pages over this API (src/accounts/web/), and their session in a cookie:

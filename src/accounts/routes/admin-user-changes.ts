@@ -2,9 +2,9 @@ import { Type } from '@sinclair/typebox';
 import type { App } from '../../kit/http/app.js';
 import { described } from '../../kit/http/openapi.js';
 import { originOf } from '../audit.js';
-import { type AccessCheck, callers, requireAccessToken } from '../auth.js';
+import { type AccessCheck, type StepUp, callers, requireAccessToken, requireRecentAuthentication } from '../auth.js';
 import type { UserAdministration } from '../user-admin.js';
-import { BEARER_SECURITY, BearerHeader, Done, Errors, PublicUser } from './schemas.js';
+import { BEARER_SECURITY, BearerHeader, Done, Errors, PublicUser, ReauthenticationRequired } from './schemas.js';
 import { dataEnvelope, envelope, ErrorEnvelope, statusEnvelope } from '../../kit/http/status-envelope.js';
 
 const UserParams = Type.Object({ id: Type.String({ format: 'uuid', description: 'The user’s id' }) });
@@ -27,10 +27,13 @@ const lastAdmin = described(
 /** Changing and deleting accounts. */
 export async function adminUserChangesRoutes(
   app: App,
-  { admin, access }: { admin: UserAdministration; access: AccessCheck },
+  { admin, access, stepUp }: { admin: UserAdministration; access: AccessCheck; stepUp: StepUp },
 ): Promise<void> {
-  // A valid token, then role admin (docs/accounts.md, rule 6).
+  // A valid token, then role admin (docs/accounts.md, rule 6), then a recent sign-in: a stolen
+  // admin token alone must not ban, demote or delete anyone. The contract's listing
+  // (GET /admin/users) is in another scope and keeps working for the token's whole life.
   requireAccessToken(app, { ...access, role: 'admin' });
+  requireRecentAuthentication(app, stepUp);
   app.patch(
     '/admin/users/:id',
     {
@@ -40,13 +43,14 @@ export async function adminUserChangesRoutes(
         summary: 'Change a user’s role or ban (role admin only); takes effect at once',
         description:
           `${BearerHeader.description} A role change or a ban ends the user’s sessions and refuses the access tokens they hold. ` +
-          'The last usable admin cannot be demoted or banned (409).',
+          'The last usable admin cannot be demoted or banned (409). ' +
+          'Needs a sign-in no older than REAUTH_MAX_AGE (10 minutes), else 401 reauthentication_required.',
         params: UserParams,
         body: ChangeBody,
         response: {
           200: envelope(Type.Object({ user: PublicUser, banned: Type.Boolean() })),
           400: Errors.invalid('body must NOT have fewer than 1 properties'),
-          401: Errors.noToken,
+          401: ReauthenticationRequired,
           403: Errors.forbidden,
           404: userNotFound,
           409: lastAdmin,
@@ -67,12 +71,14 @@ export async function adminUserChangesRoutes(
         tags: ['admin'],
         security: BEARER_SECURITY,
         summary: 'Delete a user (role admin only); their sessions and tokens stop working at once',
-        description: `${BearerHeader.description} The last usable admin cannot be deleted (409). The audit log keeps its entries.`,
+        description:
+          `${BearerHeader.description} The last usable admin cannot be deleted (409). The audit log keeps its entries. ` +
+          'Needs a sign-in no older than REAUTH_MAX_AGE (10 minutes), else 401 reauthentication_required.',
         params: UserParams,
         response: {
           200: described(Done, 'The user is deleted', statusEnvelope(200, 'User deleted')),
           400: Errors.invalid('params/id must match format "uuid"'),
-          401: Errors.noToken,
+          401: ReauthenticationRequired,
           403: Errors.forbidden,
           404: userNotFound,
           409: lastAdmin,

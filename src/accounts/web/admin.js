@@ -1,5 +1,5 @@
 import { ApiError, el, formatInstant, formatNumber, say } from '/assets/api.js';
-import { authApi, authListing, explain, requireSignIn } from '/assets/accounts/session.js';
+import { authApi, authListing, explain, needsRecentSignIn, requireSignIn, signOut } from '/assets/accounts/session.js';
 
 // Pages of 20 rows on a wide screen; on a phone, where each row is a card, 10, and the audit log folded until asked for.
 const narrow = () => matchMedia('(max-width: 47.99rem)').matches;
@@ -100,9 +100,31 @@ async function change(user, body, done) {
     await Promise.all([loadUsers(), loadAudit()]);
   } catch (err) {
     say(statusBox, '');
-    say(errorBox, explain(err));
+    if (!askForRecentSignIn(err)) say(errorBox, explain(err));
   }
 }
+
+/**
+ * A change refused because this sign-in is older than REAUTH_MAX_AGE (step-up): the page offers
+ * a new sign-in rather than an error. Whether it was that refusal.
+ */
+function askForRecentSignIn(err) {
+  if (!needsRecentSignIn(err)) return false;
+  const box = document.getElementById('admin-reauth');
+  box.hidden = false;
+  document.getElementById('admin-reauth-button').focus();
+  return true;
+}
+
+// Step-up: this browser signs out, and the sign-in page brings the admin back here.
+document.getElementById('admin-reauth-button').addEventListener('click', async () => {
+  try {
+    await signOut(false);
+  } catch (err) {
+    return say(errorBox, explain(err));
+  }
+  location.assign('/?again=1&next=%2Fadmin');
+});
 
 /** The changes that give power or take access away are confirmed first; the way back (make user, unban) is not. */
 const confirmations = {
@@ -136,7 +158,11 @@ usersBody.addEventListener('click', async (event) => {
   if (!user) return;
   say(errorBox, '');
   const action = button.dataset.action;
-  const refocus = () => document.querySelector(`tr[data-user="${user.id}"] button[data-action="${action}"]`)?.focus();
+  // Back to the row's button, unless the page now offers a new sign-in, which has the focus.
+  const refocus = () => {
+    if (!document.getElementById('admin-reauth').hidden) return;
+    document.querySelector(`tr[data-user="${user.id}"] button[data-action="${action}"]`)?.focus();
+  };
   if (action === 'role') {
     const role = user.role === 'admin' ? 'user' : 'admin';
     if (role === 'admin' && !(await confirmed(confirmations.role(user)))) return refocus();
@@ -176,6 +202,11 @@ document.getElementById('delete-form').addEventListener('submit', async (event) 
     say(statusBox, `${current.email} deleted.`);
     await Promise.all([loadUsers(), loadAudit()]);
   } catch (err) {
+    if (needsRecentSignIn(err)) {
+      dialog.close();
+      askForRecentSignIn(err);
+      return;
+    }
     // The last admin's 409, or another refusal: told in the dialog, which stays open.
     say(document.getElementById('delete-error'), explain(err));
   }
