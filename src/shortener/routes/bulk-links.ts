@@ -10,6 +10,7 @@ import { dataEnvelope, envelope, ErrorEnvelope, statusEnvelope } from '../../kit
 import type { Access, Principal } from '../access.js';
 import type { LinkLimits, LinkService } from '../links.js';
 import { CreatedData, CreateLinkBody, createdData, createFields, creator, quotaKey, quotaMessage } from './create-link.js';
+import { CREATE_KEY_REFUSED } from './schemas.js';
 
 /** The most links one bulk create takes. */
 export const MAX_BULK_ITEMS = 1000;
@@ -99,11 +100,7 @@ export async function bulkLinksRoute(
             response: 'Bad Request',
             message: 'body must NOT have more than 1000 items',
           }),
-          401: described(ErrorEnvelope, 'Authorization was sent but is not a live API key (nor the admin key)', {
-            status: 401,
-            response: 'Unauthorized',
-            message: 'Authorization on a create must be Bearer <API key>, or be left out',
-          }),
+          401: CREATE_KEY_REFUSED,
           429: described(
             ErrorEnvelope,
             'No create left this window for this client, or this hour for this key: nothing is created (Retry-After)',

@@ -21,6 +21,7 @@ import { MAX_TITLE_LENGTH } from './admin-links.js';
 import { type LinkPasswords, PASSWORD_RULE, parsePassword } from '../link-passwords.js';
 import { LinkRulesSchema, parseRules, RULES_DESCRIPTION } from '../link-rules.js';
 import { dataEnvelope, envelope, ErrorEnvelope, statusEnvelope } from '../../kit/http/status-envelope.js';
+import { CREATE_KEY_REFUSED } from './schemas.js';
 
 export const CreateLinkBody = Type.Object(
   {
@@ -162,11 +163,7 @@ export async function createLinkRoute(
             response: 'Bad Request',
             message: 'body/url must NOT have fewer than 1 characters',
           }),
-          401: described(ErrorEnvelope, 'Authorization was sent but is not a live API key (nor the admin key)', {
-            status: 401,
-            response: 'Unauthorized',
-            message: 'Authorization on a create must be Bearer <API key>, or be left out',
-          }),
+          401: CREATE_KEY_REFUSED,
           409: described(ErrorEnvelope, 'The alias is taken by a link, or was the code of a deleted one', {
             status: 409,
             response: 'Conflict',

@@ -4,11 +4,11 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { App } from '../../kit/http/app.js';
 import { described } from '../../kit/http/openapi.js';
 import { ErrorEnvelope } from '../../kit/http/status-envelope.js';
-import { type Access, CREDENTIALS_REQUIRED, forbidden, type Principal, requireManager } from '../access.js';
+import { type Access, CREDENTIALS_REQUIRED, type Principal, requireManager } from '../access.js';
 import { csvRow, type CsvValue } from '../csv.js';
 import { isWellFormedCode } from '../links.js';
 import type { Link, LinkRepository, VisitExportRow } from '../repository.js';
-import { ADMIN_SECURITY, CodeParams, MANAGER_SECURITY } from './schemas.js';
+import { ADMIN_SECURITY, CodeParams, LINK_MANAGER_ERRORS, MANAGER_SECURITY } from './schemas.js';
 
 /** Rows read per statement: the export holds one page in memory, never the whole list. */
 export const EXPORT_PAGE_SIZE = 500;
@@ -191,17 +191,7 @@ export async function exportLinksRoutes(
             response: 'Bad Request',
             message: 'querystring/format must be equal to constant',
           }),
-          401: described(ErrorEnvelope, 'No credentials (WWW-Authenticate: Bearer)', {
-            status: 401,
-            response: 'Unauthorized',
-            message: CREDENTIALS_REQUIRED,
-          }),
-          403: described(ErrorEnvelope, 'The credentials do not manage this link', {
-            status: 403,
-            response: 'Forbidden',
-            message: forbidden().message,
-          }),
-          404: described(ErrorEnvelope, 'No link has this code', { status: 404, response: 'Not Found', message: 'Link not found' }),
+          ...LINK_MANAGER_ERRORS,
         },
       },
     },

@@ -3,8 +3,8 @@ import type { App } from '../../kit/http/app.js';
 import { described } from '../../kit/http/openapi.js';
 import { isWellFormedCode, linkState, type LinkService } from '../links.js';
 import { parseVisitQuery } from '../visit-report.js';
-import { CodeParams, MANAGER_SECURITY } from './schemas.js';
-import { type Access, CREDENTIALS_REQUIRED, forbidden, requireManager } from '../access.js';
+import { CodeParams, LINK_MANAGER_ERRORS, MANAGER_SECURITY } from './schemas.js';
+import { type Access, requireManager } from '../access.js';
 import type { LinkRepository } from '../repository.js';
 import { dataEnvelope, envelope, ErrorEnvelope } from '../../kit/http/status-envelope.js';
 
@@ -65,17 +65,7 @@ export async function linkVisitsRoute(
             response: 'Bad Request',
             message: 'interval must be "hour" or "day"',
           }),
-          401: described(ErrorEnvelope, 'No credentials (WWW-Authenticate: Bearer)', {
-            status: 401,
-            response: 'Unauthorized',
-            message: CREDENTIALS_REQUIRED,
-          }),
-          403: described(ErrorEnvelope, 'The credentials do not manage this link', {
-            status: 403,
-            response: 'Forbidden',
-            message: forbidden().message,
-          }),
-          404: described(ErrorEnvelope, 'No link has this code', { status: 404, response: 'Not Found', message: 'Link not found' }),
+          ...LINK_MANAGER_ERRORS,
         },
       },
     },
