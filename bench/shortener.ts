@@ -5,6 +5,7 @@ import pg from 'pg';
 import { systemClock } from '../src/kit/clock.js';
 import { createPool } from '../src/kit/db.js';
 import { randomCode } from '../src/shortener/codes.js';
+import { chooseDestination, type LinkRules } from '../src/shortener/link-rules.js';
 import { isWellFormedCode, LinkService } from '../src/shortener/links.js';
 import { type BatchVisit, LinkRepository } from '../src/shortener/repository.js';
 import { AgentParser, type Visit, VisitorKeys } from '../src/shortener/visits.js';
@@ -61,10 +62,15 @@ interface ReferenceConfig {
   trustProxy: string;
 }
 
+interface Counted {
+  url: string;
+  rules: LinkRules | null;
+}
+
 interface Waiter {
   visit: Visit;
-  /** The URL when the click was counted; 404 (no such code) or 410 (refused) otherwise. */
-  resolve: (outcome: string | 404 | 410) => void;
+  /** The link's URL and rules when the click was counted; 404 (no such code) or 410 (refused) otherwise. */
+  resolve: (outcome: Counted | 404 | 410) => void;
   reject: (err: unknown) => void;
 }
 
@@ -100,7 +106,9 @@ async function serveReference(config: ReferenceConfig & { port: number }): Promi
       );
       for (const code of codes) {
         const result = decided.get(code);
-        for (const [i, w] of batch.get(code)!.entries()) w.resolve(!result ? 404 : i < result.granted ? result.original_url : 410);
+        for (const [i, w] of batch.get(code)!.entries()) {
+          w.resolve(!result ? 404 : i < result.granted ? { url: result.original_url, rules: result.rules } : 410);
+        }
       }
     } catch (err) {
       for (const waiters of batch.values()) for (const w of waiters) w.reject(err);
@@ -110,7 +118,7 @@ async function serveReference(config: ReferenceConfig & { port: number }): Promi
     }
   };
   const record = (code: string, visit: Visit) =>
-    new Promise<string | 404 | 410>((resolve, reject) => {
+    new Promise<Counted | 404 | 410>((resolve, reject) => {
       const waiters = pending.get(code);
       if (waiters) waiters.push({ visit, resolve, reject });
       else pending.set(code, [{ visit, resolve, reject }]);
@@ -134,7 +142,9 @@ async function serveReference(config: ReferenceConfig & { port: number }): Promi
         const visit = await visitorKeys.visit(ip, req.headers['user-agent'], req.headers.referer, agents);
         const outcome = await record(code, visit);
         if (typeof outcome === 'number') return answer(res, outcome);
-        res.writeHead(302, { location: new URL(outcome).href, 'cache-control': 'no-store' });
+        // Where this visitor goes: the service's own choice over the rules the click statement returned.
+        const destination = chooseDestination(outcome.url, outcome.rules, visit);
+        res.writeHead(302, { location: new URL(destination).href, 'cache-control': 'no-store' });
         res.end();
       } catch {
         answer(res, 503);
@@ -274,7 +284,7 @@ async function seedVisits(
             (ARRAY['desktop', 'mobile', 'tablet', '(unknown)'])[1 + i % 4],
             $3::int + CASE WHEN h * $4::int + i < $5::int THEN 1 ELSE 0 END
      FROM generate_series(0, $6::int - 1) AS h, generate_series(0, $4::int - 1) AS i
-     ON CONFLICT (code, hour, class, referrer, browser, os, device) DO UPDATE SET visits = visit_counts.visits + EXCLUDED.visits`,
+     ON CONFLICT (code, hour, class, referrer, browser, os, device, country) DO UPDATE SET visits = visit_counts.visits + EXCLUDED.visits`,
     [code, lastHour, share, ROWS_PER_HOUR, extra, hours],
   );
   await db.query(
@@ -331,6 +341,15 @@ export async function run(ctx: { adminUrl: string }): Promise<Record<string, Arr
       'https://example.com/page/',
     ]);
     const hot = list[0]!;
+    // One link with device rules and an A/B split, as a marketing link would have: the redirect
+    // picks among them from the row the click statement already returns.
+    const withRules = list[1]!;
+    const rules: LinkRules = {
+      ios: 'https://apps.apple.com/app/id000000001',
+      android: 'https://play.google.com/store/apps/details?id=example.app',
+      split: [{ url: 'https://example.com/variant-b', percent: 30 }],
+    };
+    await db.query('UPDATE links SET rules = $2 WHERE code = $1', [withRules, JSON.stringify(rules)]);
 
     const base: Omit<LoadOptions, 'url'> = { connections: 50, durationSeconds: DURATION_SECONDS, warmupSeconds: 2, generator };
     const headerSets = visitorHeaders();
@@ -373,6 +392,18 @@ export async function run(ctx: { adminUrl: string }): Promise<Record<string, Arr
       }),
     );
     if (answers[0] !== answers[1]) throw new Error(`the service and the reference answer differently: ${answers[0]} / ${answers[1]}`);
+    // An iPhone's visit of the link with rules goes to the same app-store address from both.
+    const iphone = { 'user-agent': AGENTS[1]![0], 'x-forwarded-for': '198.51.100.8' };
+    const ruled = await Promise.all(
+      [service, reference].map(async (s) => {
+        const res = await fetch(`${s.url}/${withRules}`, { redirect: 'manual', headers: iphone });
+        await res.arrayBuffer();
+        return `${res.status} ${res.headers.get('location')}`;
+      }),
+    );
+    if (ruled[0] !== ruled[1] || ruled[0] !== `302 ${rules.ios}`) {
+      throw new Error(`the link with rules is answered differently: ${ruled[0]} / ${ruled[1]}`);
+    }
     const backends = () => databaseBackendPids(ctx.adminUrl, name);
     const checks: string[] = [];
     const redirects = async (server: { url: string; pid: number }, who: string, label: string, paths: string[]): Promise<Measured> => {
@@ -400,6 +431,7 @@ export async function run(ctx: { adminUrl: string }): Promise<Record<string, Arr
     for (const [label, paths] of [
       ['redirect, one hot code, analytics on', [`/${hot}`]],
       ['redirect, 10,000 codes, analytics on', list.map((c) => `/${c}`)],
+      ['redirect, a link with device rules and a split, analytics on', [`/${withRules}`]],
     ] as const) {
       const runs = await alternate(
         () => redirects(reference!, 'reference', label, [...paths]),
