@@ -65,8 +65,14 @@ export function checkResponseBody(
   }
   // The shortener's HTML errors, for a browser (Accept naming text/html): the stats page of an
   // unknown code is its "Link not found" page (404), and a short link that leads nowhere answers
-  // the page saying why, 404 or 410 (docs/shortener.md, Web pages). Any other HTML error is wrong.
-  if (service === 'shortener' && (status === 404 || status === 410) && method === 'GET' && /^text\/html/i.test(contentType ?? '')) {
+  // the page saying why, 404 or 410 (docs/shortener.md, Web pages), to a GET and to the POST of a
+  // password form (a browser whose form outlived its link). Any other HTML error is wrong.
+  if (
+    service === 'shortener' &&
+    (status === 404 || status === 410) &&
+    (method === 'GET' || method === 'POST') &&
+    /^text\/html/i.test(contentType ?? '')
+  ) {
     const title = /<title>([^<]*)<\/title>/.exec(text)?.[1];
     const pages = status === 404 ? ['Link not found'] : path.startsWith('/stats/') ? [] : ['Link disabled', 'Link expired', 'Link used up'];
     return title !== undefined && pages.includes(title) && !path.startsWith('/api/') && !LEAKS.test(text)
