@@ -243,6 +243,19 @@ describe('the body deadline of a request without credentials', () => {
     }
   });
 
+  it('a stalled chunked body (no Content-Length) is cut at the same deadline', async () => {
+    const { app, port } = await listening({ requestTimeoutMs: 60_000, headersTimeoutMs: 10_000, publicBodyTimeoutMs: 1000 });
+    try {
+      const chunked =
+        'POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n8\r\n{"name":\r\n';
+      const { answer, closedAfterMs } = await rawExchange(port, chunked);
+      assert.equal(parseRaw(answer).status, 408, answer);
+      assert.ok(closedAfterMs < 10_000, `closed after ${closedAfterMs} ms`);
+    } finally {
+      await app.close();
+    }
+  });
+
   it('with credentials the body keeps the whole request deadline; a body in time is served either way', async () => {
     const { app, port, url } = await listening({ requestTimeoutMs: 60_000, headersTimeoutMs: 10_000, publicBodyTimeoutMs: 1000 });
     try {
