@@ -24,8 +24,11 @@ import type { FastifyInstance } from 'fastify';
 // prefetch, no cross-domain policy files, the legacy XSS filter off.
 //
 // The headers are fixed strings, built once per policy and set by one
-// synchronous hook: a request pays a few setHeader calls and nothing else
-// (building them per request was the largest cost of a redirect).
+// synchronous hook, through the reply rather than on the raw response: a
+// header set on the raw response makes Node take its slow path for every
+// header of the answer (each one set and checked one by one, Fastify's own
+// too), while a reply's headers reach Node in one object, checked once as the
+// head is written. Their names go on the wire in lower case, as Fastify's own.
 
 export interface SecurityHeaderOptions {
   /** Seconds; 0 or absent: no Strict-Transport-Security header. */
@@ -68,18 +71,18 @@ export async function registerSecurityHeaders(app: FastifyInstance, opts: Securi
   const headersOf = (policy: string) => {
     let headers = byPolicy.get(policy);
     if (!headers) {
-      headers = securityHeaders(policy, opts.hstsMaxAge);
+      headers = securityHeaders(policy, opts.hstsMaxAge).map(([name, value]) => [name.toLowerCase(), value]);
       byPolicy.set(policy, headers);
     }
     return headers;
   };
   const api = headersOf(API_CONTENT_SECURITY_POLICY);
-  // On the raw response, before anything else answers: a route's own headers (the Swagger UI's
-  // policy) are set later through the reply and take precedence.
+  // Before anything else answers: a route's own headers (the Swagger UI's policy) are set later
+  // through the reply, under the same lower-case names, and take precedence.
   app.addHook('onRequest', (request, reply, done) => {
     const policy = request.routeOptions.config.contentSecurityPolicy;
     const headers = policy === undefined ? api : headersOf(policy);
-    for (const [name, value] of headers) reply.raw.setHeader(name, value);
+    for (const [name, value] of headers) reply.header(name, value);
     done();
   });
 }
