@@ -92,11 +92,12 @@ async function buildIdp({
     // request.ip reads the raw headers each time: without the secret, the forwarded address is dropped
     // before any limit looks at it, and the request counts as its socket's.
     const expected = Buffer.from(forwardedSecret);
-    app.addHook('onRequest', async (request) => {
+    app.addHook('onRequest', (request, _reply, done) => {
       const given = request.headers['x-forwarded-secret'];
       const ok = typeof given === 'string' && given.length === forwardedSecret.length && timingSafeEqual(Buffer.from(given), expected);
       if (!ok) delete request.raw.headers['x-forwarded-for'];
       delete request.raw.headers['x-forwarded-secret'];
+      done();
     });
   }
 

@@ -100,8 +100,9 @@ export function installCors(app: App, origins: CorsOrigins): void {
   // A preflight is answered here, before routing and before the key check: browsers send no
   // apikey on it. An origin not allowed gets the same 200 without any Access-Control-Allow-*
   // header, which the browser takes as a refusal.
-  app.addHook('onRequest', async (request, reply) => {
-    if (!isPreflight(request)) return;
+  // Callback hooks, not async ones: every request passes both, and an async hook costs each a promise.
+  app.addHook('onRequest', (request, reply, done) => {
+    if (!isPreflight(request)) return done();
     vary(reply);
     const allowed = allowedOrigin(origins, request.headers.origin);
     if (allowed !== null) {
@@ -112,14 +113,15 @@ export function installCors(app: App, origins: CorsOrigins): void {
       const headers = requestedHeaders(request.headers['access-control-request-headers']);
       if (headers !== null) reply.header('access-control-allow-headers', headers);
     }
-    return reply.code(200).header('content-length', '0').send();
+    reply.code(200).header('content-length', '0').send();
   });
 
-  app.addHook('onSend', async (request, reply) => {
-    if (isPreflight(request)) return;
-    const allowed = allowedOrigin(origins, request.headers.origin);
-    vary(reply);
-    if (allowed === null) return;
-    reply.header('access-control-allow-origin', allowed).header('access-control-expose-headers', EXPOSED_HEADERS);
+  app.addHook('onSend', (request, reply, payload, done) => {
+    if (!isPreflight(request)) {
+      vary(reply);
+      const allowed = allowedOrigin(origins, request.headers.origin);
+      if (allowed !== null) reply.header('access-control-allow-origin', allowed).header('access-control-expose-headers', EXPOSED_HEADERS);
+    }
+    done(null, payload);
   });
 }

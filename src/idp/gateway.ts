@@ -83,19 +83,11 @@ function gatewayCheck(keys: GatewayKeys): (request: FastifyRequest, reply: Fasti
   };
 }
 
-/** An onRequest hook for the scopes behind the gateway. */
-export function gatewayHook(keys: GatewayKeys) {
-  const check = gatewayCheck(keys);
-  return async (request: FastifyRequest, reply: FastifyReply) => {
-    if (!check(request, reply)) return reply;
-  };
-}
-
 /**
- * The same hook callback-style, for REST: it never waits, and every REST request passes it, so it
- * spares each one a promise and a turn of the microtask queue.
+ * An onRequest hook for the scopes behind the gateway, callback-style: it never waits, and every
+ * request passes it, so it spares each one a promise and a turn of the microtask queue.
  */
-export function gatewayHookCallback(keys: GatewayKeys) {
+export function gatewayHook(keys: GatewayKeys) {
   const check = gatewayCheck(keys);
   return (request: FastifyRequest, reply: FastifyReply, done: () => void): void => {
     if (check(request, reply)) done();

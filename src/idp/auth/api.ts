@@ -62,16 +62,17 @@ export async function authRoutes(
   // The mail's link is opened by a browser, which has no key: Supabase's gateway leaves GET /verify
   // open too. It needs none, since the token in the link is the credential.
   const gateway = gatewayHook(opts.gateway);
-  scope.addHook('onRequest', async (request, reply) => {
-    if (request.method === 'GET' && request.routeOptions.url === '/auth/v1/verify') return;
-    return gateway(request, reply);
+  scope.addHook('onRequest', (request, reply, done) => {
+    if (request.method === 'GET' && request.routeOptions.url === '/auth/v1/verify') return done();
+    gateway(request, reply, done);
   });
   acceptJsonBodies(scope, 'empty-object');
   // Every auth body is optional (GoTrue reads an absent body as an empty one), but Fastify validates
   // an absent body against the schema as `undefined`: a DELETE /admin/users/:id sent without a body
   // was a 400 bad_json, answered before the admin check. Absent is empty, whatever the content type.
-  scope.addHook('preValidation', async (request) => {
+  scope.addHook('preValidation', (request, _reply, done) => {
     if (request.body === undefined) request.body = {};
+    done();
   });
 
   scope.setErrorHandler((err: FastifyError | Error, request, reply) => {

@@ -7,7 +7,7 @@ import { unexpectedErrorOutcome } from '../../kit/http/classify-error.js';
 import { InvalidJsonBody } from '../../kit/http/json-body.js';
 import { DOCUMENT_ONLY, described } from '../../kit/http/openapi.js';
 import type { CounterStore } from '../../kit/rate-limit.js';
-import { type GatewayKeys, gatewayHookCallback, KEY_SECURITY, USER_SECURITY } from '../gateway.js';
+import { type GatewayKeys, gatewayHook, KEY_SECURITY, USER_SECURITY } from '../gateway.js';
 import { acceptJsonBodies } from '../../kit/http/json-body-parser.js';
 import type { SigningKeys } from '../keys.js';
 import { RestError, restErrors } from './errors.js';
@@ -77,7 +77,7 @@ export async function restRoutes(scope: App, opts: RestOptions): Promise<void> {
     limits: new WriteLimits(opts.writeCounter, opts.clock, settings),
     statements: new StatementCache(),
   };
-  scope.addHook('onRequest', gatewayHookCallback(opts.gateway));
+  scope.addHook('onRequest', gatewayHook(opts.gateway));
   acceptJsonBodies(scope, 'none');
 
   // Errors raised before the handler runs: body parsing, size, media type.
