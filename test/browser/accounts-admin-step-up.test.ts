@@ -1,87 +1,65 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { Browser } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { startAccounts, type RunningAccounts } from '../helpers/accounts.js';
-import { assertAccessible, assertClean, browserSkip, launchBrowser, screenshots, watch } from '../helpers/browser.js';
+import { registerAccount, submitSignIn } from '../helpers/accounts-pages.js';
+import { assertAccessible, assertClean, browserSkip, screenshots, useBrowser } from '../helpers/browser.js';
 
 // Step-up on the admin page, in a real Chromium against the real service and PostgreSQL: a ban
 // asked with a sign-in older than REAUTH_MAX_AGE (3 s here, 10 minutes by default) is refused, the
 // page offers a new sign-in instead of an error, and after it the admin is back on /admin and
 // the ban goes through.
 
-const PASSWORD = 'correct horse battery';
 const REAUTH_MAX_AGE_S = 3;
 
 describe('admin step-up in Chromium', { skip: browserSkip }, () => {
+  const browser = useBrowser();
   let accounts: RunningAccounts;
-  let browser: Browser;
 
   before(async () => {
     accounts = await startAccounts({ listen: true, env: { REAUTH_MAX_AGE: String(REAUTH_MAX_AGE_S) } });
-    browser = await launchBrowser();
   });
   after(async () => {
-    await browser?.close();
     await accounts?.close();
   });
 
-  async function register(label: string): Promise<{ id: string; email: string }> {
-    const email = `${label}-${Date.now()}@example.com`;
-    const res = await fetch(`${accounts.url}/auth/register`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ name: label, email, password: PASSWORD }),
-    });
-    assert.equal(res.status, 201);
-    return { id: ((await res.json()) as { data: { id: string } }).data.id, email };
-  }
-
-  async function signInOnPage(page: import('playwright-core').Page, email: string) {
-    await page.getByLabel('Email').fill(email);
-    await page.getByLabel('Password', { exact: true }).fill(PASSWORD);
-    await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+  async function signInOnPage(page: Page, email: string) {
+    await submitSignIn(page, email);
     await page.waitForURL(`${accounts.url}/admin`);
   }
 
   it('a ban with an old sign-in asks to sign in again, brings the admin back to /admin, then bans', async () => {
-    const admin = await register('step-up-admin');
+    const admin = await registerAccount(accounts.url, 'step-up-admin', 'step-up-admin');
     await accounts.pool.query(`UPDATE users SET role = 'admin' WHERE id = $1`, [admin.id]);
-    const target = await register('step-up-target');
-    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
-    context.setDefaultTimeout(20_000);
-    try {
-      const page = await context.newPage();
-      const w = watch(page);
-      await page.goto(`${accounts.url}/`);
-      await signInOnPage(page, admin.email);
-      const ban = page.getByRole('button', { name: `Ban ${target.email}` });
-      await ban.waitFor();
-      await new Promise((resolve) => setTimeout(resolve, (REAUTH_MAX_AGE_S + 1) * 1000));
+    const target = await registerAccount(accounts.url, 'step-up-target', 'step-up-target');
+    const { page, w } = await browser.newPage();
+    await page.goto(`${accounts.url}/`);
+    await signInOnPage(page, admin.email);
+    const ban = page.getByRole('button', { name: `Ban ${target.email}` });
+    await ban.waitFor();
+    await new Promise((resolve) => setTimeout(resolve, (REAUTH_MAX_AGE_S + 1) * 1000));
 
-      await ban.click();
-      await page.locator('#confirm-button').click();
-      const offer = page.locator('#admin-reauth');
-      await offer.waitFor({ state: 'visible' });
-      assert.equal(await page.locator('#admin-error').isHidden(), true, 'no error beside the offer');
-      assert.equal(await page.evaluate(() => document.activeElement?.id), 'admin-reauth-button');
-      const stillThere = await accounts.pool.query('SELECT banned_at FROM users WHERE id = $1', [target.id]);
-      assert.equal(stillThere.rows[0].banned_at, null, 'nothing changed');
-      await assertAccessible(page, 'admin step-up offer');
-      await screenshots(page, 'accounts-admin-step-up');
+    await ban.click();
+    await page.locator('#confirm-button').click();
+    const offer = page.locator('#admin-reauth');
+    await offer.waitFor({ state: 'visible' });
+    assert.equal(await page.locator('#admin-error').isHidden(), true, 'no error beside the offer');
+    assert.equal(await page.evaluate(() => document.activeElement?.id), 'admin-reauth-button');
+    const stillThere = await accounts.pool.query('SELECT banned_at FROM users WHERE id = $1', [target.id]);
+    assert.equal(stillThere.rows[0].banned_at, null, 'nothing changed');
+    await assertAccessible(page, 'admin step-up offer');
+    await screenshots(page, 'accounts-admin-step-up');
 
-      await page.keyboard.press('Enter');
-      await page.waitForURL(/\/\?again=1&next=%2Fadmin$/);
-      await page.getByText('For your security, sign in again to continue.').waitFor();
-      await signInOnPage(page, admin.email);
-      await ban.click();
-      await page.locator('#confirm-button').click();
-      await page.getByText(`${target.email} is banned: every session has ended`).waitFor();
-      const banned = await accounts.pool.query('SELECT banned_at FROM users WHERE id = $1', [target.id]);
-      assert.notEqual(banned.rows[0].banned_at, null);
-      // The refused ban's 401 is the only failed request of the page.
-      assertClean(w, [401]);
-    } finally {
-      await context.close();
-    }
+    await page.keyboard.press('Enter');
+    await page.waitForURL(/\/\?again=1&next=%2Fadmin$/);
+    await page.getByText('For your security, sign in again to continue.').waitFor();
+    await signInOnPage(page, admin.email);
+    await ban.click();
+    await page.locator('#confirm-button').click();
+    await page.getByText(`${target.email} is banned: every session has ended`).waitFor();
+    const banned = await accounts.pool.query('SELECT banned_at FROM users WHERE id = $1', [target.id]);
+    assert.notEqual(banned.rows[0].banned_at, null);
+    // The refused ban's 401 is the only failed request of the page.
+    assertClean(w, [401]);
   });
 });

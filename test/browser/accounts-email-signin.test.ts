@@ -4,54 +4,37 @@
 // (as a mail scanner does) spends nothing.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { Browser } from 'playwright-core';
 import { startAccounts, type RunningAccounts } from '../helpers/accounts.js';
+import { registerAccount } from '../helpers/accounts-pages.js';
 import {
   assertAccessible,
   assertClean,
   assertNoSidewaysScroll,
   assertSameOrigin,
   browserSkip,
-  launchBrowser,
   screenshots,
-  watch,
+  useBrowser,
 } from '../helpers/browser.js';
 import { freePort } from '../helpers/ports.js';
 import { linkIn, startSmtp, type TestSmtp } from '../helpers/smtp.js';
 
-const PASSWORD = 'correct horse battery';
-
 describe('sign-in by mail in Chromium', { skip: browserSkip }, () => {
+  const browser = useBrowser();
   let smtp: TestSmtp;
   let accounts: RunningAccounts;
   let origin: string;
-  let browser: Browser;
 
   before(async () => {
     smtp = await startSmtp();
     // The mailed links name the service, so its address is fixed before it starts.
     const port = await freePort();
     origin = `http://127.0.0.1:${port}`;
-    accounts = await startAccounts({ env: { SMTP_URL: smtp.url, ACCOUNTS_PUBLIC_URL: origin, EMAIL_SIGNIN: 'true' } });
-    await accounts.app.listen({ port, host: '127.0.0.1' });
-    browser = await launchBrowser();
+    accounts = await startAccounts({ listen: true, port, env: { SMTP_URL: smtp.url, ACCOUNTS_PUBLIC_URL: origin, EMAIL_SIGNIN: 'true' } });
   });
   after(async () => {
-    await browser?.close();
     await accounts?.close();
     await smtp?.close();
   });
-
-  async function register(label: string): Promise<string> {
-    const email = `${label}-${Date.now()}@example.com`;
-    const res = await fetch(`${origin}/auth/register`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ name: 'Mail Reader', email, password: PASSWORD }),
-    });
-    assert.equal(res.status, 201);
-    return email;
-  }
 
   async function mailFor(email: string): Promise<{ link: string; code: string }> {
     const mail = await smtp.waitForMail(email);
@@ -61,10 +44,8 @@ describe('sign-in by mail in Chromium', { skip: browserSkip }, () => {
   }
 
   it('from the sign-in page: the offer, the mailed code typed on the page, signed in on the account page', async () => {
-    const email = await register('mail-code');
-    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
-    const page = await context.newPage();
-    const w = watch(page);
+    const { email } = await registerAccount(origin, 'mail-code', 'Mail Reader');
+    const { page, w, context } = await browser.newPage();
     await page.goto(`${origin}/`);
     await page.getByRole('link', { name: 'Email me a sign-in link' }).click();
     await page.waitForURL(`${origin}/email-signin`);
@@ -86,7 +67,7 @@ describe('sign-in by mail in Chromium', { skip: browserSkip }, () => {
   });
 
   it("the mail's link: opening it spends nothing; pressing Sign in signs in, once", async () => {
-    const email = await register('mail-link');
+    const { email } = await registerAccount(origin, 'mail-link', 'Mail Reader');
     const asked = await fetch(`${origin}/auth/email-signin`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -102,9 +83,7 @@ describe('sign-in by mail in Chromium', { skip: browserSkip }, () => {
     await scanned.getByRole('button', { name: 'Sign in' }).waitFor();
     await scanner.close();
 
-    const context = await browser.newContext({ viewport: { width: 390, height: 800 } });
-    const page = await context.newPage();
-    const w = watch(page);
+    const { page, w, context } = await browser.newPage({ viewport: { width: 390, height: 800 } });
     await page.goto(link);
     const signInButton = page.getByRole('button', { name: 'Sign in' });
     await signInButton.waitFor();

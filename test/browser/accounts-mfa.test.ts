@@ -1,26 +1,22 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { Browser } from 'playwright-core';
 import { base32Decode, totpCode, totpStep } from '../../src/kit/totp.js';
 import { startAccounts, type RunningAccounts } from '../helpers/accounts.js';
-import { assertAccessible, assertClean, browserSkip, launchBrowser, watch } from '../helpers/browser.js';
+import { PASSWORD, submitSignIn } from '../helpers/accounts-pages.js';
+import { assertAccessible, assertClean, browserSkip, useBrowser } from '../helpers/browser.js';
 
 // Two-step sign-in on the accounts sign-in page, in a real Chromium against the real
 // service and PostgreSQL. TOTP is enrolled through the API; the codes are computed
 // here from the secret the API showed, as an authenticator app would.
 
-const PASSWORD = 'correct horse battery';
-
 describe('two-step sign-in in Chromium', { skip: browserSkip }, () => {
+  const browser = useBrowser();
   let accounts: RunningAccounts;
-  let browser: Browser;
 
   before(async () => {
     accounts = await startAccounts({ listen: true });
-    browser = await launchBrowser();
   });
   after(async () => {
-    await browser?.close();
     await accounts?.close();
   });
 
@@ -47,30 +43,21 @@ describe('two-step sign-in in Chromium', { skip: browserSkip }, () => {
   it('the password, then the app’s code (a wrong one said in words), lands on the account page; a recovery code works too', async () => {
     const email = `two-step-${Date.now()}@example.com`;
     const { secret, recoveryCodes } = await enrolled(email);
-    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
-    context.setDefaultTimeout(20_000);
-    try {
-      const page = await context.newPage();
-      const w = watch(page);
-      await page.goto(`${accounts.url}/`);
-      await page.getByLabel('Email').fill(email);
-      await page.getByLabel('Password', { exact: true }).fill(PASSWORD);
-      await page.getByRole('button', { name: 'Sign in', exact: true }).click();
-      const code = page.getByLabel('Code');
-      await code.waitFor();
-      assert.ok(await code.evaluate((el) => el === document.activeElement), 'the code field has the focus');
-      await assertAccessible(page, 'sign-in second step');
-      // A code of the app that is not the current one (the current plus one, mod 10^6).
-      await code.fill(String((Number(totpCode(secret, totpStep(Date.now()))) + 1) % 1_000_000).padStart(6, '0'));
-      await page.keyboard.press('Enter');
-      await page.getByText('That code is not right').waitFor();
-      // The recovery code, typed in lower case, by keyboard alone.
-      await code.fill(recoveryCodes[0]!.toLowerCase());
-      await page.keyboard.press('Enter');
-      await page.waitForURL(`${accounts.url}/account`);
-      assertClean(w, [401]);
-    } finally {
-      await context.close();
-    }
+    const { page, w } = await browser.newPage();
+    await page.goto(`${accounts.url}/`);
+    await submitSignIn(page, email);
+    const code = page.getByLabel('Code');
+    await code.waitFor();
+    assert.ok(await code.evaluate((el) => el === document.activeElement), 'the code field has the focus');
+    await assertAccessible(page, 'sign-in second step');
+    // A code of the app that is not the current one (the current plus one, mod 10^6).
+    await code.fill(String((Number(totpCode(secret, totpStep(Date.now()))) + 1) % 1_000_000).padStart(6, '0'));
+    await page.keyboard.press('Enter');
+    await page.getByText('That code is not right').waitFor();
+    // The recovery code, typed in lower case, by keyboard alone.
+    await code.fill(recoveryCodes[0]!.toLowerCase());
+    await page.keyboard.press('Enter');
+    await page.waitForURL(`${accounts.url}/account`);
+    assertClean(w, [401]);
   });
 });

@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { Browser, Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { manualClock } from '../../src/kit/clock.js';
 import { startAccounts, type RunningAccounts } from '../helpers/accounts.js';
+import { confirmWith, registerAccount, signOut, submitSignIn } from '../helpers/accounts-pages.js';
 import {
   assertAccessible,
   assertAccessibleInDark,
@@ -10,10 +11,9 @@ import {
   assertNoSidewaysScroll,
   assertSameOrigin,
   browserSkip,
-  launchBrowser,
   screenshots,
   tabTo,
-  watch,
+  useBrowser,
 } from '../helpers/browser.js';
 import { freePort } from '../helpers/ports.js';
 import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
@@ -25,12 +25,11 @@ import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
 // service is told is its public one. The service's clock is injected (starting now, so the
 // browser keeps the cookies): a sign-in grows older than REAUTH_MAX_AGE without waiting.
 
-const PASSWORD = 'correct horse battery';
 const clock = manualClock(Date.now());
 
 describe('passkeys on the account and sign-in pages in Chromium', { skip: browserSkip }, () => {
+  const browser = useBrowser();
   let accounts: RunningAccounts;
-  let browser: Browser;
   let base: string;
   let smtp: TestSmtp;
 
@@ -44,30 +43,11 @@ describe('passkeys on the account and sign-in pages in Chromium', { skip: browse
       clock,
       env: { ACCOUNTS_PUBLIC_URL: base, SMTP_URL: smtp.url, EMAIL_SIGNIN: 'true' },
     });
-    browser = await launchBrowser();
   });
   after(async () => {
-    await browser?.close();
     await accounts?.close();
     await smtp?.close();
   });
-
-  async function register(label: string): Promise<string> {
-    const email = `${label}-${Date.now()}@example.com`;
-    const registered = await fetch(`${base}/auth/register`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ name: 'Passkey Person', email, password: PASSWORD }),
-    });
-    assert.equal(registered.status, 201);
-    return email;
-  }
-
-  async function signInWithPassword(page: Page, email: string) {
-    await page.getByLabel('Email').fill(email);
-    await page.getByLabel('Password', { exact: true }).fill(PASSWORD);
-    await page.getByRole('button', { name: 'Sign in', exact: true }).click();
-  }
 
   /** A platform authenticator for this page, as a phone or laptop has: resident keys, user verification that succeeds. */
   async function virtualAuthenticator(page: Page) {
@@ -88,149 +68,119 @@ describe('passkeys on the account and sign-in pages in Chromium', { skip: browse
     };
   }
 
-  async function signOut(page: Page) {
-    await page.getByRole('button', { name: 'Sign out', exact: true }).click();
-    await page.waitForURL(/\/\?signed_out=1$/);
-  }
-
-  async function confirmWith(page: Page, name: string) {
-    const dialog = page.getByRole('dialog');
-    await dialog.waitFor();
-    await dialog.getByRole('button', { name }).click();
-    await dialog.waitFor({ state: 'hidden' });
-  }
-
   it('adds a passkey from the account page by keyboard, signs in with it without an email, answers the second step with it, renames and removes it', async () => {
-    const email = await register('passkey-page');
-    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
-    context.setDefaultTimeout(20_000);
-    try {
-      const page = await context.newPage();
-      const w = watch(page);
-      const authenticator = await virtualAuthenticator(page);
-      await page.goto(`${base}/?next=%2Faccount`);
-      await page.getByRole('button', { name: 'Sign in with a passkey' }).waitFor();
-      await assertAccessible(page, 'sign-in page with the passkey button');
-      await screenshots(page, 'accounts-signin-passkey');
-      await page.getByLabel('Email').fill(email);
-      await page.getByLabel('Password', { exact: true }).fill(PASSWORD);
-      await page.getByRole('button', { name: 'Sign in', exact: true }).click();
-      await page.waitForURL(`${base}/account`);
-      await page.getByText('No passkeys yet').waitFor();
+    const { email } = await registerAccount(base, 'passkey-page', 'Passkey Person');
+    const { page, w } = await browser.newPage();
+    const authenticator = await virtualAuthenticator(page);
+    await page.goto(`${base}/?next=%2Faccount`);
+    await page.getByRole('button', { name: 'Sign in with a passkey' }).waitFor();
+    await assertAccessible(page, 'sign-in page with the passkey button');
+    await screenshots(page, 'accounts-signin-passkey');
+    await submitSignIn(page, email);
+    await page.waitForURL(`${base}/account`);
+    await page.getByText('No passkeys yet').waitFor();
 
-      // Adding by keyboard alone: Tab to the name, type it, Enter; the authenticator makes the key.
-      await tabTo(page, 'passkey-name', 120);
-      await page.keyboard.type('Work laptop');
-      await page.keyboard.press('Enter');
-      await page.getByText('Passkey “Work laptop” added').waitFor();
-      // The two-step section no longer says the password alone signs in.
-      await page.locator('#totp-state').getByText('signing in asks for one of your passkeys').waitFor();
-      const row = page.locator('#passkeys-table tbody tr');
-      assert.equal(await row.count(), 1);
-      await row.getByText('Work laptop').waitFor();
-      assert.equal((await authenticator.credentials()).length, 1);
-      assert.equal((await authenticator.credentials())[0]!.isResidentCredential, true, 'a discoverable credential');
-      await assertAccessible(page, 'account page, one passkey');
-      await assertAccessibleInDark(page, 'account page, one passkey');
-      await assertNoSidewaysScroll(page, 'account page, one passkey');
-      await screenshots(page, 'accounts-passkeys');
+    // Adding by keyboard alone: Tab to the name, type it, Enter; the authenticator makes the key.
+    await tabTo(page, 'passkey-name', 120);
+    await page.keyboard.type('Work laptop');
+    await page.keyboard.press('Enter');
+    await page.getByText('Passkey “Work laptop” added').waitFor();
+    // The two-step section no longer says the password alone signs in.
+    await page.locator('#totp-state').getByText('signing in asks for one of your passkeys').waitFor();
+    const row = page.locator('#passkeys-table tbody tr');
+    assert.equal(await row.count(), 1);
+    await row.getByText('Work laptop').waitFor();
+    assert.equal((await authenticator.credentials()).length, 1);
+    assert.equal((await authenticator.credentials())[0]!.isResidentCredential, true, 'a discoverable credential');
+    await assertAccessible(page, 'account page, one passkey');
+    await assertAccessibleInDark(page, 'account page, one passkey');
+    await assertNoSidewaysScroll(page, 'account page, one passkey');
+    await screenshots(page, 'accounts-passkeys');
 
-      // Rename.
-      await page.getByRole('button', { name: 'Rename passkey Work laptop' }).click();
-      const newName = page.getByLabel('New name');
-      assert.ok(await newName.evaluate((el) => el === document.activeElement), 'the new name field has the focus');
-      await newName.fill('Laptop at work');
-      await page.keyboard.press('Enter');
-      await page.getByText('Passkey renamed to “Laptop at work”').waitFor();
+    // Rename.
+    await page.getByRole('button', { name: 'Rename passkey Work laptop' }).click();
+    const newName = page.getByLabel('New name');
+    assert.ok(await newName.evaluate((el) => el === document.activeElement), 'the new name field has the focus');
+    await newName.fill('Laptop at work');
+    await page.keyboard.press('Enter');
+    await page.getByText('Passkey renamed to “Laptop at work”').waitFor();
 
-      // Sign out, then in with the passkey: no email typed.
-      await signOut(page);
-      assert.equal(await page.getByLabel('Email').inputValue(), '');
-      await tabTo(page, 'passkey-signin-button', 40);
-      await page.keyboard.press('Enter');
-      await page.waitForURL(`${base}/account`);
-      await page.getByRole('cell', { name: 'Laptop at work', exact: true }).waitFor();
-      assert.equal(await page.getByLabel('Email').count(), 0);
-      await page.locator('#passkeys-table tbody tr td[data-label="Last used"]').getByText(/\d/).waitFor();
+    // Sign out, then in with the passkey: no email typed.
+    await signOut(page);
+    assert.equal(await page.getByLabel('Email').inputValue(), '');
+    await tabTo(page, 'passkey-signin-button', 40);
+    await page.keyboard.press('Enter');
+    await page.waitForURL(`${base}/account`);
+    await page.getByRole('cell', { name: 'Laptop at work', exact: true }).waitFor();
+    assert.equal(await page.getByLabel('Email').count(), 0);
+    await page.locator('#passkeys-table tbody tr td[data-label="Last used"]').getByText(/\d/).waitFor();
 
-      // Password sign-in: the passkey is the second step.
-      await signOut(page);
-      await page.getByLabel('Email').fill(email);
-      await page.getByLabel('Password', { exact: true }).fill(PASSWORD);
-      await page.getByRole('button', { name: 'Sign in', exact: true }).click();
-      const usePasskey = page.getByRole('button', { name: 'Use a passkey' });
-      await usePasskey.waitFor();
-      assert.ok(await usePasskey.evaluate((el) => el === document.activeElement), 'the passkey button has the focus');
-      assert.equal(await page.getByLabel('Code').isVisible(), false, 'no code field without TOTP');
-      await assertAccessible(page, 'sign-in, second step with a passkey');
-      await screenshots(page, 'accounts-signin-second-step-passkey');
-      await page.keyboard.press('Enter');
-      await page.waitForURL(`${base}/account`);
-      await page.getByRole('cell', { name: 'Laptop at work', exact: true }).waitFor();
+    // Password sign-in: the passkey is the second step.
+    await signOut(page);
+    await submitSignIn(page, email);
+    const usePasskey = page.getByRole('button', { name: 'Use a passkey' });
+    await usePasskey.waitFor();
+    assert.ok(await usePasskey.evaluate((el) => el === document.activeElement), 'the passkey button has the focus');
+    assert.equal(await page.getByLabel('Code').isVisible(), false, 'no code field without TOTP');
+    await assertAccessible(page, 'sign-in, second step with a passkey');
+    await screenshots(page, 'accounts-signin-second-step-passkey');
+    await page.keyboard.press('Enter');
+    await page.waitForURL(`${base}/account`);
+    await page.getByRole('cell', { name: 'Laptop at work', exact: true }).waitFor();
 
-      // Removal needs a recent sign-in: past REAUTH_MAX_AGE the page asks for one.
-      clock.advance(11 * 60_000);
-      await page.getByRole('button', { name: 'Remove passkey Laptop at work' }).click();
-      await confirmWith(page, 'Remove');
-      await page.locator('#passkeys-reauth').getByText('Changing your passkeys needs a recent sign-in').waitFor();
-      assert.equal(await row.count(), 1);
-      await page.locator('#passkeys-reauth').getByRole('button', { name: 'Sign in again' }).click();
-      await page.waitForURL(/\/\?again=1&next=%2Faccount$/);
-      await page.getByRole('button', { name: 'Sign in with a passkey' }).click();
-      await page.waitForURL(`${base}/account`);
-      await page.getByRole('button', { name: 'Remove passkey Laptop at work' }).click();
-      await confirmWith(page, 'Remove');
-      await page.getByText('Passkey “Laptop at work” removed.').waitFor();
-      await page.getByText('No passkeys yet').waitFor();
+    // Removal needs a recent sign-in: past REAUTH_MAX_AGE the page asks for one.
+    clock.advance(11 * 60_000);
+    await page.getByRole('button', { name: 'Remove passkey Laptop at work' }).click();
+    await confirmWith(page, 'Remove');
+    await page.locator('#passkeys-reauth').getByText('Changing your passkeys needs a recent sign-in').waitFor();
+    assert.equal(await row.count(), 1);
+    await page.locator('#passkeys-reauth').getByRole('button', { name: 'Sign in again' }).click();
+    await page.waitForURL(/\/\?again=1&next=%2Faccount$/);
+    await page.getByRole('button', { name: 'Sign in with a passkey' }).click();
+    await page.waitForURL(`${base}/account`);
+    await page.getByRole('button', { name: 'Remove passkey Laptop at work' }).click();
+    await confirmWith(page, 'Remove');
+    await page.getByText('Passkey “Laptop at work” removed.').waitFor();
+    await page.getByText('No passkeys yet').waitFor();
 
-      // Removed: the key still on the device no longer signs in.
-      await signOut(page);
-      await page.getByRole('button', { name: 'Sign in with a passkey' }).click();
-      await page.getByText('That passkey is not registered here').waitFor();
-      await assertAccessible(page, 'sign-in, passkey refused');
+    // Removed: the key still on the device no longer signs in.
+    await signOut(page);
+    await page.getByRole('button', { name: 'Sign in with a passkey' }).click();
+    await page.getByText('That passkey is not registered here').waitFor();
+    await assertAccessible(page, 'sign-in, passkey refused');
 
-      assertClean(w, [401]);
-      assertSameOrigin(w, base);
-    } finally {
-      await context.close();
-    }
+    assertClean(w, [401]);
+    assertSameOrigin(w, base);
   });
 
   it('a sign-in by mail of an account with a passkey only: the mailed code, then the passkey', async () => {
-    const email = await register('passkey-mail');
-    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
-    context.setDefaultTimeout(20_000);
-    try {
-      const page = await context.newPage();
-      const w = watch(page);
-      await virtualAuthenticator(page);
-      await page.goto(`${base}/?next=%2Faccount`);
-      await signInWithPassword(page, email);
-      await page.waitForURL(`${base}/account`);
-      await page.getByLabel('Name of the passkey').fill('Phone');
-      await page.getByRole('button', { name: 'Add a passkey' }).click();
-      await page.getByText('Passkey “Phone” added').waitFor();
-      await signOut(page);
+    const { email } = await registerAccount(base, 'passkey-mail', 'Passkey Person');
+    const { page, w } = await browser.newPage();
+    await virtualAuthenticator(page);
+    await page.goto(`${base}/?next=%2Faccount`);
+    await submitSignIn(page, email);
+    await page.waitForURL(`${base}/account`);
+    await page.getByLabel('Name of the passkey').fill('Phone');
+    await page.getByRole('button', { name: 'Add a passkey' }).click();
+    await page.getByText('Passkey “Phone” added').waitFor();
+    await signOut(page);
 
-      await page.getByRole('link', { name: 'Email me a sign-in link' }).click();
-      await page.getByLabel('Email').fill(email);
-      await page.getByRole('button', { name: 'Email me a sign-in link' }).click();
-      let code: string | undefined;
-      while (!code) code = /code on the sign-in page: (\d{6})/.exec((await smtp.waitForMail(email)).text)?.[1];
-      await page.getByLabel('Code from the mail').fill(code);
-      await page.keyboard.press('Enter');
-      const usePasskey = page.getByRole('button', { name: 'Use a passkey' });
-      await usePasskey.waitFor();
-      assert.ok(await usePasskey.evaluate((el) => el === document.activeElement), 'the passkey button has the focus');
-      assert.equal(await page.locator('#factor-code').isVisible(), false, 'no code field without TOTP');
-      await assertAccessible(page, 'sign-in by mail, second step with a passkey');
-      await usePasskey.click();
-      await page.waitForURL(`${base}/account`);
-      await page.getByRole('cell', { name: 'Phone', exact: true }).waitFor();
-      assertClean(w);
-      assertSameOrigin(w, base);
-    } finally {
-      await context.close();
-    }
+    await page.getByRole('link', { name: 'Email me a sign-in link' }).click();
+    await page.getByLabel('Email').fill(email);
+    await page.getByRole('button', { name: 'Email me a sign-in link' }).click();
+    let code: string | undefined;
+    while (!code) code = /code on the sign-in page: (\d{6})/.exec((await smtp.waitForMail(email)).text)?.[1];
+    await page.getByLabel('Code from the mail').fill(code);
+    await page.keyboard.press('Enter');
+    const usePasskey = page.getByRole('button', { name: 'Use a passkey' });
+    await usePasskey.waitFor();
+    assert.ok(await usePasskey.evaluate((el) => el === document.activeElement), 'the passkey button has the focus');
+    assert.equal(await page.locator('#factor-code').isVisible(), false, 'no code field without TOTP');
+    await assertAccessible(page, 'sign-in by mail, second step with a passkey');
+    await usePasskey.click();
+    await page.waitForURL(`${base}/account`);
+    await page.getByRole('cell', { name: 'Phone', exact: true }).waitFor();
+    assertClean(w);
+    assertSameOrigin(w, base);
   });
 });

@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { seedAdmin } from '../../src/accounts/admin-seed.js';
 import { UsersRepository } from '../../src/accounts/repository.js';
 import { createPool, type Pool } from '../../src/kit/db.js';
 import { accountsDatabase, startAccounts, type RunningAccounts } from '../helpers/accounts.js';
+import { PASSWORD, submitSignIn } from '../helpers/accounts-pages.js';
 import {
   assertAccessible,
   assertAccessibleInDark,
@@ -12,11 +13,11 @@ import {
   assertNoSidewaysScroll,
   assertSameOrigin,
   browserSkip,
-  launchBrowser,
   lineBreaks,
   screenshots,
   tabTo,
-  watch,
+  useBrowser,
+  watchedPage,
 } from '../helpers/browser.js';
 import type { TestDatabase } from '../helpers/database.js';
 import { freePort } from '../helpers/ports.js';
@@ -26,7 +27,6 @@ import { linkIn, startSmtp, type TestSmtp } from '../helpers/smtp.js';
 // service (in-process, listening on 127.0.0.1) and PostgreSQL. Screenshots of
 // every page at 360 and 1,280 pixels go to test-artifacts/screenshots/.
 
-const PASSWORD = 'correct horse battery';
 const ADMIN_EMAIL = 'root-admin@example.com';
 const ADMIN_PASSWORD = 'the admin passphrase';
 const quiet = { info: () => {}, warn: () => {} };
@@ -35,13 +35,12 @@ let seq = 0;
 const newEmail = (tag: string) => `${tag}-${Date.now()}-${++seq}@example.com`;
 
 describe('accounts web pages in Chromium', { skip: browserSkip }, () => {
+  const browser = useBrowser();
   let db: TestDatabase;
   let pool: Pool;
   let accounts: RunningAccounts;
   let origin: string;
-  let browser: Browser;
   let smtp: TestSmtp;
-  const contexts: BrowserContext[] = [];
   const mailServices: RunningAccounts[] = [];
 
   before(async () => {
@@ -50,26 +49,16 @@ describe('accounts web pages in Chromium', { skip: browserSkip }, () => {
     accounts = await startAccounts({ pool, listen: true });
     origin = accounts.url;
     assert.equal(await seedAdmin(new UsersRepository(pool), { ADMIN_EMAIL, ADMIN_PASSWORD }, quiet), 'created');
-    browser = await launchBrowser();
     smtp = await startSmtp();
   });
 
   after(async () => {
-    for (const c of contexts) await c.close();
-    await browser?.close();
     for (const service of mailServices) await service.close();
     await smtp?.close();
     await accounts?.close();
     await pool?.end();
     await db?.drop();
   });
-
-  async function newContext(userAgent?: string): Promise<BrowserContext> {
-    const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, userAgent });
-    context.setDefaultTimeout(20_000);
-    contexts.push(context);
-    return context;
-  }
 
   /**
    * A service that mails through the test SMTP server; its address is known
@@ -78,9 +67,7 @@ describe('accounts web pages in Chromium', { skip: browserSkip }, () => {
   async function mailingService(env: Record<string, string> = {}): Promise<string> {
     const port = await freePort();
     const own = `http://127.0.0.1:${port}`;
-    const service = await startAccounts({ pool, env: { SMTP_URL: smtp.url, ACCOUNTS_PUBLIC_URL: own, ...env } });
-    mailServices.push(service);
-    await service.app.listen({ port, host: '127.0.0.1' });
+    mailServices.push(await startAccounts({ pool, listen: true, port, env: { SMTP_URL: smtp.url, ACCOUNTS_PUBLIC_URL: own, ...env } }));
     return own;
   }
 
@@ -106,9 +93,7 @@ describe('accounts web pages in Chromium', { skip: browserSkip }, () => {
   /** Signs in through the form and waits for the account page (an admin's: the admin page). */
   async function signIn(page: Page, email: string, password = PASSWORD, own = origin, lands = '/account'): Promise<void> {
     await page.goto(`${own}/`);
-    await page.getByLabel('Email').fill(email);
-    await page.getByLabel('Password', { exact: true }).fill(password);
-    await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+    await submitSignIn(page, email, password);
     await page.waitForURL(`${own}${lands}`);
     await page
       .locator(lands === '/admin' ? '#users-table tbody tr' : '#sessions-table tbody tr')
@@ -122,9 +107,7 @@ describe('accounts web pages in Chromium', { skip: browserSkip }, () => {
   it('registers through the form (every field told at once), lands signed in, and stays signed in over a reload and in a new tab', async () => {
     const taken = newEmail('taken');
     await register(taken);
-    const context = await newContext();
-    const page = await context.newPage();
-    const w = watch(page);
+    const { page, w, context } = await browser.newPage();
     const res = await page.goto(`${origin}/register`);
     assert.equal(res?.status(), 200);
     assert.match(res?.headers()['content-security-policy'] ?? '', /script-src 'self'/);
@@ -189,8 +172,7 @@ describe('accounts web pages in Chromium', { skip: browserSkip }, () => {
     const rotated = (await context.cookies())[0]?.value;
     assert.notEqual(rotated, cookies[0]?.value);
     // ...and so does a second tab: no password asked, the same session, marked as this browser.
-    const other = await context.newPage();
-    const ow = watch(other);
+    const { page: other, w: ow } = await watchedPage(context);
     await other.goto(`${origin}/account`);
     await other.locator('#profile-email').filter({ hasText: email }).waitFor();
     assert.equal(other.url(), `${origin}/account`);
@@ -208,8 +190,7 @@ describe('accounts web pages in Chromium', { skip: browserSkip }, () => {
   it('sign-in refuses a wrong password in words; a session ended from a second browser is signed out there', async () => {
     const email = newEmail('two');
     await register(email);
-    const first = await (await newContext(CHROME_ON_LINUX)).newPage();
-    const w = watch(first);
+    const { page: first, w } = await browser.newPage({ userAgent: CHROME_ON_LINUX });
     await first.goto(`${origin}/`);
     // Signed out: the header offers signing in and registering, nothing else.
     await first.locator('.site-header nav li:visible').first().waitFor();
@@ -230,8 +211,7 @@ describe('accounts web pages in Chromium', { skip: browserSkip }, () => {
     await first.locator('#sessions-table tbody tr').first().waitFor();
     assert.deepEqual(await navigation(first), ['Account']);
 
-    const second = await (await newContext('SecondBrowser/1.0')).newPage();
-    const sw = watch(second);
+    const { page: second, w: sw } = await browser.newPage({ userAgent: 'SecondBrowser/1.0' });
     await signIn(second, email);
     // The first browser lists both sessions and ends the second one's.
     await first.reload();
@@ -271,12 +251,9 @@ describe('accounts web pages in Chromium', { skip: browserSkip }, () => {
     const email = newEmail('throttled');
     await register(email);
     for (let i = 0; i < 10; i++) assert.equal((await api('/auth/login', { email, password: 'a wrong password' })).status, 401);
-    const page = await (await newContext()).newPage();
-    const w = watch(page);
+    const { page, w } = await browser.newPage();
     await page.goto(`${origin}/`);
-    await page.getByLabel('Email').fill(email);
-    await page.getByLabel('Password', { exact: true }).fill(PASSWORD);
-    await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+    await submitSignIn(page, email);
     // The wait in minutes, and the button off until it is over.
     await page
       .locator('#signin-error')
@@ -292,9 +269,8 @@ describe('accounts web pages in Chromium', { skip: browserSkip }, () => {
   it('changes the password: a wrong current one and a mismatch are told; success signs out every other session', async () => {
     const email = newEmail('pw');
     await register(email);
-    const page = await (await newContext()).newPage();
-    const w = watch(page);
-    const elsewhere = await (await newContext('ElsewhereBrowser/1.0')).newPage();
+    const { page, w } = await browser.newPage();
+    const { page: elsewhere } = await browser.newPage({ userAgent: 'ElsewhereBrowser/1.0' });
     await signIn(elsewhere, email);
     await signIn(page, email);
 
@@ -328,8 +304,7 @@ describe('accounts web pages in Chromium', { skip: browserSkip }, () => {
   it('signs out (the refresh token stops working) and signs out everywhere (other browsers too)', async () => {
     const email = newEmail('out');
     await register(email);
-    const page = await (await newContext()).newPage();
-    const w = watch(page);
+    const { page, w } = await browser.newPage();
     await signIn(page, email);
     const token = (await page.context().cookies())[0]?.value;
     assert.ok(token);
@@ -341,8 +316,7 @@ describe('accounts web pages in Chromium', { skip: browserSkip }, () => {
     await page.goto(`${origin}/account`);
     await page.waitForURL(`${origin}/?next=%2Faccount`);
 
-    const other = await (await newContext('OtherBrowser/1.0')).newPage();
-    const ow = watch(other);
+    const { page: other, w: ow } = await browser.newPage({ userAgent: 'OtherBrowser/1.0' });
     await signIn(other, email);
     await signIn(page, email);
     await page.getByRole('button', { name: 'Sign out everywhere' }).click();
@@ -368,8 +342,7 @@ describe('accounts web pages in Chromium', { skip: browserSkip }, () => {
     try {
       const email = newEmail('refresh');
       await register(email, 'Refresh Tester', short.url);
-      const page = await (await newContext()).newPage();
-      const w = watch(page);
+      const { page, w } = await browser.newPage();
       const statuses: Array<[string, number]> = [];
       page.on('response', (r) => statuses.push([new URL(r.url()).pathname, r.status()]));
       await signIn(page, email, PASSWORD, short.url);
@@ -403,8 +376,7 @@ describe('accounts web pages in Chromium', { skip: browserSkip }, () => {
     try {
       const email = newEmail('asleep');
       await register(email, 'Sleepy Tab', short.url);
-      const page = await (await newContext()).newPage();
-      const w = watch(page);
+      const { page, w } = await browser.newPage();
       const calls: string[] = [];
       page.on('response', (r) => calls.push(`${r.request().method()} ${new URL(r.url()).pathname} ${r.status()}`));
       await page.clock.install();
@@ -440,8 +412,7 @@ describe('accounts web pages in Chromium', { skip: browserSkip }, () => {
     );
     const { rows: countRows } = await pool.query('SELECT count(*)::int AS n FROM users');
     const total = countRows[0].n as number;
-    const page = await (await newContext()).newPage();
-    const w = watch(page);
+    const { page, w } = await browser.newPage();
     // An admin lands on the admin page, and the header offers it.
     await signIn(page, ADMIN_EMAIL, ADMIN_PASSWORD, origin, '/admin');
     assert.deepEqual(await navigation(page), ['Account', 'Admin']);
@@ -517,12 +488,9 @@ describe('accounts web pages in Chromium', { skip: browserSkip }, () => {
       .waitFor();
     await page.locator(`tr[data-user="${targetId}"] .badge`).filter({ hasText: 'banned' }).waitFor();
     assert.equal((await api('/auth/login', { email: target, password: PASSWORD })).status, 403);
-    const bannedTab = await (await newContext()).newPage();
-    const bw = watch(bannedTab);
+    const { page: bannedTab, w: bw } = await browser.newPage();
     await bannedTab.goto(`${origin}/`);
-    await bannedTab.getByLabel('Email').fill(target);
-    await bannedTab.getByLabel('Password', { exact: true }).fill(PASSWORD);
-    await bannedTab.getByRole('button', { name: 'Sign in', exact: true }).click();
+    await submitSignIn(bannedTab, target);
     await bannedTab.locator('#signin-error').filter({ hasText: 'This account has been banned.' }).waitFor();
     assertClean(bw, [403]);
     await bannedTab.close();
@@ -652,8 +620,7 @@ describe('accounts web pages in Chromium', { skip: browserSkip }, () => {
   it('a user who opens the admin page is told it is for administrators, and no admin request is made', async () => {
     const email = newEmail('plain');
     await register(email);
-    const page = await (await newContext()).newPage();
-    const w = watch(page);
+    const { page, w } = await browser.newPage();
     await signIn(page, email);
     await page.goto(`${origin}/admin`);
     await page.locator('#admin-error').filter({ hasText: 'This page is for administrators.' }).waitFor();
@@ -669,8 +636,7 @@ describe('accounts web pages in Chromium', { skip: browserSkip }, () => {
   });
 
   it('the reset page checks its link as it opens, before a password is typed; the verify page fills in the signed-in address', async () => {
-    const page = await (await newContext()).newPage();
-    const w = watch(page);
+    const { page, w } = await browser.newPage();
     await page.goto(`${origin}/reset-password`);
     assert.equal(await page.locator('#request-form').isVisible(), true);
     assert.equal(await page.locator('#confirm-form').isHidden(), true);
@@ -710,12 +676,9 @@ describe('accounts web pages in Chromium', { skip: browserSkip }, () => {
   it('by keyboard alone a user signs in and changes the password; at 360 px no page scrolls sideways', async () => {
     const email = newEmail('keys');
     await register(email, 'Keyboard User With A Rather Long Name');
-    const page = await (
-      await newContext(
-        'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) a-long-user-agent-without-spaces-to-wrap/1.0',
-      )
-    ).newPage();
-    const w = watch(page);
+    const { page, w } = await browser.newPage({
+      userAgent: 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) a-long-user-agent-without-spaces-to-wrap/1.0',
+    });
     await page.setViewportSize({ width: 360, height: 800 });
     await page.goto(`${origin}/`);
     await assertNoSidewaysScroll(page, 'the sign-in page');
@@ -759,8 +722,7 @@ describe('accounts web pages in Chromium', { skip: browserSkip }, () => {
     assertClean(w);
     assertSameOrigin(w, origin);
     // The admin page, in a tab of an admin.
-    const admin = await (await newContext()).newPage();
-    const aw = watch(admin);
+    const { page: admin, w: aw } = await browser.newPage();
     await admin.setViewportSize({ width: 360, height: 800 });
     await signIn(admin, ADMIN_EMAIL, ADMIN_PASSWORD, origin, '/admin');
     await admin.locator('#users-table tbody tr').first().waitFor();
@@ -775,8 +737,7 @@ describe('accounts web pages in Chromium', { skip: browserSkip }, () => {
     const own = await mailingService();
     const email = newEmail('forgot');
     await register(email, 'Forgetful', own);
-    const page = await (await newContext()).newPage();
-    const w = watch(page);
+    const { page, w } = await browser.newPage();
     await page.goto(`${own}/`);
     await page.getByRole('link', { name: 'Reset it' }).click();
     await page.waitForURL(`${own}/reset-password`);
@@ -793,8 +754,7 @@ describe('accounts web pages in Chromium', { skip: browserSkip }, () => {
     const link = linkIn(mail, `${own}/reset-password#token=`);
 
     // The link, opened as from the mail: the token leaves the address bar at once.
-    const reset = await (await newContext()).newPage();
-    const rw = watch(reset);
+    const { page: reset, w: rw } = await browser.newPage();
     await reset.goto(link);
     await reset.locator('#confirm-form').waitFor({ state: 'visible' });
     assert.equal(reset.url(), `${own}/reset-password`);
@@ -839,8 +799,7 @@ describe('accounts web pages in Chromium', { skip: browserSkip }, () => {
   it('with verification required: registering says where the link went, sign-in waits for it, the mailed link verifies', async () => {
     const own = await mailingService({ REQUIRE_EMAIL_VERIFICATION: 'true' });
     const email = newEmail('verify');
-    const page = await (await newContext()).newPage();
-    const w = watch(page);
+    const { page, w } = await browser.newPage();
     await page.goto(`${own}/register`);
     await page.getByLabel('Name').fill('Vera Fied');
     await page.getByLabel('Email').fill(email);
@@ -851,9 +810,7 @@ describe('accounts web pages in Chromium', { skip: browserSkip }, () => {
       .filter({ hasText: `Follow the link sent to ${email}` })
       .waitFor();
     await page.goto(`${own}/`);
-    await page.getByLabel('Email').fill(email);
-    await page.getByLabel('Password', { exact: true }).fill(PASSWORD);
-    await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+    await submitSignIn(page, email);
     await page.locator('#signin-error').filter({ hasText: 'verify your email' }).waitFor();
     await page.getByRole('link', { name: 'Send the verification link again' }).click();
     await page.waitForURL(`${own}/verify-email`);
@@ -866,8 +823,7 @@ describe('accounts web pages in Chromium', { skip: browserSkip }, () => {
 
     const mail = await smtp.waitForMail(email, { timeout: 15_000 });
     const link = linkIn(mail, `${own}/verify-email#token=`);
-    const verify = await (await newContext()).newPage();
-    const vw = watch(verify);
+    const { page: verify, w: vw } = await browser.newPage();
     await verify.goto(link);
     await verify.locator('#verify-status').filter({ hasText: 'Your email address is verified.' }).waitFor();
     assert.equal(verify.url(), `${own}/verify-email`);
@@ -887,8 +843,7 @@ describe('accounts web pages in Chromium', { skip: browserSkip }, () => {
   });
 
   it('without mail configured, the reset and resend forms say the service does not send mail (503)', async () => {
-    const page = await (await newContext()).newPage();
-    const w = watch(page);
+    const { page, w } = await browser.newPage();
     await page.goto(`${origin}/reset-password`);
     await page.getByLabel('Email').fill(newEmail('nomail'));
     await page.getByRole('button', { name: 'Send the link' }).click();

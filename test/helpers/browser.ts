@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import { after, before } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { type Browser, chromium, type Locator, type Page } from 'playwright-core';
+import { type Browser, type BrowserContext, type BrowserContextOptions, chromium, type Locator, type Page } from 'playwright-core';
 
 // What every browser test shares: the Chromium it drives, how a page is
 // watched for errors, the accessibility scan and the screenshots.
@@ -40,6 +41,67 @@ export async function launchBrowser(): Promise<Browser> {
       `Chromium not found at ${CHROMIUM}: under CI the browser tests must run, never be skipped (install chromium or set CHROMIUM_PATH)`,
     );
   return chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, timeout: 60_000 });
+}
+
+/** What a test drives pages with: Chromium, its contexts, and pages watched from their first request. */
+export interface TestBrowser {
+  /** The browser itself, for what the methods below do not cover. */
+  readonly chromium: Browser;
+  /**
+   * Desktop Chrome's user agent at this Chromium's version. Headless Chromium says "HeadlessChrome",
+   * which the shortener rightly counts as a bot; a context meant as a person's visits sends this one.
+   */
+  readonly desktopUserAgent: string;
+  /** A new context: a desktop's 1,280 × 800 viewport unless `options` say otherwise, and 20 s for each wait. */
+  newContext(options?: BrowserContextOptions): Promise<BrowserContext>;
+  /** A page in a new context of its own (as `newContext`), watched from its first request. */
+  newPage(options?: BrowserContextOptions): Promise<WatchedPage>;
+}
+
+export interface WatchedPage {
+  page: Page;
+  w: PageWatch;
+  context: BrowserContext;
+}
+
+/**
+ * Chromium for the tests of the describe it is called in: launched before them, closed after them
+ * with every context opened in it. Called first in the describe, its hooks run before the file's own:
+ * the browser starts before the services and is closed before them.
+ */
+export function useBrowser(): TestBrowser {
+  let browser: Browser | undefined;
+  before(async () => {
+    browser = await launchBrowser();
+  });
+  after(async () => {
+    await browser?.close();
+  });
+  const launched = (): Browser => browser ?? assert.fail('the browser is used before its before hook ran');
+  const newContext = async (options: BrowserContextOptions = {}): Promise<BrowserContext> => {
+    const context = await launched().newContext({ viewport: { width: 1280, height: 800 }, ...options });
+    context.setDefaultTimeout(20_000);
+    return context;
+  };
+  return {
+    get chromium() {
+      return launched();
+    },
+    get desktopUserAgent() {
+      return `Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/${launched().version()} Safari/537.36`;
+    },
+    newContext,
+    newPage: async (options) => {
+      const context = await newContext(options);
+      return { ...(await watchedPage(context)), context };
+    },
+  };
+}
+
+/** A new page of `context`, watched from its first request. */
+export async function watchedPage(context: BrowserContext): Promise<{ page: Page; w: PageWatch }> {
+  const page = await context.newPage();
+  return { page, w: watch(page) };
 }
 
 /** What went wrong on a page (console errors, uncaught exceptions, failed requests), and every request's URL. */
