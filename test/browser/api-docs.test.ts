@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { Browser, BrowserContext } from 'playwright-core';
+import type { BrowserContext } from 'playwright-core';
 import { startAccounts, type RunningAccounts } from '../helpers/accounts.js';
 import {
   assertAccessible,
@@ -9,9 +9,9 @@ import {
   assertNoSidewaysScroll,
   assertSameOrigin,
   browserSkip,
-  launchBrowser,
   screenshots,
-  watch,
+  useBrowser,
+  watchedPage,
 } from '../helpers/browser.js';
 import { startIdp, type RunningIdp } from '../helpers/idp.js';
 import { startNotes, type RunningNotes } from '../helpers/notes.js';
@@ -22,11 +22,11 @@ import { startShortener, type RunningShortener } from '../helpers/shortener.js';
 // refusal is one) and ask nothing of another origin.
 
 describe('API documents and the idp root page in Chromium', { skip: browserSkip }, () => {
+  const browser = useBrowser();
   let shortener: RunningShortener;
   let accounts: RunningAccounts;
   let idp: RunningIdp;
   let notes: RunningNotes;
-  let browser: Browser;
   let context: BrowserContext;
 
   before(async () => {
@@ -34,14 +34,10 @@ describe('API documents and the idp root page in Chromium', { skip: browserSkip 
     accounts = await startAccounts({ listen: true });
     idp = await startIdp();
     notes = await startNotes({ idp });
-    browser = await launchBrowser();
-    context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
-    context.setDefaultTimeout(20_000);
+    context = await browser.newContext();
   });
 
   after(async () => {
-    await context?.close();
-    await browser?.close();
     await notes?.close();
     await idp?.close();
     await accounts?.close();
@@ -55,8 +51,7 @@ describe('API documents and the idp root page in Chromium', { skip: browserSkip 
       ['notes', notes.url, 'notes'],
       ['idp', idp.url, 'idp'],
     ] as const) {
-      const page = await context.newPage();
-      const w = watch(page);
+      const { page, w } = await watchedPage(context);
       const res = await page.goto(`${origin}/docs`);
       assert.equal(res?.status(), 200, name);
       await page
@@ -71,8 +66,7 @@ describe('API documents and the idp root page in Chromium', { skip: browserSkip 
   });
 
   it('the idp answers / with a page naming it and its documents', async () => {
-    const page = await context.newPage();
-    const w = watch(page);
+    const { page, w } = await watchedPage(context);
     const res = await page.goto(`${idp.url}/`);
     assert.equal(res?.status(), 200);
     assert.equal(await page.getByRole('heading', { level: 1 }).textContent(), 'Local identity provider');

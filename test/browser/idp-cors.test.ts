@@ -5,7 +5,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import type { Browser } from 'playwright-core';
-import { browserSkip, launchBrowser } from '../helpers/browser.js';
+import { browserSkip, useBrowser } from '../helpers/browser.js';
 import { type RunningIdp, startIdp } from '../helpers/idp.js';
 import { freePort } from '../helpers/ports.js';
 
@@ -82,8 +82,8 @@ async function useIdp(browser: Browser, pageOrigin: string, idp: RunningIdp, ema
 }
 
 describe('supabase-js in Chromium against the idp from another origin', { skip: browserSkip }, () => {
+  const browser = useBrowser();
   let idp: RunningIdp;
-  let browser: Browser;
   let allowed: http.Server;
   let other: http.Server;
   let allowedOrigin: string;
@@ -96,17 +96,15 @@ describe('supabase-js in Chromium against the idp from another origin', { skip: 
     allowed = await pageServer(allowedPort);
     other = await pageServer(otherPort);
     idp = await startIdp({ env: { IDP_CORS_ORIGINS: allowedOrigin } });
-    browser = await launchBrowser();
   });
   after(async () => {
-    await browser?.close();
     allowed?.close();
     other?.close();
     await idp?.close();
   });
 
   it('an allowed origin signs up, writes and reads with counts, filters and custom headers', async () => {
-    const outcome = await useIdp(browser, allowedOrigin, idp, 'browser@example.com');
+    const outcome = await useIdp(browser.chromium, allowedOrigin, idp, 'browser@example.com');
     assert.deepEqual(outcome, {
       signUp: null,
       insert: null,
@@ -118,7 +116,7 @@ describe('supabase-js in Chromium against the idp from another origin', { skip: 
   });
 
   it('another origin is refused by the browser itself: supabase-js sees a failed fetch', async () => {
-    const outcome = await useIdp(browser, otherOrigin, idp, 'elsewhere@example.com');
+    const outcome = await useIdp(browser.chromium, otherOrigin, idp, 'elsewhere@example.com');
     assert.match(outcome.signUp ?? '', /AuthRetryableFetchError|Failed to fetch/);
     assert.equal(outcome.insert, null);
   });

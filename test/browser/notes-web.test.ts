@@ -1,16 +1,17 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import {
   assertAccessible,
   assertClean,
   assertNoSidewaysScroll,
   assertSameOrigin,
   browserSkip,
-  launchBrowser,
   type PageWatch,
   screenshots,
+  useBrowser,
   watch,
+  watchedPage,
 } from '../helpers/browser.js';
 import { uniqueEmail } from '../helpers/emails.js';
 import { call } from '../helpers/http.js';
@@ -25,32 +26,21 @@ import { linkIn, startSmtp } from '../helpers/smtp.js';
 // to test-artifacts/screenshots/.
 
 describe('notes web app in Chromium', { skip: browserSkip }, () => {
+  const browser = useBrowser();
   let idp: RunningIdp;
   let notes: RunningNotes;
-  let browser: Browser;
-  const contexts: BrowserContext[] = [];
 
   before(async () => {
     idp = await startIdp();
     notes = await startNotes({ idp });
-    browser = await launchBrowser();
   });
 
   after(async () => {
-    for (const context of contexts) await context.close();
-    await browser?.close();
     await notes?.close();
     await idp?.close();
   });
 
-  async function newContext(): Promise<BrowserContext> {
-    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
-    context.setDefaultTimeout(20_000);
-    contexts.push(context);
-    return context;
-  }
-
-  /** Every request of a page went to the notes service's own origin. */
+  /** Signs in through the page's form. */
   async function signInByForm(page: Page, email: string, password = PASSWORD): Promise<void> {
     const form = page.locator('#signin-form');
     await form.getByLabel('Email').fill(email);
@@ -65,8 +55,7 @@ describe('notes web app in Chromium', { skip: browserSkip }, () => {
   }
 
   it('signs up, adds, pages, searches, edits in place, deletes after a confirmation, and signs out', async () => {
-    const page = await (await newContext()).newPage();
-    const w = watch(page);
+    const { page, w } = await browser.newPage();
     const home = await page.goto(`${notes.url}/`);
     assert.equal(home?.status(), 200);
     assert.match(home?.headers()['content-security-policy'] ?? '', /script-src 'self'/);
@@ -241,8 +230,7 @@ describe('notes web app in Chromium', { skip: browserSkip }, () => {
     const readable = await page.evaluate(() => ({ session: sessionStorage.length, local: localStorage.length, cookie: document.cookie }));
     assert.deepEqual(readable, { session: 0, local: 0, cookie: '' });
     // A second tab is signed in at once, with no password asked.
-    const second = await page.context().newPage();
-    const sw = watch(second);
+    const { page: second, w: sw } = await watchedPage(page.context());
     await second.goto(`${notes.url}/`);
     await second.locator('#signed-in').waitFor();
     assert.equal(await second.locator('#who').textContent(), email);
@@ -268,8 +256,8 @@ describe('notes web app in Chromium', { skip: browserSkip }, () => {
     const pages: Page[] = [];
     const watches: PageWatch[] = [];
     for (const user of [alice, bob]) {
-      const page = await (await newContext()).newPage();
-      watches.push(watch(page));
+      const { page, w } = await browser.newPage();
+      watches.push(w);
       pages.push(page);
       await page.goto(`${notes.url}/`);
       await page.locator('#signed-out').waitFor();
@@ -321,10 +309,9 @@ describe('notes web app in Chromium', { skip: browserSkip }, () => {
     const clockedNotes = await startNotes({ idp: clockedIdp });
     try {
       const user = await signUp(clockedNotes.url, 'refresh');
-      const page = await (await newContext()).newPage();
+      const { page, w } = await browser.newPage();
       // The page's timers and Date run on a clock the test can move forward too.
       await page.clock.install();
-      const w = watch(page);
       const bearers: string[] = [];
       const answers: string[] = [];
       page.on('request', (r) => {
@@ -394,8 +381,7 @@ describe('notes web app in Chromium', { skip: browserSkip }, () => {
     const behind = await startNotes({ idp: { ...idp, url: upstream.url } });
     try {
       const user = await signUp(behind.url, 'outage');
-      const page = await (await newContext()).newPage();
-      const w = watch(page);
+      const { page, w } = await browser.newPage();
       await page.goto(`${behind.url}/`);
       await page.locator('#signed-out').waitFor();
       down.now = true;
@@ -433,8 +419,7 @@ describe('notes web app in Chromium', { skip: browserSkip }, () => {
   });
 
   it("the reset-password page reads the recovery link's fragment, wipes it from the address, and explains a bad link", async () => {
-    const page = await (await newContext()).newPage();
-    const w = watch(page);
+    const { page, w } = await browser.newPage();
     // The provider's answer for an expired or used link.
     await page.goto(
       `${notes.url}/reset-password#error=access_denied&error_code=otp_expired&error_description=Email+link+is+invalid+or+has+expired`,
@@ -496,8 +481,7 @@ describe('notes web app in Chromium', { skip: browserSkip }, () => {
     const forward = await forwardPort(Number(new URL(publicUrl).port), mailingNotes.url);
     try {
       const user = await signUp(mailingNotes.url, 'recover');
-      const page = await (await newContext()).newPage();
-      const w = watch(page);
+      const { page, w } = await browser.newPage();
       await page.goto(`${publicUrl}/`);
       await page.getByRole('link', { name: 'Forgot your password?' }).click();
       await page.waitForURL(`${publicUrl}/forgot-password`);
@@ -570,7 +554,7 @@ describe('notes web app in Chromium', { skip: browserSkip }, () => {
     const forward = await forwardPort(Number(new URL(publicUrl).port), mailingNotes.url);
     try {
       const user = await signUp(mailingNotes.url, 'scanned');
-      const context = await newContext();
+      const context = await browser.newContext();
       const page = await context.newPage();
       await page.goto(`${publicUrl}/forgot-password`);
       await page.getByLabel('Email', { exact: true }).fill(user.email);
@@ -583,8 +567,7 @@ describe('notes web app in Chromium', { skip: browserSkip }, () => {
       const link = linkIn(mail, `${publicUrl}/reset-password?token_hash=`);
       // A mail scanner fetches the link, twice, and even renders it: nothing is spent.
       for (let i = 0; i < 2; i++) assert.equal((await fetch(link)).status, 200);
-      const scanner = await context.newPage();
-      const scanned = watch(scanner);
+      const { page: scanner, w: scanned } = await watchedPage(context);
       await scanner.goto(link);
       await scanner.locator('#continue-form').waitFor();
       await scanner.close();
@@ -644,8 +627,7 @@ describe('notes web app in Chromium', { skip: browserSkip }, () => {
   });
 
   it('the forgot-password page says what went wrong in words, never the API text', async () => {
-    const page = await (await newContext()).newPage();
-    const w = watch(page);
+    const { page, w } = await browser.newPage();
     await page.goto(`${notes.url}/forgot-password`);
     await page.getByLabel('Email', { exact: true }).fill('not an address');
     await page.getByRole('button', { name: 'Send the link' }).click();
@@ -676,8 +658,7 @@ describe('notes web app in Chromium', { skip: browserSkip }, () => {
       const login = () => call(confirmingNotes.url, 'POST', '/auth/login', { body: { email, password: PASSWORD } });
       assert.equal((await call(confirmingNotes.url, 'POST', '/auth/register', { body: { email, password: PASSWORD } })).status, 201);
       const link = linkIn(await smtp.waitForMail(email), `${publicUrl}/confirm?token_hash=`);
-      const page = await (await newContext()).newPage();
-      const w = watch(page);
+      const { page, w } = await browser.newPage();
       await page.goto(link);
       await page.locator('#confirm-form').waitFor();
       assert.equal(new URL(page.url()).search, '', 'the token hash left the address bar');
