@@ -1,11 +1,7 @@
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { createPool, type Pool } from '../../src/kit/db.js';
-import type { App } from '../../src/kit/http/app.js';
+import type { BrowserContext, Page } from 'playwright-core';
 import {
   assertAccessible,
   assertAccessibleInDark,
@@ -13,15 +9,15 @@ import {
   assertNoSidewaysScroll,
   assertSameOrigin,
   browserSkip,
-  launchBrowser,
   screenshots,
   tabTo,
-  watch,
+  useBrowser,
+  watchedPage,
 } from '../helpers/browser.js';
 import { uniqueIp } from '../helpers/client-ips.js';
-import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 import { freePort } from '../helpers/ports.js';
-import { startShortener, shortenerMigrations } from '../helpers/shortener.js';
+import { startShortener, type RunningShortener } from '../helpers/shortener.js';
+import { startTargetSite, type TargetSite } from '../helpers/target-site.js';
 
 // The "My links" page (/links) in a real Chromium against the real service and
 // PostgreSQL: an API key issued by the admin through the API, its links listed,
@@ -40,51 +36,34 @@ interface LinkData {
 }
 
 describe('the My links page in Chromium', { skip: browserSkip }, () => {
-  let db: TestDatabase;
-  let pool: Pool;
-  let app: App;
+  const browser = useBrowser();
+  let shortener: RunningShortener;
   let origin: string;
-  let target: http.Server;
-  let targetOrigin: string;
-  let browser: Browser;
+  let target: TargetSite;
   let context: BrowserContext;
 
   before(async () => {
-    target = http.createServer((_req, res) => {
-      res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
-      res.end('<!doctype html><html lang="en"><head><title>Target page</title></head><body><main><h1>Target</h1></main></body></html>');
-    });
-    await new Promise<void>((resolve) => target.listen(0, '127.0.0.1', resolve));
-    targetOrigin = `http://127.0.0.1:${(target.address() as AddressInfo).port}`;
-    db = await freshDatabase('shortener', await shortenerMigrations());
-    pool = createPool(db.url, { max: 5 });
+    target = await startTargetSite('Target page', 'Target');
     const port = await freePort();
     origin = `http://127.0.0.1:${port}`;
-    ({ app } = await startShortener({ pool, env: { BASE_URL: origin, SHORTENER_ADMIN_KEY: ADMIN_KEY } }));
-    await app.listen({ port, host: '127.0.0.1' });
-    browser = await launchBrowser();
-    context = await browser.newContext({ viewport: { width: 1280, height: 800 }, acceptDownloads: true });
-    context.setDefaultTimeout(20_000);
+    shortener = await startShortener({ listen: true, port, env: { BASE_URL: origin, SHORTENER_ADMIN_KEY: ADMIN_KEY } });
+    context = await browser.newContext({ acceptDownloads: true });
   });
 
   after(async () => {
-    await context?.close();
-    await browser?.close();
-    await app?.close();
-    await pool?.end();
-    await db?.drop();
-    if (target) await new Promise((resolve) => target.close(resolve));
+    await shortener?.close();
+    await target?.close();
   });
 
   /** The admin issues a key through the API, as the page tells a person to ask for. */
   const issueKey = async (name: string, role: 'author' | 'manager'): Promise<string> => {
-    const res = await app.inject({ method: 'POST', url: '/api/admin/keys', headers: ADMIN, payload: { name, role } });
+    const res = await shortener.app.inject({ method: 'POST', url: '/api/admin/keys', headers: ADMIN, payload: { name, role } });
     assert.equal(res.statusCode, 201);
     return (res.json() as { data: { key: string } }).data.key;
   };
 
   const bulk = async (key: string, items: object[]) => {
-    const res = await app.inject({
+    const res = await shortener.app.inject({
       method: 'POST',
       url: '/api/links/bulk',
       headers: { authorization: `Bearer ${key}` },
@@ -98,7 +77,7 @@ describe('the My links page in Chromium', { skip: browserSkip }, () => {
 
   /** Every link of a key, through the API. */
   const linksOf = async (key: string): Promise<LinkData[]> => {
-    const res = await app.inject({ method: 'GET', url: '/api/links?per_page=1000', headers: { authorization: `Bearer ${key}` } });
+    const res = await shortener.app.inject({ method: 'GET', url: '/api/links?per_page=1000', headers: { authorization: `Bearer ${key}` } });
     assert.equal(res.statusCode, 200);
     return (res.json() as { data: LinkData[] }).data;
   };
@@ -122,14 +101,13 @@ describe('the My links page in Chromium', { skip: browserSkip }, () => {
     const key = await issueKey('Marketing', 'author');
     const other = await issueKey('Sales', 'author');
     await bulk(key, [
-      { url: `${targetOrigin}/spring`, alias: 'spring-sale', title: 'Spring sale', tags: ['spring', 'sale'] },
-      { url: `${targetOrigin}/news`, title: 'Monthly newsletter', tags: ['news'] },
-      { url: `${targetOrigin}/about`, title: 'About us' },
+      { url: `${target.origin}/spring`, alias: 'spring-sale', title: 'Spring sale', tags: ['spring', 'sale'] },
+      { url: `${target.origin}/news`, title: 'Monthly newsletter', tags: ['news'] },
+      { url: `${target.origin}/about`, title: 'About us' },
     ]);
-    await bulk(other, [{ url: `${targetOrigin}/not-mine`, alias: 'not-mine', tags: ['spring'] }]);
+    await bulk(other, [{ url: `${target.origin}/not-mine`, alias: 'not-mine', tags: ['spring'] }]);
 
-    const page = await context.newPage();
-    const w = watch(page);
+    const { page, w } = await watchedPage(context);
     const res = await page.goto(`${origin}/links`);
     assert.equal(res?.status(), 200);
     await assertAccessible(page, 'my links key form');
@@ -173,7 +151,7 @@ describe('the My links page in Chromium', { skip: browserSkip }, () => {
     await page.getByRole('button', { name: 'Search' }).click();
     await page.locator('#total').filter({ hasText: '(1 matching)' }).waitFor();
     assert.equal(new URL(page.url()).searchParams.get('q'), 'newsletter');
-    assert.equal(await page.locator('#links-table tbody tr td.url').textContent(), `${targetOrigin}/news`);
+    assert.equal(await page.locator('#links-table tbody tr td.url').textContent(), `${target.origin}/news`);
     // Back in the history: the earlier view.
     await page.goBack();
     await page
@@ -196,7 +174,7 @@ describe('the My links page in Chromium', { skip: browserSkip }, () => {
       'Only web addresses can be shortened: they start with http:// or https://.',
     );
     assert.equal(await page.getByLabel('Destination', { exact: true }).getAttribute('aria-invalid'), 'true');
-    await page.getByLabel('Destination', { exact: true }).fill(`${targetOrigin}/summer`);
+    await page.getByLabel('Destination', { exact: true }).fill(`${target.origin}/summer`);
     await page.getByLabel('Tags', { exact: true }).fill('summer, -bad');
     await page.getByRole('button', { name: 'Save' }).click();
     await page.locator('#edit-tags-error').waitFor({ state: 'visible' });
@@ -204,7 +182,7 @@ describe('the My links page in Chromium', { skip: browserSkip }, () => {
     assert.equal(await page.evaluate(() => document.activeElement?.id), 'edit-tags');
     assert.equal(await page.locator('#edit-url-error').isHidden(), true);
     // Nothing was changed by the refused saves.
-    assert.equal((await linksOf(key)).find((l) => l.code === 'spring-sale')?.original_url, `${targetOrigin}/spring`);
+    assert.equal((await linksOf(key)).find((l) => l.code === 'spring-sale')?.original_url, `${target.origin}/spring`);
     await page.getByLabel('Tags', { exact: true }).fill('Summer sale');
     await page.getByLabel('Maximum visits').fill('0');
     await page.getByRole('button', { name: 'Save' }).click();
@@ -219,20 +197,20 @@ describe('the My links page in Chromium', { skip: browserSkip }, () => {
     const edited = (await linksOf(key)).find((l) => l.code === 'spring-sale');
     assert.deepEqual(
       { url: edited?.original_url, tags: edited?.tags, max: edited?.max_visits, title: edited?.title },
-      { url: `${targetOrigin}/summer`, tags: ['summer', 'sale'], max: 100, title: 'Spring sale' },
+      { url: `${target.origin}/summer`, tags: ['summer', 'sale'], max: 100, title: 'Spring sale' },
     );
-    assert.equal(await page.locator('tr[data-code="spring-sale"] td.url').textContent(), `${targetOrigin}/summer`);
+    assert.equal(await page.locator('tr[data-code="spring-sale"] td.url').textContent(), `${target.origin}/summer`);
     // A real redirect now goes to the new destination.
     const visitor = await context.newPage();
     const landed = await visitor.goto(`${origin}/spring-sale`);
-    assert.equal(landed?.url(), `${targetOrigin}/summer`);
+    assert.equal(landed?.url(), `${target.origin}/summer`);
     await visitor.close();
     // The dialog shows the destination it had before; Escape closes it and the focus comes back.
     await page.keyboard.press('Enter');
     await dialog.waitFor({ state: 'visible' });
     await page
       .locator('#history li')
-      .filter({ hasText: `${targetOrigin}/spring` })
+      .filter({ hasText: `${target.origin}/spring` })
       .waitFor();
     await page.keyboard.press('Escape');
     await dialog.waitFor({ state: 'hidden' });
@@ -248,7 +226,7 @@ describe('the My links page in Chromium', { skip: browserSkip }, () => {
     await page.locator('tr[data-code="spring-sale"]').waitFor();
 
     // One new link with a chosen back-half and tags; a taken back-half is said on its field.
-    await page.getByLabel('Long URL').fill(`${targetOrigin}/made-here`);
+    await page.getByLabel('Long URL').fill(`${target.origin}/made-here`);
     await page.getByLabel('Custom back-half (optional)').fill('spring-sale');
     await page.getByRole('button', { name: 'Create link' }).click();
     await page.locator('#create-alias-error').filter({ hasText: 'This back-half is taken' }).waitFor();
@@ -282,23 +260,22 @@ describe('the My links page in Chromium', { skip: browserSkip }, () => {
 
   it('imports a CSV (quoted fields, refused rows), in chunks of 1,000, shows and downloads the results, exports; a manager key sees every link', async () => {
     const key = await issueKey('Imports', 'author');
-    await bulk(key, [{ url: `${targetOrigin}/taken`, alias: 'taken-here' }]);
+    await bulk(key, [{ url: `${target.origin}/taken`, alias: 'taken-here' }]);
     // With a byte order mark, as spreadsheets save it.
     const csv = [
       '\uFEFFURL,Alias,Title,Tags,Notes',
-      `${targetOrigin}/a,import-a,"Sale, winter",winter|sale,ignored`,
-      `${targetOrigin}/b,,"He said ""hi""",news;launch`,
+      `${target.origin}/a,import-a,"Sale, winter",winter|sale,ignored`,
+      `${target.origin}/b,,"He said ""hi""",news;launch`,
       'ftp://example.com/x,,,',
-      `${targetOrigin}/c,taken-here,,`,
+      `${target.origin}/c,taken-here,,`,
       ',,no address,',
-      `${targetOrigin}/d,x,,`,
-      `"${targetOrigin}/e?q=1,2",,"two\r\nlines",`,
+      `${target.origin}/d,x,,`,
+      `"${target.origin}/e?q=1,2",,"two\r\nlines",`,
       // Cells an export protected from spreadsheets: one apostrophe goes.
-      `${targetOrigin}/f,'-dash,'=sum,`,
+      `${target.origin}/f,'-dash,'=sum,`,
       '',
     ].join('\r\n');
-    const page = await context.newPage();
-    const w = watch(page);
+    const { page, w } = await watchedPage(context);
     const bulkSizes: number[] = [];
     page.on('request', (r) => {
       if (r.url().endsWith('/api/links/bulk')) bulkSizes.push((JSON.parse(r.postData() ?? '[]') as unknown[]).length);
@@ -315,12 +292,12 @@ describe('the My links page in Chromium', { skip: browserSkip }, () => {
     const preview = await page
       .locator('#preview-table tbody tr')
       .evaluateAll((rows) => rows.map((r) => [...r.querySelectorAll('td')].map((td) => td.textContent)));
-    assert.deepEqual(preview[0], ['2', `${targetOrigin}/a`, 'import-a', 'Sale, winter', 'winter sale', '—']);
-    assert.deepEqual(preview[1], ['3', `${targetOrigin}/b`, '—', 'He said "hi"', 'news launch', '—']);
+    assert.deepEqual(preview[0], ['2', `${target.origin}/a`, 'import-a', 'Sale, winter', 'winter sale', '—']);
+    assert.deepEqual(preview[1], ['3', `${target.origin}/b`, '—', 'He said "hi"', 'news launch', '—']);
     assert.deepEqual(preview[4], ['6', '—', '—', 'no address', '—', 'No URL.']);
     assert.match(preview[5]?.[5] ?? '', /^A back-half is 3 to 64/);
-    assert.deepEqual(preview[6]?.slice(0, 4), ['8', `${targetOrigin}/e?q=1,2`, '—', 'two\r\nlines']);
-    assert.deepEqual(preview[7]?.slice(0, 4), ['9', `${targetOrigin}/f`, '-dash', '=sum']);
+    assert.deepEqual(preview[6]?.slice(0, 4), ['8', `${target.origin}/e?q=1,2`, '—', 'two\r\nlines']);
+    assert.deepEqual(preview[7]?.slice(0, 4), ['9', `${target.origin}/f`, '-dash', '=sum']);
     await assertAccessible(page, 'my links import preview');
     await screenshots(page, 'shortener-links-import-preview');
 
@@ -350,15 +327,15 @@ describe('the My links page in Chromium', { skip: browserSkip }, () => {
     const byUrl = new Map(mine.map((l) => [l.original_url, l]));
     assert.deepEqual(
       {
-        code: byUrl.get(`${targetOrigin}/a`)?.code,
-        title: byUrl.get(`${targetOrigin}/a`)?.title,
-        tags: byUrl.get(`${targetOrigin}/a`)?.tags,
+        code: byUrl.get(`${target.origin}/a`)?.code,
+        title: byUrl.get(`${target.origin}/a`)?.title,
+        tags: byUrl.get(`${target.origin}/a`)?.tags,
       },
       { code: 'import-a', title: 'Sale, winter', tags: ['winter', 'sale'] },
     );
-    assert.equal(byUrl.get(`${targetOrigin}/b`)?.title, 'He said "hi"');
-    assert.equal(byUrl.get(`${targetOrigin}/e?q=1,2`)?.title, 'two\r\nlines');
-    assert.equal(byUrl.get(`${targetOrigin}/f`)?.title, '=sum');
+    assert.equal(byUrl.get(`${target.origin}/b`)?.title, 'He said "hi"');
+    assert.equal(byUrl.get(`${target.origin}/e?q=1,2`)?.title, 'two\r\nlines');
+    assert.equal(byUrl.get(`${target.origin}/f`)?.title, '=sum');
     assert.equal(mine.length, 5);
     assert.equal(byUrl.has('ftp://example.com/x'), false);
     // The list shows them already.
@@ -373,10 +350,10 @@ describe('the My links page in Chromium', { skip: browserSkip }, () => {
     assert.equal(resultsFile.name, 'import-results.csv');
     const lines = resultsFile.text.split('\r\n');
     assert.equal(lines[0], 'row,url,alias,title,tags,result,code,short_url,reason');
-    assert.equal(lines[1], `2,${targetOrigin}/a,import-a,"Sale, winter",winter|sale,created,import-a,${origin}/import-a,`);
+    assert.equal(lines[1], `2,${target.origin}/a,import-a,"Sale, winter",winter|sale,created,import-a,${origin}/import-a,`);
     assert.equal(lines[3], '4,ftp://example.com/x,,,,refused,,,Only web addresses can be shortened: they start with http:// or https://.');
     // Written back with the formula protection (the last line: the file ends with CRLF).
-    assert.equal(lines.at(-2), `9,${targetOrigin}/f,'-dash,'=sum,,created,'-dash,${origin}/-dash,`);
+    assert.equal(lines.at(-2), `9,${target.origin}/f,'-dash,'=sum,,created,'-dash,${origin}/-dash,`);
 
     // The exports: the key's links, fetched with the key as a header.
     const csvExport = await downloaded(page, () => page.getByRole('button', { name: 'Export as CSV' }).click());
@@ -392,13 +369,13 @@ describe('the My links page in Chromium', { skip: browserSkip }, () => {
 
     // 1,001 good rows go in two requests of at most 1,000, and all are created.
     bulkSizes.length = 0;
-    const big = ['url', ...Array.from({ length: 1001 }, (_, i) => `${targetOrigin}/many/${i}`)].join('\n');
+    const big = ['url', ...Array.from({ length: 1001 }, (_, i) => `${target.origin}/many/${i}`)].join('\n');
     await page.getByLabel('CSV file', { exact: true }).setInputFiles({ name: 'many.csv', mimeType: 'text/csv', buffer: Buffer.from(big) });
     await page.locator('#preview-summary').filter({ hasText: '1,001 rows: 1,001 to import.' }).waitFor();
     await page.getByRole('button', { name: 'Import', exact: true }).click();
     await page.locator('#import-status').filter({ hasText: 'Import done: 1,001 created, 0 refused.' }).waitFor();
     assert.deepEqual(bulkSizes, [1000, 1]);
-    const listed = await app.inject({ method: 'GET', url: '/api/links?per_page=1', headers: { authorization: `Bearer ${key}` } });
+    const listed = await shortener.app.inject({ method: 'GET', url: '/api/links?per_page=1', headers: { authorization: `Bearer ${key}` } });
     assert.equal(listed.headers['x-total-count'], '1006');
     // The list pages as the API does, the page in the address.
     await page.locator('#page-label').filter({ hasText: 'Page 1 of 41' }).waitFor();
@@ -425,7 +402,7 @@ describe('the My links page in Chromium', { skip: browserSkip }, () => {
     assert.equal(await page.locator('#results').isHidden(), true);
     // A manager key lists every link.
     await signIn(page, await issueKey('Manager', 'manager'));
-    const all = (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM links')).rows[0]!.n;
+    const all = (await shortener.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM links')).rows[0]!.n;
     await page
       .locator('#total')
       .filter({ hasText: `(${all.toLocaleString('en')})` })
@@ -437,9 +414,8 @@ describe('the My links page in Chromium', { skip: browserSkip }, () => {
 
   it('works by keyboard alone: key, tag filter, edit and save', async () => {
     const key = await issueKey('Keyboard', 'author');
-    await bulk(key, [{ url: `${targetOrigin}/kb`, alias: 'by-keyboard', tags: ['kb'] }]);
-    const page = await context.newPage();
-    const w = watch(page);
+    await bulk(key, [{ url: `${target.origin}/kb`, alias: 'by-keyboard', tags: ['kb'] }]);
+    const { page, w } = await watchedPage(context);
     await page.setViewportSize({ width: 390, height: 800 });
     // An address edited out of the API's bounds shows the whole list rather than a refusal.
     await page.goto(`${origin}/links?page=0&tag=${'t'.repeat(40)}`);

@@ -1,11 +1,8 @@
 import assert from 'node:assert/strict';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import type { Browser, BrowserContext } from 'playwright-core';
+import type { BrowserContext } from 'playwright-core';
 import type { Clock } from '../../src/kit/clock.js';
-import { createPool, type Pool } from '../../src/kit/db.js';
-import type { App } from '../../src/kit/http/app.js';
+import type { Pool } from '../../src/kit/db.js';
 import {
   assertAccessible,
   assertAccessibleInDark,
@@ -13,15 +10,15 @@ import {
   assertNoSidewaysScroll,
   assertSameOrigin,
   browserSkip,
-  launchBrowser,
   type PageWatch,
   screenshots,
   tabTo,
-  watch,
+  useBrowser,
+  watchedPage,
 } from '../helpers/browser.js';
-import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 import { freePort } from '../helpers/ports.js';
-import { startShortener as startTestShortener, createCode, createLink, shortenerMigrations } from '../helpers/shortener.js';
+import { createCode, createLink, type RunningShortener, startShortener as startTestShortener } from '../helpers/shortener.js';
+import { startTargetSite, type TargetSite } from '../helpers/target-site.js';
 
 // The shortener's web pages in a real Chromium, driven by clicks, against the
 // real service (in-process, listening on 127.0.0.1) and PostgreSQL. Screenshots
@@ -29,67 +26,43 @@ import { startShortener as startTestShortener, createCode, createLink, shortener
 
 const ADMIN_KEY = 'browser-test-admin-key-0123456789abcdef';
 
-interface Shortener {
-  app: App;
+type Shortener = RunningShortener & {
   origin: string;
   /** Milliseconds added to the real time on the service's clock. */
   shift: { ms: number };
-}
+};
 
-async function startShortener(pool: Pool): Promise<Shortener> {
+/** A shortener on the database of `pool` when given (one of its own otherwise). */
+async function startShortener(pool?: Pool): Promise<Shortener> {
   const port = await freePort();
   const origin = `http://127.0.0.1:${port}`;
   const shift = { ms: 0 };
   const clock: Clock = () => Date.now() + shift.ms;
   // Its port is known before it starts, since BASE_URL names it.
-  const { app } = await startTestShortener({ pool, clock, env: { BASE_URL: origin, SHORTENER_ADMIN_KEY: ADMIN_KEY } });
-  await app.listen({ port, host: '127.0.0.1' });
-  return { app, origin, shift };
+  const running = await startTestShortener({ pool, clock, listen: true, port, env: { BASE_URL: origin, SHORTENER_ADMIN_KEY: ADMIN_KEY } });
+  return { ...running, origin, shift };
 }
 
 describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
-  let db: TestDatabase;
-  let pool: Pool;
+  const browser = useBrowser();
   let shortener: Shortener;
-  let target: http.Server;
-  let targetOrigin: string;
-  let browser: Browser;
+  let target: TargetSite;
   let context: BrowserContext;
-  const targetHits: string[] = [];
 
   before(async () => {
-    target = http.createServer((req, res) => {
-      // The browser also asks the target for its favicon; only the pages it is sent to count.
-      if (req.url !== '/favicon.ico') targetHits.push(req.url ?? '');
-      res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
-      res.end(
-        '<!doctype html><html lang="en"><head><title>Target page</title></head><body><main><h1>Target page</h1></main></body></html>',
-      );
-    });
-    await new Promise<void>((resolve) => target.listen(0, '127.0.0.1', resolve));
-    targetOrigin = `http://127.0.0.1:${(target.address() as AddressInfo).port}`;
-    db = await freshDatabase('shortener', await shortenerMigrations());
-    pool = createPool(db.url, { max: 5 });
-    shortener = await startShortener(pool);
-    browser = await launchBrowser();
-    // Headless Chromium says "HeadlessChrome", which the service rightly counts as a bot; the
-    // visits of this test are meant as a person's, so the context sends desktop Chrome's agent.
-    const userAgent = `Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/${browser.version()} Safari/537.36`;
-    context = await browser.newContext({ viewport: { width: 1280, height: 800 }, userAgent });
-    context.setDefaultTimeout(20_000);
+    target = await startTargetSite('Target page');
+    shortener = await startShortener();
+    // The visits of this test are meant as a person's.
+    context = await browser.newContext({ userAgent: browser.desktopUserAgent });
   });
 
   after(async () => {
-    await context?.close();
-    await browser?.close();
-    await shortener?.app.close();
-    await pool?.end();
-    await db?.drop();
-    if (target) await new Promise((resolve) => target.close(resolve));
+    await shortener?.close();
+    await target?.close();
   });
 
   /** Requests go to the shortener and to the links' target site (where a redirect lands), nowhere else. */
-  const assertOwnOrigins = (w: PageWatch, origin = shortener.origin) => assertSameOrigin(w, origin, targetOrigin);
+  const assertOwnOrigins = (w: PageWatch, origin = shortener.origin) => assertSameOrigin(w, origin, target.origin);
 
   /** A link created through the API, with the manage token its create returned. */
   const createManaged = async (url: string): Promise<{ code: string; token: string }> => {
@@ -100,8 +73,7 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
   };
 
   it('creates a link through the form, follows it to the target, and shows the visit on the stats page', async () => {
-    const page = await context.newPage();
-    const w = watch(page);
+    const { page, w } = await watchedPage(context);
     const home = await page.goto(`${shortener.origin}/`);
     assert.equal(home?.status(), 200);
     assert.match(home?.headers()['content-security-policy'] ?? '', /script-src 'self'/);
@@ -117,7 +89,7 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
     );
     assert.equal(await page.getByLabel('Long URL').getAttribute('aria-invalid'), 'true');
 
-    const destination = `${targetOrigin}/landing?from=browser`;
+    const destination = `${target.origin}/landing?from=browser`;
     await page.getByLabel('Long URL').fill(destination);
     await page.getByLabel('Maximum visits (optional)').fill('5');
     await page.getByLabel('Expires (optional)').fill('2099-12-31T23:30');
@@ -127,9 +99,10 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
     const shortUrl = (await page.getByLabel('Short URL').textContent()) ?? '';
     assert.match(shortUrl, new RegExp(`^${shortener.origin}/[0-9a-zA-Z]{7}$`));
     const code = shortUrl.slice(-7);
-    const stored = await pool.query<{ max_visits: string; expires_at: Date }>('SELECT max_visits, expires_at FROM links WHERE code = $1', [
-      code,
-    ]);
+    const stored = await shortener.pool.query<{ max_visits: string; expires_at: Date }>(
+      'SELECT max_visits, expires_at FROM links WHERE code = $1',
+      [code],
+    );
     assert.equal(Number(stored.rows[0]?.max_visits), 5);
     // The datetime-local value went out with the browser's offset, so the instant is the one typed.
     const typed = await page.evaluate(() => new Date('2099-12-31T23:30').toISOString());
@@ -148,14 +121,13 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
     await screenshots(page, 'shortener-create', { dark: true });
 
     // Follow the short link: a 302 from the service, then the target page.
-    const visitor = await context.newPage();
-    const vw = watch(visitor);
+    const { page: visitor, w: vw } = await watchedPage(context);
     const landed = await visitor.goto(shortUrl);
     assert.equal(landed?.url(), destination);
     assert.equal(await visitor.title(), 'Target page');
     assert.equal(landed?.request().redirectedFrom()?.url(), shortUrl);
     assert.equal((await landed?.request().redirectedFrom()?.response())?.status(), 302);
-    assert.deepEqual(targetHits, ['/landing?from=browser']);
+    assert.deepEqual(target.hits, ['/landing?from=browser']);
     assertClean(vw);
     await visitor.close();
 
@@ -215,8 +187,7 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
   });
 
   it('an unknown or malformed code gets the not-found page with a 404', async () => {
-    const page = await context.newPage();
-    const w = watch(page);
+    const { page, w } = await watchedPage(context);
     for (const code of ['zzzzzzz', 'bad']) {
       const res = await page.goto(`${shortener.origin}/stats/${code}`);
       assert.equal(res?.status(), 404);
@@ -231,8 +202,7 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
   });
 
   it('the create form: "Shortening…" while it runs, https:// added and shown, over-long and own links refused in words, no stale result', async () => {
-    const page = await context.newPage();
-    const w = watch(page);
+    const { page, w } = await watchedPage(context);
     const posts: string[] = [];
     page.on('request', (r) => {
       if (r.method() === 'POST') posts.push(r.postData() ?? '');
@@ -249,7 +219,7 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
       await held;
       await route.continue();
     });
-    await page.getByLabel('Long URL').fill(`${targetOrigin}/first`);
+    await page.getByLabel('Long URL').fill(`${target.origin}/first`);
     await button.click();
     await page.locator('#create-button', { hasText: 'Shortening…' }).waitFor();
     assert.equal(await button.isDisabled(), true);
@@ -270,7 +240,7 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
 
     // 3,020 characters: refused with the length, never cut to 2,048 and created for somewhere else.
     const before = posts.length;
-    const long = `${targetOrigin}/${'a'.repeat(3020 - targetOrigin.length - 1)}`;
+    const long = `${target.origin}/${'a'.repeat(3020 - target.origin.length - 1)}`;
     await page.getByLabel('Long URL').fill(long);
     assert.equal((await page.getByLabel('Long URL').inputValue()).length, 3020);
     await button.click();
@@ -290,7 +260,7 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
       .locator('#create-error')
       .filter({ hasText: 'This is already a short link of this service. Shorten the address it leads to instead.' })
       .waitFor();
-    assert.equal((await pool.query('SELECT count(*)::int AS n FROM links WHERE original_url = $1', [made])).rows[0].n, 0);
+    assert.equal((await shortener.pool.query('SELECT count(*)::int AS n FROM links WHERE original_url = $1', [made])).rows[0].n, 0);
 
     // Every message of the form is written for a person: no field paths, no validator words.
     for (const text of ['not a url at all', 'javascript:alert(1)', 'https://user:pw@example.com/']) {
@@ -302,7 +272,7 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
     }
 
     // At a phone's width the whole short URL shows, code included.
-    await page.getByLabel('Long URL').fill(`${targetOrigin}/on-a-phone`);
+    await page.getByLabel('Long URL').fill(`${target.origin}/on-a-phone`);
     await button.click();
     await page.locator('#result').waitFor({ state: 'visible' });
     await page.setViewportSize({ width: 390, height: 800 });
@@ -320,10 +290,9 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
   });
 
   it('a dead short link shows a page saying why, and one enabled again redirects in the same browser (no cached 410)', async () => {
-    const page = await context.newPage();
-    const w = watch(page);
-    const code = await createCode(shortener.app, `${targetOrigin}/comes-back`);
-    await pool.query('UPDATE links SET disabled = true WHERE code = $1', [code]);
+    const { page, w } = await watchedPage(context);
+    const code = await createCode(shortener.app, `${target.origin}/comes-back`);
+    await shortener.pool.query('UPDATE links SET disabled = true WHERE code = $1', [code]);
     const dead = await page.goto(`${shortener.origin}/${code}`);
     assert.equal(dead?.status(), 410);
     assert.equal(dead?.headers()['cache-control'], 'no-store');
@@ -331,17 +300,17 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
     await assertAccessible(page, 'dead link page');
     await screenshots(page, 'shortener-link-disabled');
     // Enabled again: the very same navigation in the same browser now lands on the target.
-    await pool.query('UPDATE links SET disabled = false WHERE code = $1', [code]);
+    await shortener.pool.query('UPDATE links SET disabled = false WHERE code = $1', [code]);
     await page.goto('about:blank');
     const back = await page.goto(`${shortener.origin}/${code}`);
-    assert.equal(back?.url(), `${targetOrigin}/comes-back`);
+    assert.equal(back?.url(), `${target.origin}/comes-back`);
     // Expired, used up and unknown links say so too.
-    await pool.query("UPDATE links SET expires_at = '2026-03-01T12:00:00Z' WHERE code = $1", [code]);
+    await shortener.pool.query("UPDATE links SET expires_at = '2026-03-01T12:00:00Z' WHERE code = $1", [code]);
     await page.goto(`${shortener.origin}/${code}`);
     assert.equal(await page.getByRole('heading', { level: 1 }).textContent(), 'Link expired');
     assert.match((await page.locator('main p').first().textContent()) ?? '', /expired on 1 March 2026 at 12:00 UTC/);
     await screenshots(page, 'shortener-link-expired');
-    await pool.query('UPDATE links SET expires_at = NULL, max_visits = clicks WHERE code = $1', [code]);
+    await shortener.pool.query('UPDATE links SET expires_at = NULL, max_visits = clicks WHERE code = $1', [code]);
     await page.goto(`${shortener.origin}/${code}`);
     assert.equal(await page.getByRole('heading', { level: 1 }).textContent(), 'Link used up');
     await page.goto(`${shortener.origin}/zzzzzzz`);
@@ -354,16 +323,15 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
 
   it('the 11th create within a minute shows the wait, counts it down and enables the button again', async () => {
     // Its own service, so the window of 127.0.0.1 starts here; its clock is moved so the wait is seconds, not a minute.
-    const own = await startShortener(pool);
-    const page = await context.newPage();
-    const w = watch(page);
+    const own = await startShortener(shortener.pool);
+    const { page, w } = await watchedPage(context);
     try {
       await page.goto(`${own.origin}/`);
       const windowStart = Date.now();
       const button = page.getByRole('button', { name: 'Shorten' });
       let previous = '';
       for (let i = 1; i <= 10; i++) {
-        await page.getByLabel('Long URL').fill(`${targetOrigin}/page-${i}`);
+        await page.getByLabel('Long URL').fill(`${target.origin}/page-${i}`);
         await button.click();
         await page.waitForFunction((before) => {
           const v = document.getElementById('short-url')?.textContent ?? '';
@@ -374,7 +342,7 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
       // 56 s of the 60 s window gone on the service's clock: the 11th waits about 4 s, more by as
       // long as a busy machine took between windowStart and the first create reaching the service.
       own.shift.ms = windowStart + 56_000 - Date.now();
-      await page.getByLabel('Long URL').fill(`${targetOrigin}/page-11`);
+      await page.getByLabel('Long URL').fill(`${target.origin}/page-11`);
       await button.click();
       const wait = page.locator('#create-wait');
       await wait.waitFor({ state: 'visible' });
@@ -394,7 +362,7 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
       assertOwnOrigins(w, own.origin);
     } finally {
       await page.close();
-      await own.app.close();
+      await own.close();
     }
   });
 
@@ -403,8 +371,7 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
     const codes: string[] = [];
     for (let i = 0; i < 3; i++) codes.push(await createCode(shortener.app, `https://example.org/${tag}/${i}`));
     const others = await createCode(shortener.app, 'https://example.net/not-in-the-search');
-    const page = await context.newPage();
-    const w = watch(page);
+    const { page, w } = await watchedPage(context);
     await page.goto(`${shortener.origin}/admin`);
     await assertAccessible(page, 'admin key form');
     await page.getByLabel('Admin key (SHORTENER_ADMIN_KEY)').fill('not-the-key');
@@ -468,19 +435,18 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
     await page.close();
   });
   it('the stats page shows visits only with the manage token: without it the public figures and a form, a wrong token refused', async () => {
-    const { code, token } = await createManaged(`${targetOrigin}/private`);
-    const other = await createManaged(`${targetOrigin}/someone-elses`);
+    const { code, token } = await createManaged(`${target.origin}/private`);
+    const other = await createManaged(`${target.origin}/someone-elses`);
     const res = await fetch(`${shortener.origin}/${code}`, { redirect: 'manual', headers: { referer: 'https://intranet.corp/page' } });
     assert.equal(res.status, 302);
     // Its manager changed the destination once: the stats page lists the earlier one, to the manager only.
     const changed = await fetch(`${shortener.origin}/api/links/${code}`, {
       method: 'PATCH',
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ url: `${targetOrigin}/private-moved` }),
+      body: JSON.stringify({ url: `${target.origin}/private-moved` }),
     });
     assert.equal(changed.status, 200);
-    const page = await context.newPage();
-    const w = watch(page);
+    const { page, w } = await watchedPage(context);
     await page.goto(`${shortener.origin}/stats/${code}`);
     await page.locator('#clicks').filter({ hasText: /^1$/ }).waitFor();
     await page.getByLabel('Manage token or admin key').waitFor();
@@ -503,7 +469,7 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
       'intranet.corp1',
     ]);
     await page.locator('#history').waitFor({ state: 'visible' });
-    assert.match((await page.locator('#history-list').textContent()) ?? '', new RegExp(`^${targetOrigin}/private \\(until `));
+    assert.match((await page.locator('#history-list').textContent()) ?? '', new RegExp(`^${target.origin}/private \\(until `));
     await assertAccessible(page, 'stats page (with the token)');
     assertClean(w, [403]);
     assertOwnOrigins(w);
@@ -514,10 +480,9 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
     const alias = `launch-${Date.now()}`;
     // Earlier tests created links from this address within the minute: a fresh rate-limit window.
     shortener.shift.ms += 61_000;
-    const page = await context.newPage();
-    const w = watch(page);
+    const { page, w } = await watchedPage(context);
     await page.goto(`${shortener.origin}/`);
-    await page.getByLabel('Long URL').fill(`${targetOrigin}/launch`);
+    await page.getByLabel('Long URL').fill(`${target.origin}/launch`);
     await page.getByLabel('Custom back-half (optional)').fill(alias);
     await page.getByRole('button', { name: 'Shorten' }).click();
     await page.locator('#result').waitFor({ state: 'visible' });
@@ -535,7 +500,7 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
   });
 
   it('the stats page splits humans, bots and link previews, and counts unique visitors', async () => {
-    const { code, token } = await createManaged(`${targetOrigin}/split`);
+    const { code, token } = await createManaged(`${target.origin}/split`);
     const agents = [
       'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36',
       'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36',
@@ -546,8 +511,7 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
       const res = await fetch(`${shortener.origin}/${code}`, { redirect: 'manual', headers: { 'user-agent': agent } });
       assert.equal(res.status, 302);
     }
-    const page = await context.newPage();
-    const w = watch(page);
+    const { page, w } = await watchedPage(context);
     await page.goto(`${shortener.origin}/stats/${code}#token=${token}`);
     await page.locator('#total-visits').filter({ hasText: '4' }).waitFor();
     await page.locator('#clicks').filter({ hasText: /^4$/ }).waitFor();
@@ -564,8 +528,7 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
   it('admin pages through a search 20 links at a time', async () => {
     const tag = `paging-${Date.now()}`;
     for (let i = 0; i < 45; i++) await createCode(shortener.app, `https://example.org/${tag}/${i}`);
-    const page = await context.newPage();
-    const w = watch(page);
+    const { page, w } = await watchedPage(context);
     await page.goto(`${shortener.origin}/admin`);
     await page.getByLabel('Admin key (SHORTENER_ADMIN_KEY)').fill(ADMIN_KEY);
     await page.getByRole('button', { name: 'Sign in' }).click();
@@ -600,13 +563,12 @@ describe('shortener web pages in Chromium', { skip: browserSkip }, () => {
   });
 
   it('by keyboard alone a link is created, copied and its stats opened; at 360 px no page scrolls sideways', async () => {
-    const page = await context.newPage();
-    const w = watch(page);
+    const { page, w } = await watchedPage(context);
     await page.setViewportSize({ width: 360, height: 800 });
     await page.goto(`${shortener.origin}/`);
     await assertNoSidewaysScroll(page, 'the create page');
     await tabTo(page, 'url');
-    await page.keyboard.type(`${targetOrigin}/by-keyboard`);
+    await page.keyboard.type(`${target.origin}/by-keyboard`);
     await page.keyboard.press('Enter');
     await page.locator('#result').waitFor({ state: 'visible' });
     await assertNoSidewaysScroll(page, 'the create page with its result');

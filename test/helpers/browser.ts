@@ -35,7 +35,7 @@ export const browserSkip: string | false =
   chromiumMissing && !process.env.CI ? `Chromium not found at ${CHROMIUM} (install it or set CHROMIUM_PATH)` : false;
 if (browserSkip) console.log(`# skipping the browser tests: ${browserSkip}`);
 
-export async function launchBrowser(): Promise<Browser> {
+async function launchBrowser(): Promise<Browser> {
   if (chromiumMissing)
     assert.fail(
       `Chromium not found at ${CHROMIUM}: under CI the browser tests must run, never be skipped (install chromium or set CHROMIUM_PATH)`,
