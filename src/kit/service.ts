@@ -13,6 +13,7 @@ import { type ConfigOf, type ConfigShape, type LogLevel, loadConfig, loadConfigO
 import { type Migration, type Pool, createPool, migrate, readMigrations, withDatabase } from './db.js';
 import { type App, type HttpAppOptions, buildHttpApp } from './http/app.js';
 import { httpSettings } from './http/limits.js';
+import { logDestination } from './http/logging.js';
 import { type OutgoingMail, enqueueMail } from './mail/outbox.js';
 import { createMailTransport } from './mail/transport.js';
 import { type MailWorker, type MailWorkerOptions, startMailWorker } from './mail/worker.js';
@@ -177,7 +178,7 @@ export async function startService<S extends ConfigShape, Deps>(
 ): Promise<RunningService<ConfigOf<S>>> {
   const config = loadConfig(definition.config, options.env) as ConfigOf<S> & ServiceConfig;
   const clock = options.clock ?? systemClock;
-  let log: ServiceLog = pino({ level: config.LOG_LEVEL, base: { service: definition.name } }, options.logStream ?? process.stdout);
+  let log: ServiceLog = pino({ level: config.LOG_LEVEL, base: { service: definition.name } }, options.logStream ?? logDestination());
   // What is open so far, closed in this order: the server (requests in flight finish), what the
   // build opened, periodic jobs (a run in progress finishes), the mail worker (due mail is sent),
   // counters, then Redis and the pool.

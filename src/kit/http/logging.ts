@@ -1,5 +1,6 @@
 import type { Writable } from 'node:stream';
 import type { FastifyServerOptions } from 'fastify';
+import { type DestinationStream, pino } from 'pino';
 import type { LogLevel } from '../config.js';
 import { serializeRequest, serializeRequestWithoutClient } from './log-redaction.js';
 
@@ -22,6 +23,22 @@ const REDACT = [
   '*.secret',
 ];
 
+let standardOutput: DestinationStream | undefined;
+
+/**
+ * Where a process's log lines go unless a test captures them: standard output, written
+ * asynchronously. A synchronous write made every logged request wait for its own write system
+ * call (two lines a request at the default level, info); asynchronous, lines that arrive while a
+ * write is under way go out together in the next one, and none waits at low traffic. pino writes
+ * what is still buffered synchronously when the process exits (also on an uncaught exception); a
+ * process killed with SIGKILL can lose the last lines. One destination for the whole process, so
+ * the service's own lines and its requests' stay in order.
+ */
+export function logDestination(): DestinationStream {
+  standardOutput ??= pino.destination({ dest: 1, sync: false });
+  return standardOutput;
+}
+
 /**
  * JSON log lines with credentials redacted, to `stream` (tests capture them) or stdout;
  * without the client's address and port when `clientAddresses` is false.
@@ -36,6 +53,6 @@ export function loggerOptions(
     redact: { paths: REDACT, censor: '[redacted]' },
     // Query strings may carry credentials (?apikey=…): logged URLs are redacted.
     serializers: { req: clientAddresses ? serializeRequest : serializeRequestWithoutClient },
-    ...(stream ? { stream } : {}),
+    stream: stream ?? logDestination(),
   };
 }
