@@ -325,6 +325,14 @@ export async function run(ctx: { adminUrl: string }): Promise<Record<string, Arr
     TRUST_PROXY: '127.0.0.1',
     SHORTENER_ADMIN_KEY: adminKey,
   });
+  // The same service at the production default log level (info: two lines a request), beside the
+  // reference on the hot code, so the cost of logging is read off the same run.
+  const serviceAtInfo = await startService('src/shortener/server.ts', {
+    DATABASE_URL: databaseUrl,
+    TRUST_PROXY: '127.0.0.1',
+    SHORTENER_ADMIN_KEY: adminKey,
+    LOG_LEVEL: 'info',
+  });
   const ceiling = await startCeiling('redirect');
   let reference: Awaited<ReturnType<typeof startReference>> | undefined;
   const db = new pg.Client({ connectionString: databaseUrl });
@@ -457,6 +465,13 @@ export async function run(ctx: { adminUrl: string }): Promise<Record<string, Arr
         'clicks = visits = 302s': 'yes, every run of both',
       });
       compared.push(referenceRow(label, runs));
+      if (paths.length === 1 && paths[0] === `/${hot}`) {
+        const atInfo = await alternate(
+          () => redirects(reference!, 'reference', label, [...paths]),
+          () => redirects(serviceAtInfo, 'service at LOG_LEVEL=info', label, [...paths]),
+        );
+        compared.push(referenceRow(`${label}, the service at LOG_LEVEL=info (the default; the rows above: warn)`, atInfo));
+      }
     }
     for (const check of checks) console.log(`shortener: clicks = visits = 302s, ${check}`);
     // BENCH_REDIRECTS_ONLY=1: the redirects alone, e.g. for CPU profiles (BENCH_CPU_PROF) of just them.
@@ -530,5 +545,6 @@ export async function run(ctx: { adminUrl: string }): Promise<Record<string, Arr
     await reference?.stop();
     await ceiling.stop();
     await service.stop();
+    await serviceAtInfo.stop();
   }
 }
