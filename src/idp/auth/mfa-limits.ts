@@ -1,7 +1,7 @@
 import type { Clock } from '../../kit/clock.js';
 import type { Ipv6Prefixes } from '../../kit/http/client-ip.js';
 import { type CounterStore, FixedWindowLimiter } from '../../kit/rate-limit.js';
-import { authErrors } from './errors.js';
+import { countRequestFrom } from './rate-limits.js';
 
 // Guessing a six-digit TOTP code. GoTrue limits challenge and verify requests per client address,
 // which alone does not bound a guesser with many addresses (or many challenges: anyone holding the
@@ -49,14 +49,12 @@ export class MfaLimits {
 
   /** One POST /factors/:id/challenge from `ip`; 429 past the minute's. */
   async challengeRequest(ip: string): Promise<void> {
-    const decision = await this.challenges.consumeAddress('', ip, this.ipv6);
-    if (decision.limited) throw authErrors.overRequestRateLimit(Math.max(decision.retryAfterSeconds, 1));
+    await countRequestFrom(this.challenges, ip, this.ipv6);
   }
 
   /** One POST /factors/:id/verify from `ip`; 429 past the minute's. */
   async verifyRequest(ip: string): Promise<void> {
-    const decision = await this.verifications.consumeAddress('', ip, this.ipv6);
-    if (decision.limited) throw authErrors.overRequestRateLimit(Math.max(decision.retryAfterSeconds, 1));
+    await countRequestFrom(this.verifications, ip, this.ipv6);
   }
 
   /**

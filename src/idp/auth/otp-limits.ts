@@ -1,7 +1,6 @@
-import { createHash } from 'node:crypto';
 import type { Clock } from '../../kit/clock.js';
 import { type CounterStore, FixedWindowLimiter } from '../../kit/rate-limit.js';
-import { authErrors } from './errors.js';
+import { accountKey, refuseOverRequestRate } from './rate-limits.js';
 
 // Guessing a mailed six-digit code. The per-address /verify limit alone does not bound it: an
 // attacker with many addresses tries codes for one account in parallel. So every code typed for an
@@ -20,7 +19,6 @@ export interface OtpLimitSettings {
 }
 
 const HOUR = 60 * 60_000;
-const accountKey = (email: string) => createHash('sha256').update(email).digest('hex');
 
 export class OtpLimits {
   private readonly perToken: FixedWindowLimiter;
@@ -33,8 +31,7 @@ export class OtpLimits {
 
   /** One code typed for `email`; throws 429 over_request_rate_limit past the hour's attempts. */
   async accountAttempt(email: string): Promise<void> {
-    const decision = await this.perAccount.consume(accountKey(email));
-    if (decision.limited) throw authErrors.overRequestRateLimit(Math.max(decision.retryAfterSeconds, 1));
+    refuseOverRequestRate(await this.perAccount.consume(accountKey(email)));
   }
 
   /**

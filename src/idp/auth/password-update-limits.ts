@@ -1,6 +1,6 @@
 import type { Clock } from '../../kit/clock.js';
 import { type CounterStore, FixedWindowLimiter } from '../../kit/rate-limit.js';
-import { authErrors } from './errors.js';
+import { countRequestFrom, refuseOverRequestRate } from './rate-limits.js';
 
 // A password update costs two bcrypt operations (the same-password check and the new hash), so one
 // token could keep both cores busy and starve every sign-in. Updates are counted per user and per
@@ -32,12 +32,7 @@ export class PasswordUpdateLimits {
 
   /** One password update by `userId` from `ip`; throws 429 over_request_rate_limit past either limit. */
   async take(userId: string, ip: string): Promise<void> {
-    for (const decide of [
-      () => this.perUser.consume(userId),
-      () => this.perAddress.consumeAddress('', ip, { prefix: this.settings.ipv6Prefix, widePrefix: this.settings.ipv6WidePrefix }),
-    ]) {
-      const decision = await decide();
-      if (decision.limited) throw authErrors.overRequestRateLimit(Math.max(decision.retryAfterSeconds, 1));
-    }
+    refuseOverRequestRate(await this.perUser.consume(userId));
+    await countRequestFrom(this.perAddress, ip, { prefix: this.settings.ipv6Prefix, widePrefix: this.settings.ipv6WidePrefix });
   }
 }

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Ipv6Prefixes } from '../../kit/http/client-ip.js';
 import type { Clock } from '../../kit/clock.js';
 import { LoginAttempt, LoginThrottle } from '../../kit/login-throttle.js';
-import { type CounterStore, FixedWindowLimiter } from '../../kit/rate-limit.js';
+import { type CounterStore, FixedWindowLimiter, type RateLimitDecision } from '../../kit/rate-limit.js';
 import { authErrors } from './errors.js';
 
 // Supabase Auth's per-address limits on its auth endpoints, its limits on emails (per hour for the
@@ -40,7 +40,17 @@ const HOUR = 60 * 60_000;
 const FIFTEEN_MINUTES = 15 * 60_000;
 
 /** A counter key for an email address that never holds it in clear (keys land in Redis). */
-const accountKey = (email: string) => createHash('sha256').update(email).digest('hex');
+export const accountKey = (email: string) => createHash('sha256').update(email).digest('hex');
+
+/** GoTrue's 429 over_request_rate_limit when a count is past its limit (Retry-After at least a second). */
+export function refuseOverRequestRate(decision: RateLimitDecision): void {
+  if (decision.limited) throw authErrors.overRequestRateLimit(Math.max(decision.retryAfterSeconds, 1));
+}
+
+/** One request from `ip` counted by a per-address limiter (IPv6 per network); 429 over_request_rate_limit past it. */
+export async function countRequestFrom(limiter: FixedWindowLimiter, ip: string, ipv6: Ipv6Prefixes): Promise<void> {
+  refuseOverRequestRate(await limiter.consumeAddress('', ip, ipv6));
+}
 
 /** A reserved sign-in attempt: counted as a failure unless released by a success. */
 export interface SignInAttempt {
@@ -87,14 +97,12 @@ export class AuthRateLimits {
 
   /** One request to POST /token from `ip`; throws 429 over_request_rate_limit past the limit. */
   async tokenRequest(ip: string): Promise<void> {
-    const decision = await this.tokenRequests.consumeAddress('', ip, this.ipv6);
-    if (decision.limited) throw authErrors.overRequestRateLimit(Math.max(decision.retryAfterSeconds, 1));
+    await countRequestFrom(this.tokenRequests, ip, this.ipv6);
   }
 
   /** One request to POST /signup from `ip`. */
   async signup(ip: string): Promise<void> {
-    const decision = await this.signups.consumeAddress('', ip, this.ipv6);
-    if (decision.limited) throw authErrors.overRequestRateLimit(Math.max(decision.retryAfterSeconds, 1));
+    await countRequestFrom(this.signups, ip, this.ipv6);
   }
 
   /**
@@ -102,14 +110,12 @@ export class AuthRateLimits {
    * so it has its own hourly limit, far below the sign-up one.
    */
   async anonymousSignIn(ip: string): Promise<void> {
-    const decision = await this.anonymousSignIns.consumeAddress('', ip, this.ipv6);
-    if (decision.limited) throw authErrors.overRequestRateLimit(Math.max(decision.retryAfterSeconds, 1));
+    await countRequestFrom(this.anonymousSignIns, ip, this.ipv6);
   }
 
   /** One request to /verify from `ip` (GoTrue's RATE_LIMIT_VERIFY): bounds guessing of emailed codes. */
   async verify(ip: string): Promise<void> {
-    const decision = await this.verifications.consumeAddress('', ip, this.ipv6);
-    if (decision.limited) throw authErrors.overRequestRateLimit(Math.max(decision.retryAfterSeconds, 1));
+    await countRequestFrom(this.verifications, ip, this.ipv6);
   }
 
   /**
