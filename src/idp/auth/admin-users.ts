@@ -123,17 +123,7 @@ export class AdminUsers {
   }
 
   /** POST /admin/users. */
-  async create(
-    caller: Caller,
-    attrs: {
-      email?: string;
-      phone?: string;
-      password?: string;
-      email_confirm?: boolean;
-      user_metadata?: Record<string, unknown>;
-      app_metadata?: Record<string, unknown>;
-    },
-  ): Promise<User> {
+  async create(caller: Caller, attrs: Omit<AdminUserAttributes, 'ban_duration'>): Promise<User> {
     await this.auth.requireAdmin(caller);
     if (!attrs.email) {
       if (attrs.phone) throw authErrors.validation('Phone users are not supported by this identity provider');
