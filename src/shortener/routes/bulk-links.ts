@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyRequest } from 'fastify';
 import type { Ipv6Prefixes } from '../../kit/http/client-ip.js';
 import type { App } from '../../kit/http/app.js';
 import { badRequest, HttpError } from '../../kit/http/errors.js';
@@ -9,7 +9,18 @@ import type { FixedWindowLimiter, RateLimitDecision } from '../../kit/rate-limit
 import { dataEnvelope, envelope, ErrorEnvelope, statusEnvelope } from '../../kit/http/status-envelope.js';
 import type { Access, Principal } from '../access.js';
 import type { LinkLimits, LinkService } from '../links.js';
-import { CreatedData, CreateLinkBody, createdData, createFields, creator, quotaKey, quotaMessage } from './create-link.js';
+import {
+  addressLimitMessage,
+  CreatedData,
+  CreateLinkBody,
+  createdData,
+  createFields,
+  creator,
+  quotaKey,
+  quotaMessage,
+  rateLimitHeaders,
+  refuseCreate,
+} from './create-link.js';
 import { CREATE_KEY_REFUSED } from './schemas.js';
 
 /** The most links one bulk create takes. */
@@ -61,18 +72,7 @@ export async function bulkLinksRoute(
       : keyQuota.consumeUnits(quotaKey(principal), amount);
 
   const tooMany = (principal: Principal | undefined, seconds: number) =>
-    principal === undefined
-      ? `Too many requests, please try again in ${seconds} second${seconds === 1 ? '' : 's'}.`
-      : quotaMessage(keyQuota.max, seconds);
-
-  const refuseAll = (reply: FastifyReply, principal: Principal | undefined, decision: RateLimitDecision) =>
-    reply
-      .code(429)
-      .header('retry-after', String(decision.retryAfterSeconds))
-      .send(statusEnvelope(429, tooMany(principal, decision.retryAfterSeconds)));
-
-  const headers = (reply: FastifyReply, decision: RateLimitDecision) =>
-    reply.header('x-ratelimit-limit', String(decision.limit)).header('x-ratelimit-remaining', String(decision.remaining));
+    principal === undefined ? addressLimitMessage(seconds) : quotaMessage(keyQuota.max, seconds);
 
   app.post(
     '/api/links/bulk',
@@ -118,8 +118,8 @@ export async function bulkLinksRoute(
       onRequest: async (request, reply) => {
         const principal = await creator(access, request);
         const decision = await count(request, principal, 1);
-        void headers(reply, decision);
-        if (decision.admitted === 0) return refuseAll(reply, principal, decision);
+        void rateLimitHeaders(reply, decision);
+        if (decision.admitted === 0) return refuseCreate(reply, decision.retryAfterSeconds, tooMany(principal, decision.retryAfterSeconds));
         admissions.set(request, { principal, admitted: 1, decision });
       },
       // The body is parsed, not yet validated: every further item counts, in one step.
@@ -128,7 +128,7 @@ export async function bulkLinksRoute(
         const body = request.body;
         if (!Array.isArray(body) || body.length < 2 || body.length > MAX_BULK_ITEMS) return;
         const decision = await count(request, admission.principal, body.length - 1);
-        void headers(reply, decision);
+        void rateLimitHeaders(reply, decision);
         admission.admitted += decision.admitted;
         admission.decision = decision;
       },
@@ -170,7 +170,7 @@ export async function bulkLinksRoute(
         created++;
         results[index] = dataEnvelope(201, 'Short link created successfully', createdData(outcome.link, outcome.manageToken, baseUrl));
       });
-      void headers(reply, decision);
+      void rateLimitHeaders(reply, decision);
       return reply.code(200).send(
         dataEnvelope(200, `Bulk create done: ${created} created, ${items.length - created} refused`, {
           created,

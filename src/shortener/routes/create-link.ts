@@ -1,9 +1,9 @@
 import { type Static, Type } from '@sinclair/typebox';
-import type { FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Ipv6Prefixes } from '../../kit/http/client-ip.js';
 import type { App } from '../../kit/http/app.js';
 import { described } from '../../kit/http/openapi.js';
-import type { FixedWindowLimiter } from '../../kit/rate-limit.js';
+import type { FixedWindowLimiter, RateLimitDecision } from '../../kit/rate-limit.js';
 import { badRequest, HttpError } from '../../kit/http/errors.js';
 import {
   isOwnShortLink,
@@ -127,6 +127,18 @@ export const quotaKey = (principal: Principal) => (principal.kind === 'key' ? `k
 export const quotaMessage = (max: number, seconds: number) =>
   `This API key may create ${max} links per hour: try again in ${seconds} second${seconds === 1 ? '' : 's'}.`;
 
+/** The 429 message of the per-address create limit, the contract's wording. */
+export const addressLimitMessage = (seconds: number) =>
+  `Too many requests, please try again in ${seconds} second${seconds === 1 ? '' : 's'}.`;
+
+/** X-RateLimit-Limit and X-RateLimit-Remaining of a create's count. */
+export const rateLimitHeaders = (reply: FastifyReply, decision: RateLimitDecision) =>
+  reply.header('x-ratelimit-limit', String(decision.limit)).header('x-ratelimit-remaining', String(decision.remaining));
+
+/** A create refused by its limit, before any work: 429 with Retry-After. */
+export const refuseCreate = (reply: FastifyReply, seconds: number, message: string) =>
+  reply.code(429).header('retry-after', String(seconds)).send(statusEnvelope(429, message));
+
 export async function createLinkRoute(
   app: App,
   {
@@ -180,15 +192,8 @@ export async function createLinkRoute(
       // One window per client, however its address is spelled; IPv6 per /64 and per wider /48 (16x).
       onRequest: async (request, reply) => {
         const decision = await limiter.consumeAddress('', request.ip, ipv6);
-        void reply.header('x-ratelimit-limit', String(decision.limit));
-        void reply.header('x-ratelimit-remaining', String(decision.remaining));
-        if (decision.limited) {
-          const seconds = decision.retryAfterSeconds;
-          return reply
-            .code(429)
-            .header('retry-after', String(seconds))
-            .send(statusEnvelope(429, `Too many requests, please try again in ${seconds} second${seconds === 1 ? '' : 's'}.`));
-        }
+        void rateLimitHeaders(reply, decision);
+        if (decision.limited) return refuseCreate(reply, decision.retryAfterSeconds, addressLimitMessage(decision.retryAfterSeconds));
       },
     },
     async (request, reply) => {
