@@ -18,6 +18,12 @@ const FormatQuery = Type.Object(
   { additionalProperties: false },
 );
 
+const FORMAT_REFUSED = described(ErrorEnvelope, 'format is neither csv nor json', {
+  status: 400,
+  response: 'Bad Request',
+  message: 'querystring/format must be equal to constant',
+});
+
 const FILE = Type.Unsafe<string>({
   type: 'string',
   description:
@@ -136,11 +142,7 @@ export async function exportLinksRoutes(
         produces: ['text/csv', 'application/json'],
         response: {
           200: FILE,
-          400: described(ErrorEnvelope, 'format is neither csv nor json', {
-            status: 400,
-            response: 'Bad Request',
-            message: 'querystring/format must be equal to constant',
-          }),
+          400: FORMAT_REFUSED,
           401: described(ErrorEnvelope, 'No credentials, or not an API key nor the admin key (WWW-Authenticate: Bearer)', {
             status: 401,
             response: 'Unauthorized',
@@ -186,11 +188,7 @@ export async function exportLinksRoutes(
         produces: ['text/csv', 'application/json'],
         response: {
           200: FILE,
-          400: described(ErrorEnvelope, 'format is neither csv nor json', {
-            status: 400,
-            response: 'Bad Request',
-            message: 'querystring/format must be equal to constant',
-          }),
+          400: FORMAT_REFUSED,
           ...LINK_MANAGER_ERRORS,
         },
       },
