@@ -4,7 +4,7 @@ import { described } from '../../kit/http/openapi.js';
 import { originOf } from '../audit.js';
 import { type AccessCheck, type StepUp, callers, requireAccessToken, requireRecentAuthentication } from '../auth.js';
 import type { UserAdministration } from '../user-admin.js';
-import { BEARER_SECURITY, BearerHeader, Done, Errors, PublicUser, ReauthenticationRequired } from './schemas.js';
+import { BEARER_SECURITY, BearerHeader, Done, Errors, PublicUser, ReauthenticationRequired, STEP_UP_NOTE } from './schemas.js';
 import { dataEnvelope, envelope, ErrorEnvelope, statusEnvelope } from '../../kit/http/status-envelope.js';
 
 const UserParams = Type.Object({ id: Type.String({ format: 'uuid', description: 'The user’s id' }) });
@@ -43,8 +43,7 @@ export async function adminUserChangesRoutes(
         summary: 'Change a user’s role or ban (role admin only); takes effect at once',
         description:
           `${BearerHeader.description} A role change or a ban ends the user’s sessions and refuses the access tokens they hold. ` +
-          'The last usable admin cannot be demoted or banned (409). ' +
-          'Needs a sign-in no older than REAUTH_MAX_AGE (10 minutes), else 401 reauthentication_required.',
+          `The last usable admin cannot be demoted or banned (409). ${STEP_UP_NOTE}`,
         params: UserParams,
         body: ChangeBody,
         response: {
@@ -71,9 +70,7 @@ export async function adminUserChangesRoutes(
         tags: ['admin'],
         security: BEARER_SECURITY,
         summary: 'Delete a user (role admin only); their sessions and tokens stop working at once',
-        description:
-          `${BearerHeader.description} The last usable admin cannot be deleted (409). The audit log keeps its entries. ` +
-          'Needs a sign-in no older than REAUTH_MAX_AGE (10 minutes), else 401 reauthentication_required.',
+        description: `${BearerHeader.description} The last usable admin cannot be deleted (409). The audit log keeps its entries. ${STEP_UP_NOTE}`,
         params: UserParams,
         response: {
           200: described(Done, 'The user is deleted', statusEnvelope(200, 'User deleted')),

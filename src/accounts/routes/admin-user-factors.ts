@@ -12,7 +12,7 @@ import {
   requireRecentAuthentication,
 } from '../auth.js';
 import type { Factors } from '../factors.js';
-import { BEARER_SECURITY, BearerHeader, Errors, ReauthenticationRequired } from './schemas.js';
+import { BEARER_SECURITY, BearerHeader, Errors, ReauthenticationRequired, STEP_UP_NOTE } from './schemas.js';
 
 const UserParams = Type.Object({ id: Type.String({ format: 'uuid', description: 'The user’s id' }) });
 
@@ -36,7 +36,7 @@ export async function adminUserFactorsRoutes(
         security: BEARER_SECURITY,
         summary: 'Turn off a user’s two-step sign-in: TOTP, recovery codes and passkeys (role admin only)',
         description:
-          `${BearerHeader.description} Needs a sign-in no older than REAUTH_MAX_AGE (10 minutes), else 401 reauthentication_required. ` +
+          `${BearerHeader.description} ${STEP_UP_NOTE} ` +
           'The user’s sessions end and their tokens stop working; the user is mailed and signs in with the password alone. ' +
           'A user without a factor: 200 with `reset: false`, nothing changed.',
         params: UserParams,

@@ -6,7 +6,16 @@ import { dataEnvelope, envelope, ErrorEnvelope, statusEnvelope } from '../../kit
 import { originOf } from '../audit.js';
 import { type AccessCheck, type StepUp, callers, requireAccessToken, requireRecentAuthentication } from '../auth.js';
 import { INVALID_CHALLENGE, type Factors, NO_PENDING_ENROLMENT, NO_TOTP, TOTP_ALREADY_ON } from '../factors.js';
-import { BEARER_SECURITY, BearerHeader, Done, Errors, PasskeyAssertion, ReauthenticationRequired, TokenPair } from './schemas.js';
+import {
+  BEARER_SECURITY,
+  BearerHeader,
+  Done,
+  Errors,
+  PasskeyAssertion,
+  ReauthenticationRequired,
+  STEP_UP_NOTE,
+  TokenPair,
+} from './schemas.js';
 
 export const FactorAnswerBody = Type.Object(
   {
@@ -134,7 +143,7 @@ export async function factorRoutes(
   await app.register(async (scope: App) => {
     requireAccessToken(scope, access);
     requireRecentAuthentication(scope, stepUp);
-    const stepUpNote = `${BearerHeader.description} Needs a sign-in no older than REAUTH_MAX_AGE (10 minutes), else 401 reauthentication_required.`;
+    const stepUpNote = `${BearerHeader.description} ${STEP_UP_NOTE}`;
 
     scope.post(
       '/auth/factors/totp',

@@ -22,6 +22,7 @@ import {
   PasskeyCreationOptions,
   PasskeyRequestOptions,
   ReauthenticationRequired,
+  STEP_UP_NOTE,
   TokenPair,
 } from './schemas.js';
 
@@ -178,7 +179,7 @@ export async function passkeyRoutes(
   await app.register(async (scope: App) => {
     requireAccessToken(scope, access);
     requireRecentAuthentication(scope, stepUp);
-    const stepUpNote = `${BearerHeader.description} Needs a sign-in no older than REAUTH_MAX_AGE (10 minutes), else 401 reauthentication_required.`;
+    const stepUpNote = `${BearerHeader.description} ${STEP_UP_NOTE}`;
 
     scope.post(
       '/auth/passkeys/registration-options',

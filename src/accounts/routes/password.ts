@@ -4,7 +4,7 @@ import { described } from '../../kit/http/openapi.js';
 import { originOf } from '../audit.js';
 import { type AccessCheck, type StepUp, callers, requireAccessToken, requireRecentAuthentication } from '../auth.js';
 import type { AccountsService } from '../service.js';
-import { BEARER_SECURITY, BearerHeader, Errors, ReauthenticationRequired, TokenPair } from './schemas.js';
+import { BEARER_SECURITY, BearerHeader, Errors, ReauthenticationRequired, STEP_UP_NOTE, TokenPair } from './schemas.js';
 import { dataEnvelope, envelope, ErrorEnvelope, statusEnvelope } from '../../kit/http/status-envelope.js';
 
 const PasswordBody = Type.Object(
@@ -32,7 +32,7 @@ export async function passwordRoute(
         description:
           `${BearerHeader.description} A wrong current password counts as a failed login for the account ` +
           '(10 per 15 minutes, then 429 with Retry-After). Success ends every session, refuses every access token issued before, ' +
-          'and answers with a new session’s pair. Needs a sign-in no older than REAUTH_MAX_AGE (10 minutes), else 401 reauthentication_required.',
+          `and answers with a new session’s pair. ${STEP_UP_NOTE}`,
         body: PasswordBody,
         response: {
           200: envelope(TokenPair),

@@ -171,6 +171,9 @@ export const FactorChallenge = Type.Object(
   { additionalProperties: false },
 );
 
+/** The description's sentence of every route behind requireRecentAuthentication. */
+export const STEP_UP_NOTE = 'Needs a sign-in no older than REAUTH_MAX_AGE (10 minutes), else 401 reauthentication_required.';
+
 export const ReauthenticationRequired = described(
   ErrorEnvelope,
   'The token’s sign-in is older than REAUTH_MAX_AGE (10 minutes): sign in again and retry with the new token. ' +
