@@ -133,3 +133,19 @@ export function countDown(button, seconds, tell, done = () => {}) {
   }
   return stop;
 }
+
+/**
+ * countDown told in `box` after `words` ("… You can ask again in" + "15 minutes."):
+ * the box is emptied when the button comes back, then `done()` runs.
+ */
+export function waitOut(button, seconds, box, words, done = () => {}) {
+  countDown(
+    button,
+    seconds,
+    (wait) => say(box, `${words} ${wait}.`),
+    () => {
+      say(box, '');
+      done();
+    },
+  );
+}

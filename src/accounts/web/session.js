@@ -1,4 +1,4 @@
-import { ApiError, api, countDown, formatWait, say } from '/assets/api.js';
+import { ApiError, api, formatWait, waitOut } from '/assets/api.js';
 
 // The signed-in state of the accounts pages (docs/accounts.md, "Sessions in the
 // browser"). The access token lives only in this module's memory. The refresh
@@ -242,12 +242,7 @@ function showNavigation() {
  */
 export function waitOutLimit(err, button, box, words) {
   if (!(err instanceof ApiError) || err.status !== 429) return false;
-  countDown(
-    button,
-    err.retryAfter ?? 60,
-    (wait) => say(box, `${words} ${wait}.`),
-    () => say(box, ''),
-  );
+  waitOut(button, err.retryAfter ?? 60, box, words);
   return true;
 }
 

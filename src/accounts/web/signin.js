@@ -1,4 +1,4 @@
-import { ApiError, api, countDown, say } from '/assets/api.js';
+import { ApiError, api, say, waitOut } from '/assets/api.js';
 import {
   answerWithPasskey,
   explain,
@@ -160,15 +160,9 @@ factorForm.addEventListener('submit', async (event) => {
 /** Too many failed sign-ins: the button stays off, the wait counted down in words, until the limit lets go. */
 function lockOut(seconds) {
   locked = true;
-  countDown(
-    button,
-    seconds,
-    (wait) => say(errorBox, `Too many failed sign-ins for this account or from your address. You can try again in ${wait}.`),
-    () => {
-      locked = false;
-      say(errorBox, '');
-    },
-  );
+  waitOut(button, seconds, errorBox, 'Too many failed sign-ins for this account or from your address. You can try again in', () => {
+    locked = false;
+  });
 }
 
 // Signed in already in this browser: straight on, unless the page says the session just ended.

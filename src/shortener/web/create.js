@@ -1,4 +1,4 @@
-import { ApiError, api, countDown, formatInstant, formatNumber, localToIso, say } from '/assets/api.js';
+import { ApiError, api, formatInstant, formatNumber, localToIso, say, waitOut } from '/assets/api.js';
 
 const MAX_URL_LENGTH = 2048;
 const form = document.getElementById('create-form');
@@ -123,15 +123,9 @@ function fail(message, input) {
 /** After a 429: the button stays off for Retry-After seconds, counted down on the page. */
 function wait(seconds) {
   waiting = true;
-  countDown(
-    button,
-    seconds,
-    (words) => say(waitBox, `Too many links created from your address. You can create another in ${words}.`),
-    () => {
-      waiting = false;
-      say(waitBox, '');
-    },
-  );
+  waitOut(button, seconds, waitBox, 'Too many links created from your address. You can create another in', () => {
+    waiting = false;
+  });
 }
 
 function show(link) {
