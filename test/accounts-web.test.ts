@@ -40,6 +40,7 @@ describe('accounts web pages', () => {
     for (const file of [
       'session.js',
       'fragment.js',
+      'confirm-dialog.js',
       'signin.js',
       'register.js',
       'account.js',

@@ -22,6 +22,7 @@ const SCRIPTS = [
   'email-signin.js',
   'session.js',
   'fragment.js',
+  'confirm-dialog.js',
   'signin.js',
   'register.js',
   'account.js',

@@ -13,6 +13,7 @@ import {
   requireSignIn,
   signOut,
 } from '/assets/accounts/session.js';
+import { confirmed } from '/assets/accounts/confirm-dialog.js';
 
 const statusBox = document.getElementById('account-status');
 const errorBox = document.getElementById('account-error');
@@ -319,16 +320,6 @@ async function copy(text, done, errorBox) {
   }
 }
 
-/** Asks in the confirm dialog; resolves true when confirmed. */
-function confirmed({ title, text, button }) {
-  const dialog = document.getElementById('confirm-dialog');
-  document.getElementById('confirm-title').textContent = title;
-  document.getElementById('confirm-text').textContent = text;
-  document.getElementById('confirm-button').textContent = button;
-  dialog.returnValue = '';
-  dialog.showModal();
-  return new Promise((resolve) => dialog.addEventListener('close', () => resolve(dialog.returnValue === 'confirm'), { once: true }));
-}
 document.getElementById('confirm-cancel').addEventListener('click', () => document.getElementById('confirm-dialog').close());
 
 document.getElementById('totp-new-codes').addEventListener('click', async (event) => {

@@ -1,5 +1,6 @@
 import { ApiError, el, formatInstant, formatNumber, say } from '/assets/api.js';
 import { authApi, authListing, explain, needsRecentSignIn, requireSignIn, signOut } from '/assets/accounts/session.js';
+import { confirmed } from '/assets/accounts/confirm-dialog.js';
 
 // Pages of 20 rows on a wide screen; on a phone, where each row is a card, 10, and the audit log folded until asked for.
 const narrow = () => matchMedia('(max-width: 47.99rem)').matches;
@@ -139,17 +140,6 @@ const confirmations = {
     button: 'Ban',
   }),
 };
-
-/** Asks in the confirm dialog; resolves true when confirmed. */
-function confirmed({ title, text, button }) {
-  const dialog = document.getElementById('confirm-dialog');
-  document.getElementById('confirm-title').textContent = title;
-  document.getElementById('confirm-text').textContent = text;
-  document.getElementById('confirm-button').textContent = button;
-  dialog.returnValue = '';
-  dialog.showModal();
-  return new Promise((resolve) => dialog.addEventListener('close', () => resolve(dialog.returnValue === 'confirm'), { once: true }));
-}
 
 usersBody.addEventListener('click', async (event) => {
   const button = event.target.closest('button[data-action]');
