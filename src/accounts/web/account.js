@@ -11,6 +11,7 @@ import {
   passkeyDialogDismissed,
   passkeysSupported,
   requireSignIn,
+  signInAgain,
   signOut,
 } from '/assets/accounts/session.js';
 import { confirmed } from '/assets/accounts/confirm-dialog.js';
@@ -366,15 +367,7 @@ document.getElementById('totp-turn-off').addEventListener('click', async (event)
   }
 });
 
-// Step-up: this browser signs out, and the sign-in page brings the person back here.
-document.getElementById('totp-reauth-button').addEventListener('click', async () => {
-  try {
-    await signOut(false);
-  } catch (err) {
-    return say(totp.error, explain(err));
-  }
-  location.assign('/?again=1&next=%2Faccount');
-});
+document.getElementById('totp-reauth-button').addEventListener('click', () => signInAgain(totp.error));
 
 // ---- passkeys ---------------------------------------------------------------------------------------
 
@@ -533,14 +526,7 @@ document.getElementById('passkey-rename-cancel').addEventListener('click', () =>
   row?.focus();
 });
 
-document.getElementById('passkeys-reauth-button').addEventListener('click', async () => {
-  try {
-    await signOut(false);
-  } catch (err) {
-    return say(pk.error, explain(err));
-  }
-  location.assign('/?again=1&next=%2Faccount');
-});
+document.getElementById('passkeys-reauth-button').addEventListener('click', () => signInAgain(pk.error));
 
 if (!passkeysSupported()) {
   pk.add.hidden = true;

@@ -1,5 +1,5 @@
 import { ApiError, el, formatInstant, formatNumber, say } from '/assets/api.js';
-import { authApi, authListing, explain, needsRecentSignIn, requireSignIn, signOut } from '/assets/accounts/session.js';
+import { authApi, authListing, explain, needsRecentSignIn, requireSignIn, signInAgain } from '/assets/accounts/session.js';
 import { confirmed } from '/assets/accounts/confirm-dialog.js';
 
 // Pages of 20 rows on a wide screen; on a phone, where each row is a card, 10, and the audit log folded until asked for.
@@ -117,15 +117,7 @@ function askForRecentSignIn(err) {
   return true;
 }
 
-// Step-up: this browser signs out, and the sign-in page brings the admin back here.
-document.getElementById('admin-reauth-button').addEventListener('click', async () => {
-  try {
-    await signOut(false);
-  } catch (err) {
-    return say(errorBox, explain(err));
-  }
-  location.assign('/?again=1&next=%2Fadmin');
-});
+document.getElementById('admin-reauth-button').addEventListener('click', () => signInAgain(errorBox));
 
 /** The changes that give power or take access away are confirmed first; the way back (make user, unban) is not. */
 const confirmations = {

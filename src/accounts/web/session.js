@@ -1,4 +1,4 @@
-import { ApiError, api, formatWait, waitOut } from '/assets/api.js';
+import { ApiError, api, formatWait, say, waitOut } from '/assets/api.js';
 
 // The signed-in state of the accounts pages (docs/accounts.md, "Sessions in the
 // browser"). The access token lives only in this module's memory. The refresh
@@ -187,6 +187,19 @@ export async function requireSignIn() {
   const signedIn = await resumeSession();
   if (!signedIn) location.assign(`/?next=${encodeURIComponent(location.pathname)}`);
   return signedIn;
+}
+
+/**
+ * Step-up: this browser signs out, and the sign-in page asks to sign in again and brings the
+ * person back to this page. A sign-out that fails is told in `box`, and the page stays.
+ */
+export async function signInAgain(box) {
+  try {
+    await signOut(false);
+  } catch (err) {
+    return say(box, explain(err));
+  }
+  location.assign(`/?again=1&next=${encodeURIComponent(location.pathname)}`);
 }
 
 /** Where to go after signing in: a known page the user came from, else the admin page for an admin, the account page for anyone else. */
