@@ -217,24 +217,35 @@ function clearTotpMessages() {
 /** "ABCDEFGH…" as "ABCD EFGH …": easier to read and to type. */
 const inFours = (text) => text.replace(/(.{4})(?=.)/g, '$1 ');
 
-document.getElementById('totp-start').addEventListener('click', async (event) => {
-  const button = event.currentTarget;
-  clearTotpMessages();
-  button.disabled = true;
-  try {
-    const { data } = await authApi('/auth/factors/totp', { method: 'POST' });
-    enrolSecret = data.secret;
-    document.getElementById('totp-qr').src = data.otpauth_qr;
-    document.getElementById('totp-secret').textContent = inFours(data.secret);
-    totp.enrol.code.value = '';
-    totp.off.hidden = true;
-    totp.enrol.hidden = false;
-    totp.enrol.code.focus();
-  } catch (err) {
-    totpFailed(err);
-  } finally {
-    button.disabled = false;
-  }
+/**
+ * A button of the TOTP section: the section's messages cleared, the question (when there is one)
+ * confirmed first, the button off while `change` runs, and a refusal told in the section.
+ */
+function onTotpButton(id, change, question) {
+  document.getElementById(id).addEventListener('click', async (event) => {
+    const button = event.currentTarget;
+    clearTotpMessages();
+    if (question && !(await confirmed(question))) return button.focus();
+    button.disabled = true;
+    try {
+      await change();
+    } catch (err) {
+      totpFailed(err);
+    } finally {
+      button.disabled = false;
+    }
+  });
+}
+
+onTotpButton('totp-start', async () => {
+  const { data } = await authApi('/auth/factors/totp', { method: 'POST' });
+  enrolSecret = data.secret;
+  document.getElementById('totp-qr').src = data.otpauth_qr;
+  document.getElementById('totp-secret').textContent = inFours(data.secret);
+  totp.enrol.code.value = '';
+  totp.off.hidden = true;
+  totp.enrol.hidden = false;
+  totp.enrol.code.focus();
 });
 
 totp.enrol.addEventListener('submit', async (event) => {
@@ -323,49 +334,35 @@ async function copy(text, done, errorBox) {
 
 document.getElementById('confirm-cancel').addEventListener('click', () => document.getElementById('confirm-dialog').close());
 
-document.getElementById('totp-new-codes').addEventListener('click', async (event) => {
-  const button = event.currentTarget;
-  clearTotpMessages();
-  const yes = await confirmed({
-    title: 'Make new recovery codes?',
-    text: 'Ten new codes replace your current ones: the old codes stop working at once.',
-    button: 'Make new codes',
-  });
-  if (!yes) return button.focus();
-  button.disabled = true;
-  try {
+onTotpButton(
+  'totp-new-codes',
+  async () => {
     const { data } = await authApi('/auth/factors/recovery-codes', { method: 'POST' });
     say(totp.status, 'New recovery codes made. The old ones no longer work.');
     showCodes(data.recovery_codes);
     await loadTotp();
-  } catch (err) {
-    totpFailed(err);
-  } finally {
-    button.disabled = false;
-  }
-});
+  },
+  {
+    title: 'Make new recovery codes?',
+    text: 'Ten new codes replace your current ones: the old codes stop working at once.',
+    button: 'Make new codes',
+  },
+);
 
-document.getElementById('totp-turn-off').addEventListener('click', async (event) => {
-  const button = event.currentTarget;
-  clearTotpMessages();
-  const yes = await confirmed({
-    title: 'Turn off two-step sign-in?',
-    text: 'Your password alone will sign you in again, and your recovery codes stop working.',
-    button: 'Turn off',
-  });
-  if (!yes) return button.focus();
-  button.disabled = true;
-  try {
+onTotpButton(
+  'totp-turn-off',
+  async () => {
     await authApi('/auth/factors/totp', { method: 'DELETE' });
     await loadTotp();
     say(totp.status, 'Two-step sign-in is off.');
     document.getElementById('totp-start').focus();
-  } catch (err) {
-    totpFailed(err);
-  } finally {
-    button.disabled = false;
-  }
-});
+  },
+  {
+    title: 'Turn off two-step sign-in?',
+    text: 'Your password alone will sign you in again, and your recovery codes stop working.',
+    button: 'Turn off',
+  },
+);
 
 document.getElementById('totp-reauth-button').addEventListener('click', () => signInAgain(totp.error));
 
