@@ -1,4 +1,4 @@
-import { createHash, createHmac, randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
+import { createHmac, randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
 import type { Ipv6Prefixes } from '../kit/http/client-ip.js';
 import type { Clock } from '../kit/clock.js';
 import { type Pool, type PoolClient, withTransaction } from '../kit/db.js';
@@ -11,7 +11,7 @@ import { type EmailFlowLimits, MAIL_NOT_CONFIGURED, tooManyMailRequests } from '
 import type { FactorChallenge, Factors } from './factors.js';
 import { tooManyFailures } from './login-throttle.js';
 import type { UsersRepository } from './repository.js';
-import { ACCOUNT_BANNED, type Sessions, type TokenPair } from './sessions.js';
+import { ACCOUNT_BANNED, type Sessions, secretDigest, type TokenPair } from './sessions.js';
 import { emailProblem, invalidField, normalizeEmail } from './validation.js';
 
 export const EMAIL_SIGNIN_TTL_MS = 10 * 60_000;
@@ -25,8 +25,6 @@ export const INVALID_EMAIL_SIGNIN = 'This sign-in code or link is wrong, already
 export const EMAIL_SIGNIN_INPUT = 'Give either email and code, or token';
 const CODE_FORMAT = /^\d{6}$/;
 const TOKEN_FORMAT = /^[A-Za-z0-9_-]{43}$/;
-
-const tokenHash = (token: string): Buffer => createHash('sha256').update(token).digest();
 
 export interface EmailSigninOptions {
   pool: Pool;
@@ -89,7 +87,7 @@ export class EmailSignin {
     }
     const token = randomBytes(32).toString('base64url');
     const code = String(randomInt(0, 1_000_000)).padStart(6, '0');
-    const hash = tokenHash(token);
+    const hash = secretDigest(token);
     const link = `${this.deps.publicUrl}/email-signin#token=${token}`;
     const intro = 'Someone (hopefully you) asked to sign in to the account of this address. Open this link and press “Sign in”:';
     const codeLine = `Or type this code on the sign-in page: ${code}`;
@@ -141,7 +139,7 @@ export class EmailSignin {
 
   private async verifyLink(token: string, ctx: AuditContext): Promise<TokenPair | FactorChallenge> {
     if (!TOKEN_FORMAT.test(token)) throw badRequest(INVALID_EMAIL_SIGNIN);
-    const hash = tokenHash(token);
+    const hash = secretDigest(token);
     return this.signIn(ctx, 'link', async (db, now) => {
       // A token voided by wrong codes is void for its link too.
       const { rows } = await db.query<{ user_id: string }>(

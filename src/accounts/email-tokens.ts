@@ -1,6 +1,7 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { Pool, PoolClient } from '../kit/db.js';
 import type { OutgoingMail } from '../kit/mail/outbox.js';
+import { secretDigest } from './sessions.js';
 
 export type EmailTokenPurpose = 'password_reset' | 'email_verification';
 
@@ -8,8 +9,6 @@ export type EmailTokenPurpose = 'password_reset' | 'email_verification';
 export function newEmailToken(): string {
   return randomBytes(32).toString('base64url');
 }
-
-const tokenHash = (token: string): Buffer => createHash('sha256').update(token).digest();
 
 /** The SQL of the single-use tokens sent by mail (table email_tokens, migration 004). */
 export class EmailTokens {
@@ -43,7 +42,7 @@ export class EmailTokens {
       [
         issue.email,
         issue.purpose,
-        tokenHash(issue.token),
+        secretDigest(issue.token),
         new Date(issue.now),
         new Date(issue.now + issue.ttlMs),
         issue.mail.subject,
@@ -58,7 +57,7 @@ export class EmailTokens {
   async peek(token: string, purpose: EmailTokenPurpose, now: number): Promise<string | undefined> {
     const { rows } = await this.pool.query<{ user_id: string }>(
       'SELECT user_id FROM email_tokens WHERE token_hash = $1 AND purpose = $2 AND used_at IS NULL AND expires_at > $3',
-      [tokenHash(token), purpose, new Date(now)],
+      [secretDigest(token), purpose, new Date(now)],
     );
     return rows[0]?.user_id;
   }
@@ -72,7 +71,7 @@ export class EmailTokens {
     const { rows } = await db.query<{ user_id: string }>(
       `UPDATE email_tokens SET used_at = $3
        WHERE token_hash = $1 AND purpose = $2 AND used_at IS NULL AND expires_at > $3 RETURNING user_id`,
-      [tokenHash(token), purpose, new Date(now)],
+      [secretDigest(token), purpose, new Date(now)],
     );
     return rows[0]?.user_id;
   }

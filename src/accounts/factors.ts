@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { AuthenticationResponseJSON, PublicKeyCredentialRequestOptionsJSON } from '@simplewebauthn/server';
 import type { Clock } from '../kit/clock.js';
 import { type Pool, type PoolClient, withTransaction } from '../kit/db.js';
@@ -11,7 +11,7 @@ import type { Passkeys } from './passkeys.js';
 import { RECOVERY_CODE_COUNT, newRecoveryCodes, normalizeRecoveryCode, recoveryCodeHash } from './recovery-codes.js';
 import type { PublicUser, UsersRepository } from './repository.js';
 import { USER_NOT_FOUND } from './service.js';
-import { ACCOUNT_BANNED, type Sessions, type TokenPair } from './sessions.js';
+import { ACCOUNT_BANNED, type Sessions, secretDigest, type TokenPair } from './sessions.js';
 import { type SecretBox, base32Encode, matchingTotpStep, newTotpSecret, normalizeTotpCode, otpauthUri } from '../kit/totp.js';
 
 /** A challenge lives this long: the time to open an authenticator app and type a code. */
@@ -36,7 +36,6 @@ export const ONE_ANSWER = 'Give exactly one of code, recovery_code and passkey';
 
 // Same shape as a refresh token: 32 random bytes, base64url.
 const CHALLENGE_FORMAT = /^[A-Za-z0-9_-]{43}$/;
-const sha256 = (text: string): Buffer => createHash('sha256').update(text).digest();
 
 /** What POST /auth/login answers instead of a token when the account has a second factor. */
 export interface FactorChallenge {
@@ -159,7 +158,14 @@ export class Factors {
     await db.query(
       `INSERT INTO login_challenges (token_hash, user_id, created_at, expires_at, first_method, passkey_challenge_hash)
        VALUES ($1, $2, $3, $4, $5, $6)`,
-      [sha256(token), userId, new Date(now), new Date(now + CHALLENGE_TTL_MS), firstMethod, passkey ? sha256(passkey.challenge) : null],
+      [
+        secretDigest(token),
+        userId,
+        new Date(now),
+        new Date(now + CHALLENGE_TTL_MS),
+        firstMethod,
+        passkey ? secretDigest(passkey.challenge) : null,
+      ],
     );
     const methods = [...(rows.length > 0 ? ['totp', 'recovery_code'] : []), ...(passkey ? ['passkey'] : [])];
     const answer: FactorChallenge = { mfa_required: true, challenge: token, expires_in: CHALLENGE_TTL_MS / 1000, methods };
@@ -180,7 +186,7 @@ export class Factors {
     const totp = hasCode ? normalizeTotpCode(input.code!) : undefined;
     const recovery = hasRecovery ? normalizeRecoveryCode(input.recovery_code!) : undefined;
     if (!CHALLENGE_FORMAT.test(input.challenge)) throw unauthorized(INVALID_CHALLENGE);
-    const challengeHash = sha256(input.challenge);
+    const challengeHash = secretDigest(input.challenge);
     const now = this.deps.clock();
     const { rows } = await this.deps.pool.query<{ user_id: string; first_method: string; passkey_challenge_hash: Buffer | null }>(
       `UPDATE login_challenges SET attempts = attempts + 1

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import {
   type AuthenticationResponseJSON,
   type PublicKeyCredentialCreationOptionsJSON,
@@ -18,7 +17,7 @@ import type { MailOutbox } from '../kit/service.js';
 import type { AuditContext, AuditLog } from './audit.js';
 import { type FactorFailureBudget, notifyUser } from './factors.js';
 import type { PublicUser, UsersRepository } from './repository.js';
-import { ACCOUNT_BANNED, type Sessions, type TokenPair } from './sessions.js';
+import { ACCOUNT_BANNED, type Sessions, secretDigest, type TokenPair } from './sessions.js';
 import { characterCount, invalidField } from './validation.js';
 
 /** A passkey challenge (registration, or sign-in with a passkey alone) lives this long. */
@@ -47,8 +46,6 @@ export function tooManyPasskeySignIns(seconds: number): HttpError {
     'retry-after': String(seconds),
   });
 }
-
-const sha256 = (text: string): Buffer => createHash('sha256').update(text).digest();
 
 /** What the API shows of a passkey: never its key or credential id. */
 export interface PasskeyView {
@@ -152,7 +149,7 @@ export class Passkeys {
       await db.query(`DELETE FROM passkey_challenges WHERE user_id = $1 AND purpose = 'registration'`, [caller.id]);
       await db.query(
         `INSERT INTO passkey_challenges (challenge_hash, purpose, user_id, created_at, expires_at) VALUES ($1, 'registration', $2, $3, $4)`,
-        [sha256(options.challenge), caller.id, new Date(now), new Date(now + PASSKEY_CHALLENGE_TTL_MS)],
+        [secretDigest(options.challenge), caller.id, new Date(now), new Date(now + PASSKEY_CHALLENGE_TTL_MS)],
       );
     });
     return options;
@@ -171,7 +168,7 @@ export class Passkeys {
     const spent = await this.deps.pool.query(
       `UPDATE passkey_challenges SET used_at = $3
        WHERE challenge_hash = $1 AND purpose = 'registration' AND user_id = $2 AND used_at IS NULL AND expires_at > $3`,
-      [sha256(challenge), caller.id, new Date(now)],
+      [secretDigest(challenge), caller.id, new Date(now)],
     );
     if (spent.rowCount !== 1) throw badRequest(INVALID_REGISTRATION_CHALLENGE);
     let credential: { id: string; publicKey: Uint8Array; counter: number; transports?: string[] };
@@ -279,7 +276,7 @@ export class Passkeys {
     const now = this.deps.clock();
     await this.deps.pool.query(
       `INSERT INTO passkey_challenges (challenge_hash, purpose, created_at, expires_at) VALUES ($1, 'sign_in', $2, $3)`,
-      [sha256(options.challenge), new Date(now), new Date(now + PASSKEY_CHALLENGE_TTL_MS)],
+      [secretDigest(options.challenge), new Date(now), new Date(now + PASSKEY_CHALLENGE_TTL_MS)],
     );
     return options;
   }
@@ -296,7 +293,7 @@ export class Passkeys {
     const spent = await this.deps.pool.query(
       `UPDATE passkey_challenges SET used_at = $2
        WHERE challenge_hash = $1 AND purpose = 'sign_in' AND used_at IS NULL AND expires_at > $2`,
-      [sha256(challenge), new Date(now)],
+      [secretDigest(challenge), new Date(now)],
     );
     if (spent.rowCount !== 1) throw unauthorized(INVALID_PASSKEY_SIGN_IN);
     const stored = await this.find(this.deps.pool, response.id);
@@ -367,7 +364,7 @@ export class Passkeys {
     expectedHash: Buffer | null,
   ): Promise<boolean> {
     const challenge = signedChallenge(response.response.clientDataJSON);
-    if (!challenge || !expectedHash || !sha256(challenge).equals(expectedHash)) return false;
+    if (!challenge || !expectedHash || !secretDigest(challenge).equals(expectedHash)) return false;
     const stored = await this.find(db, response.id);
     if (!stored || stored.user_id !== userId) return false;
     return (await this.verifyAssertion(response, stored, challenge, false, db)) === undefined;

@@ -43,7 +43,11 @@ export interface SessionLimits {
 const REFRESH_TOKEN_BYTES = 32;
 const REFRESH_TOKEN_FORMAT = /^[A-Za-z0-9_-]{43}$/;
 
-const sha256 = (token: string): Buffer => createHash('sha256').update(token).digest();
+/**
+ * What the database keeps of a bearer secret (a refresh token, a sign-in challenge, a mailed
+ * token): its SHA-256, so that reading the table gives nobody a secret that works.
+ */
+export const secretDigest = (secret: string): Buffer => createHash('sha256').update(secret).digest();
 
 /**
  * Refresh tokens. A session's first token is 256 random bits; each rotation's
@@ -125,7 +129,7 @@ export class Sessions {
     await db.query(
       `INSERT INTO sessions (user_id, refresh_token_hash, created_at, last_used_at, ip, user_agent, authenticated_at, amr)
        VALUES ($1, $2, $3, $3, $4, $5, $3, $6)`,
-      [account.user.id, sha256(refreshToken), new Date(now), origin.ip, origin.userAgent ?? null, amr],
+      [account.user.id, secretDigest(refreshToken), new Date(now), origin.ip, origin.userAgent ?? null, amr],
     );
     await this.signIns?.signedIn(db, account, origin);
     // A login within the second of a cut-off gets iat = the cut-off (up to 1 s ahead); its auth_time
@@ -142,7 +146,7 @@ export class Sessions {
    */
   async refresh(refreshToken: string, origin: Origin): Promise<TokenPair> {
     if (!RefreshTokens.wellFormed(refreshToken)) throw unauthorized(INVALID_REFRESH_TOKEN);
-    const hash = sha256(refreshToken);
+    const hash = secretDigest(refreshToken);
     const outcome = await withTransaction(this.pool, async (db): Promise<TokenPair | HttpError> => {
       const { rows } = await db.query<SessionRow>(
         `SELECT id, user_id, refresh_token_hash = $1 AS is_current, refresh_token_hash, rotated_at, created_at, last_used_at, ended_at,
@@ -161,14 +165,14 @@ export class Sessions {
         const next = this.refreshTokens.next(refreshToken);
         await db.query(
           `UPDATE sessions SET previous_token_hash = refresh_token_hash, refresh_token_hash = $2, rotated_at = $3, last_used_at = $3 WHERE id = $1`,
-          [session.id, sha256(next), new Date(now)],
+          [session.id, secretDigest(next), new Date(now)],
         );
         // As of the rotation time, which tabs presenting the replaced token get too.
         return this.pair(account, next, now, authenticationOf(session));
       }
       const rotatedAt = session.rotated_at!.getTime();
       const current = this.refreshTokens.next(refreshToken);
-      if (now - rotatedAt <= this.limits.reuseIntervalMs && sha256(current).equals(session.refresh_token_hash)) {
+      if (now - rotatedAt <= this.limits.reuseIntervalMs && secretDigest(current).equals(session.refresh_token_hash)) {
         await db.query('UPDATE sessions SET last_used_at = $2 WHERE id = $1', [session.id, new Date(now)]);
         // Issued as of the rotation, so every tab gets the very same access token too.
         return this.pair(account, current, rotatedAt, authenticationOf(session));
@@ -196,7 +200,7 @@ export class Sessions {
       const { rows } = await db.query<{ id: string }>(
         `UPDATE sessions SET ended_at = $3, end_reason = 'logout'
          WHERE (refresh_token_hash = $2 OR previous_token_hash = $2) AND user_id = $1 AND ended_at IS NULL RETURNING id`,
-        [callerId, sha256(refreshToken), new Date(this.clock())],
+        [callerId, secretDigest(refreshToken), new Date(this.clock())],
       );
       if (rows[0])
         await this.audit.record(
@@ -251,7 +255,7 @@ export class Sessions {
   /** The session a refresh token belongs to (its current or just-replaced token): the pages mark it as "this device". */
   async idOf(refreshToken: string): Promise<string | undefined> {
     if (!RefreshTokens.wellFormed(refreshToken)) return undefined;
-    const hash = sha256(refreshToken);
+    const hash = secretDigest(refreshToken);
     const { rows } = await this.pool.query<{ id: string }>(
       'SELECT id FROM sessions WHERE refresh_token_hash = $1 OR previous_token_hash = $1',
       [hash],
