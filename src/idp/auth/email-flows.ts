@@ -13,7 +13,7 @@ import type { AuthRateLimits } from './rate-limits.js';
 import type { RedirectPolicy } from './redirects.js';
 import type { OneTimeTokenType } from './store/one-time-tokens.js';
 import type { AuthStores } from './store/stores.js';
-import type { Sessions, TokenResponse } from './sessions.js';
+import { type Sessions, sha256, type TokenResponse } from './sessions.js';
 import { toUser, type User, type UserRow } from './user.js';
 
 // The flows that go through a mail (GoTrue's recover.go, verify.go, resend.go, admin generateLink
@@ -105,7 +105,6 @@ interface IssuedToken {
   link: string;
 }
 
-const sha256 = (value: string) => createHash('sha256').update(value).digest('hex');
 /** GoTrue's crypto.GenerateTokenHash. */
 const tokenHashOf = (email: string, code: string) =>
   createHash('sha224')
