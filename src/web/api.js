@@ -89,6 +89,20 @@ export function formatInstant(iso) {
 
 export const formatNumber = (n) => Number(n).toLocaleString();
 
+/**
+ * The last page of a listing of `total` rows, kept in `state.last`. A page past it (the last
+ * page emptied by a delete, or in another tab) moves `state.page` there and answers false: the
+ * caller loads again.
+ */
+export function settlePage(state, total, perPage) {
+  state.last = Math.max(1, Math.ceil(total / perPage));
+  if (state.page > state.last && total > 0) {
+    state.page = state.last;
+    return false;
+  }
+  return true;
+}
+
 /** Shows `message` in a live status element (role="status" or "alert"), or hides it when empty. */
 export function say(node, message) {
   node.textContent = message ?? '';

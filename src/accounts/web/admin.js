@@ -1,4 +1,4 @@
-import { ApiError, el, formatInstant, formatNumber, say } from '/assets/api.js';
+import { ApiError, el, formatInstant, formatNumber, say, settlePage } from '/assets/api.js';
 import { authApi, authListing, explain, needsRecentSignIn, requireSignIn, signInAgain } from '/assets/accounts/session.js';
 import { confirmed } from '/assets/accounts/confirm-dialog.js';
 
@@ -30,11 +30,7 @@ async function loadUsers() {
   const query = { page: String(users.page), per_page: String(size) };
   if (users.q) query.q = users.q;
   const { rows, total } = await listing('/admin/users', query);
-  users.last = Math.max(1, Math.ceil(total / size));
-  if (users.page > users.last && total > 0) {
-    users.page = users.last;
-    return loadUsers();
-  }
+  if (!settlePage(users, total, size)) return loadUsers();
   for (const u of rows) users.byId.set(u.id, u);
   document.getElementById('users-total').textContent = `(${formatNumber(total)}${users.q ? ' matching' : ''})`;
   showPager('users', users, total);

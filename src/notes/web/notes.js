@@ -1,4 +1,4 @@
-import { el, formatInstant, formatNumber, say } from '/assets/api.js';
+import { el, formatInstant, formatNumber, say, settlePage } from '/assets/api.js';
 import {
   authorized,
   explain,
@@ -192,12 +192,7 @@ async function load() {
     return handle(err);
   }
   const total = Number(result.headers.get('x-total-count') ?? result.data.length);
-  state.last = Math.max(1, Math.ceil(total / PER_PAGE));
-  // The last page emptied (a delete, another tab): show the one before.
-  if (state.page > state.last && total > 0) {
-    state.page = state.last;
-    return load();
-  }
+  if (!settlePage(state, total, PER_PAGE)) return load();
   $('total').textContent = `(${formatNumber(total)}${state.q ? ' matching' : ''})`;
   // A pager only when there is more than one page.
   $('pager').hidden = state.last <= 1;

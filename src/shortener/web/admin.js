@@ -1,4 +1,4 @@
-import { ApiError, api, el, formatInstant, formatNumber, isoToLocal, localToIso, say } from '/assets/api.js';
+import { ApiError, api, el, formatInstant, formatNumber, isoToLocal, localToIso, say, settlePage } from '/assets/api.js';
 
 // The key lives in this tab's sessionStorage only: gone when the tab closes, never in a cookie or the URL.
 const KEY_STORAGE = 'shortener-admin-key';
@@ -55,11 +55,7 @@ async function load() {
   keyForm.hidden = true;
   adminBox.hidden = false;
   const total = Number(result.headers.get('x-total-count') ?? result.data.length);
-  state.last = Math.max(1, Math.ceil(total / PER_PAGE));
-  if (state.page > state.last && total > 0) {
-    state.page = state.last;
-    return load();
-  }
+  if (!settlePage(state, total, PER_PAGE)) return load();
   document.getElementById('total').textContent = `(${formatNumber(total)}${state.q ? ' matching' : ''})`;
   document.getElementById('page-label').textContent = `Page ${state.page} of ${state.last}`;
   document.getElementById('prev').disabled = state.page <= 1;

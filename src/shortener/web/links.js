@@ -1,4 +1,4 @@
-import { ApiError, api, el, formatInstant, formatNumber, isoToLocal, localToIso, say } from '/assets/api.js';
+import { ApiError, api, el, formatInstant, formatNumber, isoToLocal, localToIso, say, settlePage } from '/assets/api.js';
 import { csvRow, parseCsv, unescapeCell } from '/assets/shortener/csv-file.js';
 import { ALIAS_WORDS, linkRefusal, splitTags, TAGS_WORDS } from '/assets/shortener/link-words.js';
 
@@ -92,9 +92,7 @@ async function load() {
   keyForm.hidden = true;
   workspace.hidden = false;
   const total = Number(result.headers.get('x-total-count') ?? result.data.length);
-  state.last = Math.max(1, Math.ceil(total / PER_PAGE));
-  if (state.page > state.last && total > 0) {
-    state.page = state.last;
+  if (!settlePage(state, total, PER_PAGE)) {
     writeAddress();
     return load();
   }
