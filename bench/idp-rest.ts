@@ -4,7 +4,6 @@ import http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { spawn } from 'node:child_process';
 import { isDeepStrictEqual } from 'node:util';
 import pg from 'pg';
 import { systemClock } from '../src/kit/clock.js';
@@ -30,7 +29,9 @@ import {
   freshBenchDatabase,
   load,
   ratio,
+  referenceConfig,
   startCeiling,
+  startReference,
   startService,
 } from './lib.js';
 
@@ -241,7 +242,7 @@ async function inThreeRoundTrips(pool: pg.Pool, route: Route, claims: Record<str
   }
 }
 
-if (process.argv.includes(REFERENCE_FLAG)) await serveReference(JSON.parse(process.env.IDP_REST_REFERENCE!) as ReferenceConfig);
+if (process.argv.includes(REFERENCE_FLAG)) await serveReference(referenceConfig<Omit<ReferenceConfig, 'port'>>());
 
 // ---------------------------------------------------------------------------------------------
 // The bench
@@ -251,45 +252,6 @@ async function json(url: string, init: RequestInit & { body?: string } = {}): Pr
   const text = await res.text();
   if (!res.ok) throw new Error(`${init.method ?? 'GET'} ${url}: ${res.status} ${text}`);
   return text === '' ? null : JSON.parse(text);
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = http.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-async function startReference(config: Omit<ReferenceConfig, 'port'>): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
-  const port = await freePort();
-  const here = fileURLToPath(import.meta.url);
-  const child = spawn(process.execPath, ['--import', 'tsx', here, REFERENCE_FLAG], {
-    env: { ...process.env, IDP_REST_REFERENCE: JSON.stringify({ ...config, port }) },
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
-  const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 30_000;
-  while (
-    !(await fetch(url).then(
-      () => true,
-      () => false,
-    ))
-  ) {
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error('the REST reference did not start');
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return {
-    url,
-    pid: child.pid!,
-    stop: () =>
-      new Promise((resolve) => {
-        if (child.exitCode !== null) return resolve();
-        child.once('exit', () => resolve());
-        child.kill('SIGTERM');
-      }),
-  };
 }
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
@@ -398,7 +360,7 @@ export async function run(ctx: { adminUrl: string }): Promise<Array<Record<strin
     ];
     await catalog.end();
     const role = authenticatorRoleName(database);
-    reference = await startReference({
+    reference = await startReference(fileURLToPath(import.meta.url), REFERENCE_FLAG, {
       databaseUrl,
       restUrl: authenticatorUrl(databaseUrl, role, authenticatorPassword(keys.IDP_SECRET_KEY, role)),
       publishableKey: keys.IDP_PUBLISHABLE_KEY,
