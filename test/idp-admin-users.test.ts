@@ -6,7 +6,7 @@ import pg from 'pg';
 import { createUser, type RunningIdp, startIdp } from './helpers/idp.js';
 import { supabase } from './helpers/supabase.js';
 import { uniqueEmail } from './helpers/emails.js';
-import { http } from './helpers/http.js';
+import { idpRequest } from './helpers/http.js';
 import { startAll } from './helpers/services.js';
 
 let idp: RunningIdp;
@@ -31,9 +31,9 @@ function assertAuthError(error: unknown, expected: { status: number; code: strin
 
 /** The session behind `token` is gone (supabase-js reports that as a missing session, so read the wire). */
 async function assertSessionEnded(token: string) {
-  const res = await http(idp, '/auth/v1/user', { token, headers: { 'x-supabase-api-version': '2024-01-01' } });
+  const res = await idpRequest(idp, 'GET', '/auth/v1/user', { token, headers: { 'x-supabase-api-version': '2024-01-01' } });
   assert.equal(res.status, 403);
-  assert.deepEqual(res.json, { code: 'session_not_found', message: 'Session from session_id claim in JWT does not exist' });
+  assert.deepEqual(res.body, { code: 'session_not_found', message: 'Session from session_id claim in JWT does not exist' });
 }
 
 const notAdmin = { status: 403, code: 'not_admin', message: 'User not allowed' };
@@ -65,14 +65,14 @@ describe('admin listUsers', () => {
     }
     assert.deepEqual(seen, [...ids].reverse());
 
-    const raw = await http(paging, '/auth/v1/admin/users?per_page=3&page=2', { apikey: paging.secretKey });
+    const raw = await idpRequest(paging, 'GET', '/auth/v1/admin/users?per_page=3&page=2', { apikey: paging.secretKey });
     assert.equal(raw.status, 200);
     assert.equal(raw.headers.get('x-total-count'), '7');
     assert.equal(
       raw.headers.get('link'),
       '</auth/v1/admin/users?page=3&per_page=3>; rel="next", </auth/v1/admin/users?page=3&per_page=3>; rel="last"',
     );
-    const last = await http(paging, '/auth/v1/admin/users?page=3&per_page=3', { apikey: paging.secretKey });
+    const last = await idpRequest(paging, 'GET', '/auth/v1/admin/users?page=3&per_page=3', { apikey: paging.secretKey });
     assert.equal(last.headers.get('link'), '</auth/v1/admin/users?page=3&per_page=3>; rel="last"');
     // Defaults: page 1 of 50.
     const all = await admin.listUsers();
@@ -90,17 +90,17 @@ describe('admin listUsers', () => {
       ['page=0', 'Bad Pagination Parameters: page must be greater than 0'],
     ];
     for (const [query, message] of cases) {
-      const res = await http(idp, `/auth/v1/admin/users?${query}`, {
+      const res = await idpRequest(idp, 'GET', `/auth/v1/admin/users?${query}`, {
         apikey: idp.secretKey,
         headers: { 'x-supabase-api-version': '2024-01-01' },
       });
       assert.equal(res.status, 400, query);
-      assert.deepEqual(res.json, { code: 'validation_failed', message }, query);
+      assert.deepEqual(res.body, { code: 'validation_failed', message }, query);
     }
   });
 
   test('per_page is capped at 1000', async () => {
-    const res = await http(paging, '/auth/v1/admin/users?per_page=999999', { apikey: paging.secretKey });
+    const res = await idpRequest(paging, 'GET', '/auth/v1/admin/users?per_page=999999', { apikey: paging.secretKey });
     assert.equal(res.status, 200);
     assert.equal(res.headers.get('link'), '</auth/v1/admin/users?page=1&per_page=999999>; rel="last"');
   });
@@ -119,15 +119,14 @@ describe('admin refusals', () => {
       ['GET', `/auth/v1/admin/users/${target.id}`, undefined],
       ['PUT', `/auth/v1/admin/users/${target.id}`, { ban_duration: '24h' }],
     ] as const) {
-      const res = await http(idp, path, {
-        method,
+      const res = await idpRequest(idp, method, path, {
         apikey: idp.secretKey,
         token: target.token,
         body,
         headers: { 'x-supabase-api-version': '2024-01-01' },
       });
       assert.equal(res.status, 403, `${method} ${path}`);
-      assert.deepEqual(res.json, { code: 'not_admin', message: 'User not allowed' });
+      assert.deepEqual(res.body, { code: 'not_admin', message: 'User not allowed' });
     }
     const row = await db.query('SELECT banned_until FROM auth.users WHERE id = $1', [target.id]);
     assert.equal(row.rows[0].banned_until, null, 'nothing changed');
@@ -149,12 +148,12 @@ describe('admin getUserById', () => {
     });
     await admin.deleteUser(user.id, true);
     assertAuthError((await admin.getUserById(user.id)).error, { status: 404, code: 'user_not_found', message: 'User not found' });
-    const notUuid = await http(idp, '/auth/v1/admin/users/nope', {
+    const notUuid = await idpRequest(idp, 'GET', '/auth/v1/admin/users/nope', {
       apikey: idp.secretKey,
       headers: { 'x-supabase-api-version': '2024-01-01' },
     });
     assert.equal(notUuid.status, 404);
-    assert.deepEqual(notUuid.json, { code: 'validation_failed', message: 'user_id must be an UUID' });
+    assert.deepEqual(notUuid.body, { code: 'validation_failed', message: 'user_id must be an UUID' });
   });
 });
 
@@ -271,14 +270,13 @@ describe('admin updateUserById', () => {
       code: 'validation_failed',
       message: 'Phone users are not supported by this identity provider',
     });
-    const res = await http(idp, `/auth/v1/admin/users/${user.id}`, {
-      method: 'PUT',
+    const res = await idpRequest(idp, 'PUT', `/auth/v1/admin/users/${user.id}`, {
       apikey: idp.secretKey,
       body: { ban_duration: 24 },
       headers: { 'x-supabase-api-version': '2024-01-01' },
     });
     assert.equal(res.status, 400);
-    assert.deepEqual(res.json, {
+    assert.deepEqual(res.body, {
       code: 'bad_json',
       message:
         'Could not parse request body as JSON: json: cannot unmarshal number into Go struct field AdminUserParams.ban_duration of type string',
@@ -381,13 +379,12 @@ describe('PUT /user (updateUser)', () => {
     assert.equal(unchanged.email, user.email);
     assert.equal((await supabase(idp).auth.signInWithPassword({ email: user.email, password: user.password })).error, null);
 
-    const anonymous = await http(idp, '/auth/v1/user', {
-      method: 'PUT',
+    const anonymous = await idpRequest(idp, 'PUT', '/auth/v1/user', {
       body: { data: { x: 1 } },
       headers: { authorization: 'Basic x', 'x-supabase-api-version': '2024-01-01' },
     });
     assert.equal(anonymous.status, 401);
-    assert.equal((anonymous.json as { code: string }).code, 'no_authorization');
+    assert.equal((anonymous.body as { code: string }).code, 'no_authorization');
   });
 
   test('a phone is 400 validation_failed; a field of the wrong type is bad_json naming UserUpdateParams', async () => {
@@ -398,14 +395,13 @@ describe('PUT /user (updateUser)', () => {
       code: 'validation_failed',
       message: 'Phone users are not supported by this identity provider',
     });
-    const res = await http(idp, '/auth/v1/user', {
-      method: 'PUT',
+    const res = await idpRequest(idp, 'PUT', '/auth/v1/user', {
       token: user.token,
       body: { data: 'x' },
       headers: { 'x-supabase-api-version': '2024-01-01' },
     });
     assert.equal(res.status, 400);
-    assert.deepEqual(res.json, {
+    assert.deepEqual(res.body, {
       code: 'bad_json',
       message:
         'Could not parse request body as JSON: json: cannot unmarshal string into Go struct field UserUpdateParams.data of type map[string]interface {}',
@@ -415,13 +411,12 @@ describe('PUT /user (updateUser)', () => {
   test('a banned user cannot update themselves: 403 user_banned', async () => {
     const user = await createUser(idp, uniqueEmail('selfban'));
     await supabase(idp, idp.secretKey).auth.admin.updateUserById(user.id, { ban_duration: '1h' });
-    const res = await http(idp, '/auth/v1/user', {
-      method: 'PUT',
+    const res = await idpRequest(idp, 'PUT', '/auth/v1/user', {
       token: user.token,
       body: { data: { x: 1 } },
       headers: { 'x-supabase-api-version': '2024-01-01' },
     });
     assert.equal(res.status, 403);
-    assert.deepEqual(res.json, { code: 'user_banned', message: 'User is banned' });
+    assert.deepEqual(res.body, { code: 'user_banned', message: 'User is banned' });
   });
 });

@@ -9,7 +9,7 @@ import pg from 'pg';
 import { createUser, type RunningIdp, signIn, startIdp } from './helpers/idp.js';
 import { uniqueIp } from './helpers/client-ips.js';
 import { uniqueEmail } from './helpers/emails.js';
-import { http } from './helpers/http.js';
+import { idpRequest } from './helpers/http.js';
 import { decodeJwt } from './helpers/jwt.js';
 import { startSmtp, type TestSmtp } from './helpers/smtp.js';
 import { serviceClient, supabase } from './helpers/supabase.js';
@@ -59,7 +59,7 @@ function clientAt(idp: RunningIdp, ip = uniqueIp()): SupabaseClient {
 }
 
 async function userCount(idp: RunningIdp): Promise<number> {
-  const res = await http(idp, '/auth/v1/admin/users?per_page=1', { apikey: idp.secretKey });
+  const res = await idpRequest(idp, 'GET', '/auth/v1/admin/users?per_page=1', { apikey: idp.secretKey });
   assert.equal(res.status, 200, res.text);
   return Number(res.headers.get('x-total-count'));
 }
@@ -127,7 +127,7 @@ describe('signInAnonymously', () => {
     const refused = results.filter((r) => r.error);
     assert.equal(results.length - refused.length, ANONYMOUS_LIMIT, 'concurrent sign-ins cannot pass the limit together');
     for (const r of refused) assertAuthError(r.error, 429, 'over_request_rate_limit', 'Request rate limit reached');
-    const raw = await http(confirming, '/auth/v1/signup', { method: 'POST', headers: { 'x-forwarded-for': ip }, body: {} });
+    const raw = await idpRequest(confirming, 'POST', '/auth/v1/signup', { headers: { 'x-forwarded-for': ip }, body: {} });
     assert.equal(raw.status, 429);
     assert.match(raw.headers.get('retry-after') ?? '', /^\d+$/);
     assert.equal(await userCount(confirming), before + ANONYMOUS_LIMIT);
@@ -199,8 +199,8 @@ describe('becoming permanent', () => {
     const { client, user } = await anonymousUser(autoconfirming);
     const refused = await client.auth.updateUser({ email: taken.email, password: PASSWORD });
     assertAuthError(refused.error, 422, 'email_exists', 'A user with this email address has already been registered');
-    const unchanged = await http(autoconfirming, `/auth/v1/admin/users/${user.id}`, { apikey: autoconfirming.secretKey });
-    assert.equal((unchanged.json as { is_anonymous: boolean }).is_anonymous, true);
+    const unchanged = await idpRequest(autoconfirming, 'GET', `/auth/v1/admin/users/${user.id}`, { apikey: autoconfirming.secretKey });
+    assert.equal((unchanged.body as { is_anonymous: boolean }).is_anonymous, true);
 
     const address = uniqueEmail('anon-auto');
     const { data, error } = await client.auth.updateUser({ email: address, password: PASSWORD });

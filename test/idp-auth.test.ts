@@ -10,7 +10,7 @@ import { PasswordHasher } from '../src/kit/password-hasher.js';
 import { createUser, type RunningIdp, signIn, startIdp } from './helpers/idp.js';
 import { supabase } from './helpers/supabase.js';
 import { uniqueEmail } from './helpers/emails.js';
-import { http } from './helpers/http.js';
+import { idpRequest } from './helpers/http.js';
 import { startAll } from './helpers/services.js';
 
 let idp: RunningIdp; // autoconfirm on (the local CLI default)
@@ -199,8 +199,7 @@ describe('signUp', () => {
 
   test('autoconfirm off, confirmed address: a made-up user with no identities (no enumeration)', async () => {
     const address = uniqueEmail('taken');
-    const created = await http(confirming, '/auth/v1/admin/users', {
-      method: 'POST',
+    const created = await idpRequest(confirming, 'POST', '/auth/v1/admin/users', {
       apikey: confirming.secretKey,
       body: { email: address, password: 'pw123456', email_confirm: true },
     });
@@ -208,7 +207,7 @@ describe('signUp', () => {
     const { data, error } = await supabase(confirming).auth.signUp({ email: address, password: 'pw123456', options: { data: { a: 1 } } });
     assert.equal(error, null);
     assert.equal(data.session, null);
-    assert.notEqual(data.user?.id, (created.json as { id: string }).id);
+    assert.notEqual(data.user?.id, (created.body as { id: string }).id);
     assert.deepEqual(data.user?.identities, []);
     assert.equal(data.user?.role, '');
     assert.deepEqual(data.user?.user_metadata, { a: 1 });
@@ -233,11 +232,10 @@ describe('signInWithPassword', () => {
       assertAuthError(r.error, { status: 400, code: 'invalid_credentials', message: 'Invalid login credentials' });
       assert.deepEqual(r.data, { user: null, session: null });
     }
-    const rawUnknown = await http(idp, '/auth/v1/token?grant_type=password', {
-      method: 'POST',
+    const rawUnknown = await idpRequest(idp, 'POST', '/auth/v1/token?grant_type=password', {
       body: { email: uniqueEmail('nobody'), password: 'x' },
     });
-    const rawWrong = await http(idp, '/auth/v1/token?grant_type=password', { method: 'POST', body: { email: user.email, password: 'x' } });
+    const rawWrong = await idpRequest(idp, 'POST', '/auth/v1/token?grant_type=password', { body: { email: user.email, password: 'x' } });
     assert.equal(rawUnknown.text, rawWrong.text);
     assert.equal(rawUnknown.text, '{"code":"invalid_credentials","message":"Invalid login credentials"}');
   });
@@ -254,10 +252,9 @@ describe('signInWithPassword', () => {
       return original.call(this, password, hash);
     };
     try {
-      await http(idp, '/auth/v1/token?grant_type=password', { method: 'POST', body: { email: user.email, password: 'wrong-password' } });
+      await idpRequest(idp, 'POST', '/auth/v1/token?grant_type=password', { body: { email: user.email, password: 'wrong-password' } });
       const wrong = calls.splice(0);
-      await http(idp, '/auth/v1/token?grant_type=password', {
-        method: 'POST',
+      await idpRequest(idp, 'POST', '/auth/v1/token?grant_type=password', {
         body: { email: uniqueEmail('ghost'), password: 'wrong-password' },
       });
       const unknown = calls.splice(0);
@@ -270,8 +267,7 @@ describe('signInWithPassword', () => {
 
   test('an admin-created user without email_confirm cannot sign in even with autoconfirm on', async () => {
     const address = uniqueEmail('unconfirmed');
-    const res = await http(idp, '/auth/v1/admin/users', {
-      method: 'POST',
+    const res = await idpRequest(idp, 'POST', '/auth/v1/admin/users', {
       apikey: idp.secretKey,
       body: { email: address, password: 'pw123456' },
     });
@@ -282,8 +278,7 @@ describe('signInWithPassword', () => {
 
   test("a correct password that fails today's policy is flagged as weak_password", async () => {
     const address = uniqueEmail('short');
-    await http(idp, '/auth/v1/admin/users', {
-      method: 'POST',
+    await idpRequest(idp, 'POST', '/auth/v1/admin/users', {
       apikey: idp.secretKey,
       body: { email: address, password: '123', email_confirm: true },
     });
@@ -293,44 +288,42 @@ describe('signInWithPassword', () => {
   });
 
   test('missing address 400 validation_failed; unknown grant_type 400', async () => {
-    const missing = await http(idp, '/auth/v1/token?grant_type=password', { method: 'POST', body: { password: 'x' } });
+    const missing = await idpRequest(idp, 'POST', '/auth/v1/token?grant_type=password', { body: { password: 'x' } });
     assert.equal(missing.status, 400);
-    assert.deepEqual(missing.json, { code: 'validation_failed', message: 'missing email or phone' });
-    const grant = await http(idp, '/auth/v1/token?grant_type=magic', { method: 'POST', body: {} });
+    assert.deepEqual(missing.body, { code: 'validation_failed', message: 'missing email or phone' });
+    const grant = await idpRequest(idp, 'POST', '/auth/v1/token?grant_type=magic', { body: {} });
     assert.equal(grant.status, 400);
-    assert.deepEqual(grant.json, { code: 'invalid_credentials', message: 'unsupported_grant_type' });
+    assert.deepEqual(grant.body, { code: 'invalid_credentials', message: 'unsupported_grant_type' });
   });
 });
 
 describe('error envelope', () => {
   test('versioned clients get {code, message} with the version and error-code headers echoed', async () => {
-    const res = await http(idp, '/auth/v1/token?grant_type=password', {
-      method: 'POST',
+    const res = await idpRequest(idp, 'POST', '/auth/v1/token?grant_type=password', {
       body: { email: 'x@example.com', password: 'nope' },
     });
     assert.equal(res.headers.get('x-supabase-api-version'), '2024-01-01');
     assert.equal(res.headers.get('x-sb-error-code'), 'invalid_credentials');
-    const legacy = await http(idp, '/auth/v1/token?grant_type=password', {
-      method: 'POST',
+    const legacy = await idpRequest(idp, 'POST', '/auth/v1/token?grant_type=password', {
       headers: { 'x-supabase-api-version': 'garbage' },
       body: { email: 'x@example.com', password: 'nope' },
     });
     assert.equal(legacy.headers.get('x-supabase-api-version'), null);
     assert.equal(legacy.headers.get('x-sb-error-code'), 'invalid_credentials');
-    assert.deepEqual(legacy.json, { code: 400, error_code: 'invalid_credentials', msg: 'Invalid login credentials' });
+    assert.deepEqual(legacy.body, { code: 400, error_code: 'invalid_credentials', msg: 'Invalid login credentials' });
   });
 
   test('success responses carry no version header; a body that is not JSON is 400 bad_json', async () => {
     const user = await createUser(idp, uniqueEmail('hdr'));
-    const ok = await http(idp, '/auth/v1/user', { token: user.token });
+    const ok = await idpRequest(idp, 'GET', '/auth/v1/user', { token: user.token });
     assert.equal(ok.status, 200);
     assert.equal(ok.headers.get('x-supabase-api-version'), null);
-    const bad = await http(idp, '/auth/v1/signup', { method: 'POST', rawBody: '{"email":' });
+    const bad = await idpRequest(idp, 'POST', '/auth/v1/signup', { raw: '{"email":' });
     assert.equal(bad.status, 400);
-    assert.equal((bad.json as { code: string }).code, 'bad_json');
-    const wrongType = await http(idp, '/auth/v1/signup', { method: 'POST', body: { email: 5, password: 'pw123456' } });
+    assert.equal((bad.body as { code: string }).code, 'bad_json');
+    const wrongType = await idpRequest(idp, 'POST', '/auth/v1/signup', { body: { email: 5, password: 'pw123456' } });
     assert.equal(wrongType.status, 400);
-    assert.equal((wrongType.json as { code: string }).code, 'bad_json');
+    assert.equal((wrongType.body as { code: string }).code, 'bad_json');
   });
 
   test("bad_json for a field of the wrong type names the field and the type it must have, in GoTrue's words", async () => {
@@ -363,9 +356,9 @@ describe('error envelope', () => {
       ],
     ];
     for (const [path, body, message] of cases) {
-      const res = await http(idp, path, { method: 'POST', body, apikey: idp.secretKey });
+      const res = await idpRequest(idp, 'POST', path, { body, apikey: idp.secretKey });
       assert.equal(res.status, 400, path);
-      assert.deepEqual(res.json, { code: 'bad_json', message: `Could not parse request body as JSON: ${message}` }, path);
+      assert.deepEqual(res.body, { code: 'bad_json', message: `Could not parse request body as JSON: ${message}` }, path);
     }
   });
 });
@@ -429,9 +422,9 @@ describe('refresh tokens', () => {
       code: 'refresh_token_not_found',
       message: 'Invalid Refresh Token: Refresh Token Not Found',
     });
-    const empty = await http(idp, '/auth/v1/token?grant_type=refresh_token', { method: 'POST', body: { refresh_token: '' } });
+    const empty = await idpRequest(idp, 'POST', '/auth/v1/token?grant_type=refresh_token', { body: { refresh_token: '' } });
     assert.equal(empty.status, 400);
-    assert.deepEqual(empty.json, { error: 'invalid_request', error_description: 'refresh_token required' });
+    assert.deepEqual(empty.body, { error: 'invalid_request', error_description: 'refresh_token required' });
   });
 });
 
@@ -443,12 +436,12 @@ describe('getUser and sign-out', () => {
     assert.equal(data.user?.id, user.id);
     assert.equal(data.user?.email, user.email);
 
-    const keyOnly = await http(idp, '/auth/v1/user');
+    const keyOnly = await idpRequest(idp, 'GET', '/auth/v1/user');
     assert.equal(keyOnly.status, 403);
-    assert.deepEqual(keyOnly.json, { code: 'bad_jwt', message: 'invalid claim: missing sub claim' });
-    const basic = await http(idp, '/auth/v1/user', { headers: { authorization: 'Basic dXNlcjpwdw==' } });
+    assert.deepEqual(keyOnly.body, { code: 'bad_jwt', message: 'invalid claim: missing sub claim' });
+    const basic = await idpRequest(idp, 'GET', '/auth/v1/user', { headers: { authorization: 'Basic dXNlcjpwdw==' } });
     assert.equal(basic.status, 401);
-    assert.deepEqual(basic.json, { code: 'no_authorization', message: 'This endpoint requires a valid Bearer token' });
+    assert.deepEqual(basic.body, { code: 'no_authorization', message: 'This endpoint requires a valid Bearer token' });
   });
 
   test('a deleted user: 403 user_not_found (checked before the session); refresh 400 not found', async () => {
@@ -484,9 +477,9 @@ describe('getUser and sign-out', () => {
     assert.equal(error.status, 400);
     assert.equal(error.code, undefined);
     assert.equal(data.user, null);
-    const raw = await http(idp, '/auth/v1/user', { token: access_token });
+    const raw = await idpRequest(idp, 'GET', '/auth/v1/user', { token: access_token });
     assert.equal(raw.status, 403);
-    assert.deepEqual(raw.json, { code: 'session_not_found', message: 'Session from session_id claim in JWT does not exist' });
+    assert.deepEqual(raw.body, { code: 'session_not_found', message: 'Session from session_id claim in JWT does not exist' });
     const refresh = await supabase(idp).auth.refreshSession({ refresh_token });
     assertAuthError(refresh.error, {
       status: 400,
@@ -499,22 +492,22 @@ describe('getUser and sign-out', () => {
     const user = await createUser(idp, uniqueEmail('scopes'));
     const s2 = await signIn(idp, user.email, user.password);
     const s3 = await signIn(idp, user.email, user.password);
-    const alive = async (token: string) => (await http(idp, '/auth/v1/user', { token })).status === 200;
+    const alive = async (token: string) => (await idpRequest(idp, 'GET', '/auth/v1/user', { token })).status === 200;
 
-    assert.equal((await http(idp, '/auth/v1/logout?scope=local', { method: 'POST', token: user.token })).status, 204);
+    assert.equal((await idpRequest(idp, 'POST', '/auth/v1/logout?scope=local', { token: user.token })).status, 204);
     assert.deepEqual([await alive(user.token), await alive(s2.access_token), await alive(s3.access_token)], [false, true, true]);
-    assert.equal((await http(idp, '/auth/v1/logout?scope=others', { method: 'POST', token: s2.access_token })).status, 204);
+    assert.equal((await idpRequest(idp, 'POST', '/auth/v1/logout?scope=others', { token: s2.access_token })).status, 204);
     assert.deepEqual([await alive(s2.access_token), await alive(s3.access_token)], [true, false]);
     const s4 = await signIn(idp, user.email, user.password);
     assert.equal(
-      (await http(idp, '/auth/v1/logout', { method: 'POST', token: s2.access_token, headers: { 'content-type': 'application/json' } }))
+      (await idpRequest(idp, 'POST', '/auth/v1/logout', { token: s2.access_token, headers: { 'content-type': 'application/json' } }))
         .status,
       204,
     );
     assert.deepEqual([await alive(s2.access_token), await alive(s4.access_token)], [false, false]);
-    const badScope = await http(idp, '/auth/v1/logout?scope=everything', { method: 'POST', token: s4.access_token });
+    const badScope = await idpRequest(idp, 'POST', '/auth/v1/logout?scope=everything', { token: s4.access_token });
     assert.equal(badScope.status, 400);
-    assert.equal((badScope.json as { code: string }).code, 'validation_failed');
+    assert.equal((badScope.body as { code: string }).code, 'validation_failed');
   });
 });
 
@@ -551,14 +544,13 @@ describe('admin', () => {
     assertAuthError(notAdminDelete.error, { status: 403, code: 'not_admin', message: 'User not allowed' });
     // A user's own token is not admin either, whatever the key.
     const login = await signIn(idp, address, 'pw123456');
-    const withUserToken = await http(idp, '/auth/v1/admin/users', {
-      method: 'POST',
+    const withUserToken = await idpRequest(idp, 'POST', '/auth/v1/admin/users', {
       apikey: idp.secretKey,
       token: login.access_token,
       body: { email: uniqueEmail('y') },
     });
     assert.equal(withUserToken.status, 403);
-    assert.deepEqual(withUserToken.json, { code: 'not_admin', message: 'User not allowed' });
+    assert.deepEqual(withUserToken.body, { code: 'not_admin', message: 'User not allowed' });
 
     const deleted = await admin.deleteUser(user.id);
     assert.equal(deleted.error, null);
@@ -567,13 +559,12 @@ describe('admin', () => {
     assert.equal(rows.rowCount, 0);
     const again = await admin.deleteUser(user.id);
     assertAuthError(again.error, { status: 404, code: 'user_not_found', message: 'User not found' });
-    const notUuid = await http(idp, '/auth/v1/admin/users/not-a-uuid', {
-      method: 'DELETE',
+    const notUuid = await idpRequest(idp, 'DELETE', '/auth/v1/admin/users/not-a-uuid', {
       apikey: idp.secretKey,
       body: { should_soft_delete: false },
     });
     assert.equal(notUuid.status, 404);
-    assert.deepEqual(notUuid.json, { code: 'validation_failed', message: 'user_id must be an UUID' });
+    assert.deepEqual(notUuid.body, { code: 'validation_failed', message: 'user_id must be an UUID' });
   });
 
   test("hard delete cascades to the user's notes; soft delete keeps the row but ends the account", async () => {
@@ -631,8 +622,8 @@ describe('getClaims and JWKS', () => {
 
     // Verified locally against the JWKS, not by asking /user: after sign-out the server refuses the
     // token, yet getClaims still verifies its signature (as with hosted Supabase).
-    assert.equal((await http(idp, '/auth/v1/logout', { method: 'POST', token: user.token })).status, 204);
-    assert.equal((await http(idp, '/auth/v1/user', { token: user.token })).status, 403);
+    assert.equal((await idpRequest(idp, 'POST', '/auth/v1/logout', { token: user.token })).status, 204);
+    assert.equal((await idpRequest(idp, 'GET', '/auth/v1/user', { token: user.token })).status, 403);
     const local = await supabase(idp).auth.getClaims(user.token);
     assert.equal(local.error, null);
     assert.equal(local.data?.claims.sub, user.id);
@@ -650,13 +641,12 @@ describe('getClaims and JWKS', () => {
 describe('gateway', () => {
   test('missing apikey: 401 with the gateway body, on auth and REST alike', async () => {
     for (const path of ['/auth/v1/user', '/rest/v1/notes', '/auth/v1/signup']) {
-      const res = await http(idp, path, {
+      const res = await idpRequest(idp, path.endsWith('signup') ? 'POST' : 'GET', path, {
         apikey: null,
-        method: path.endsWith('signup') ? 'POST' : 'GET',
         body: path.endsWith('signup') ? {} : undefined,
       });
       assert.equal(res.status, 401, path);
-      assert.deepEqual(res.json, { message: 'No API key found in request', hint: 'No `apikey` request header or url param was found.' });
+      assert.deepEqual(res.body, { message: 'No API key found in request', hint: 'No `apikey` request header or url param was found.' });
     }
   });
 
@@ -669,20 +659,20 @@ describe('gateway', () => {
     assert.deepEqual(rest.error, { message: 'Invalid API key', hint: 'Double check your Supabase `anon` or `service_role` API key.' });
     // A user JWT is no API key.
     const user = await createUser(idp, uniqueEmail('gw'));
-    const jwtAsKey = await http(idp, '/rest/v1/notes', { apikey: user.token, token: user.token });
+    const jwtAsKey = await idpRequest(idp, 'GET', '/rest/v1/notes', { apikey: user.token, token: user.token });
     assert.equal(jwtAsKey.status, 401);
-    assert.equal((jwtAsKey.json as { message: string }).message, 'Invalid API key');
+    assert.equal((jwtAsKey.body as { message: string }).message, 'Invalid API key');
   });
 
   test("Bearer sb_… or no Authorization means the key's own role", async () => {
-    const asService = await http(idp, '/rest/v1/notes?select=id', { apikey: idp.secretKey, token: idp.secretKey });
+    const asService = await idpRequest(idp, 'GET', '/rest/v1/notes?select=id', { apikey: idp.secretKey, token: idp.secretKey });
     assert.equal(asService.status, 200);
-    const asServiceNoAuth = await http(idp, '/rest/v1/notes?select=id', { apikey: idp.secretKey });
+    const asServiceNoAuth = await idpRequest(idp, 'GET', '/rest/v1/notes?select=id', { apikey: idp.secretKey });
     assert.equal(asServiceNoAuth.status, 200);
     // The publishable key never gains service_role, even with the secret key in Authorization.
-    const asAnon = await http(idp, '/rest/v1/notes?select=id', { apikey: idp.publishableKey, token: idp.secretKey });
+    const asAnon = await idpRequest(idp, 'GET', '/rest/v1/notes?select=id', { apikey: idp.publishableKey, token: idp.secretKey });
     assert.equal(asAnon.status, 401);
-    assert.equal((asAnon.json as { code: string }).code, '42501');
+    assert.equal((asAnon.body as { code: string }).code, '42501');
   });
 
   test('health, readiness and unknown routes answer outside the gateway', async () => {

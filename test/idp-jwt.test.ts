@@ -11,7 +11,7 @@ import { manualClock } from '../src/kit/clock.js';
 import { withLowSSignature } from '../src/kit/jws.js';
 import { createUser, type RunningIdp, startIdp, TEST_SIGNING_KEY } from './helpers/idp.js';
 import { supabase } from './helpers/supabase.js';
-import { http } from './helpers/http.js';
+import { idpRequest } from './helpers/http.js';
 
 const clock = manualClock(Date.now());
 const EXPIRY = 3600;
@@ -50,11 +50,11 @@ const withOurKey = (changes: Record<string, unknown>, header: Record<string, unk
 
 /** Accepted: /user answers 200 and REST shows alice's note. */
 async function assertAccepted(token: string) {
-  const user = await http(idp, '/auth/v1/user', { token });
+  const user = await idpRequest(idp, 'GET', '/auth/v1/user', { token });
   assert.equal(user.status, 200, user.text);
-  const rows = await http(idp, '/rest/v1/notes?select=title', { token });
+  const rows = await idpRequest(idp, 'GET', '/rest/v1/notes?select=title', { token });
   assert.equal(rows.status, 200, rows.text);
-  assert.deepEqual(rows.json, [{ title: 'private' }]);
+  assert.deepEqual(rows.body, [{ title: 'private' }]);
 }
 
 /** Refused by both APIs, with no data. */
@@ -62,20 +62,20 @@ async function assertRejected(
   token: string,
   expected: { user?: { status: number; code: string; message?: string }; rest?: { code: string; message?: string } } = {},
 ) {
-  const user = await http(idp, '/auth/v1/user', { token });
+  const user = await idpRequest(idp, 'GET', '/auth/v1/user', { token });
   const u = expected.user ?? { status: 403, code: 'bad_jwt' };
   assert.equal(user.status, u.status, user.text);
-  assert.equal((user.json as { code: string }).code, u.code, user.text);
-  if (u.message) assert.equal((user.json as { message: string }).message, u.message);
+  assert.equal((user.body as { code: string }).code, u.code, user.text);
+  if (u.message) assert.equal((user.body as { message: string }).message, u.message);
   assert.doesNotMatch(user.text, /alice-jwt/);
 
-  const rows = await http(idp, '/rest/v1/notes?select=title', { token });
+  const rows = await idpRequest(idp, 'GET', '/rest/v1/notes?select=title', { token });
   const r = expected.rest ?? { code: 'PGRST301' };
   assert.equal(rows.status, 401, rows.text);
-  assert.equal((rows.json as { code: string }).code, r.code, rows.text);
-  if (r.message) assert.equal((rows.json as { message: string }).message, r.message);
+  assert.equal((rows.body as { code: string }).code, r.code, rows.text);
+  if (r.message) assert.equal((rows.body as { message: string }).message, r.message);
   assert.doesNotMatch(rows.text, /private/);
-  const insert = await http(idp, '/rest/v1/notes', { token, method: 'POST', body: { title: 'forged' } });
+  const insert = await idpRequest(idp, 'POST', '/rest/v1/notes', { token, body: { title: 'forged' } });
   assert.equal(insert.status, 401);
 }
 
@@ -132,9 +132,9 @@ describe('algorithm and key confusion', () => {
   });
 
   test('a role that is not an API role, even signed by us, never reaches the database', async () => {
-    const rows = await http(idp, '/rest/v1/notes', { token: await withOurKey({ role: 'postgres' }) });
+    const rows = await idpRequest(idp, 'GET', '/rest/v1/notes', { token: await withOurKey({ role: 'postgres' }) });
     assert.equal(rows.status, 401);
-    assert.deepEqual(rows.json, { code: '22023', details: null, hint: null, message: 'role "postgres" does not exist' });
+    assert.deepEqual(rows.body, { code: '22023', details: null, hint: null, message: 'role "postgres" does not exist' });
     await assertRejected(await sign(attackerKey, { kid: realHeader.kid }, { ...realClaims, role: 'service_role' }));
   });
 });
@@ -147,16 +147,16 @@ describe('time claims (injected clock)', () => {
     const exp = decodeJwt(fresh.token).payload.exp as number;
     try {
       clock.set((exp - 1) * 1000);
-      const user = await http(idp, '/auth/v1/user', { token: fresh.token });
+      const user = await idpRequest(idp, 'GET', '/auth/v1/user', { token: fresh.token });
       assert.equal(user.status, 200);
-      assert.equal((await http(idp, '/rest/v1/notes?select=title', { token: fresh.token })).status, 200);
+      assert.equal((await idpRequest(idp, 'GET', '/rest/v1/notes?select=title', { token: fresh.token })).status, 200);
 
       // GoTrue allows no leeway on exp; PostgREST allows its 30 s of clock skew (exp + 30 still passes).
       clock.set((exp + 1) * 1000);
-      assert.equal((await http(idp, '/auth/v1/user', { token: fresh.token })).status, 403);
-      assert.equal((await http(idp, '/rest/v1/notes?select=title', { token: fresh.token })).status, 200);
+      assert.equal((await idpRequest(idp, 'GET', '/auth/v1/user', { token: fresh.token })).status, 403);
+      assert.equal((await idpRequest(idp, 'GET', '/rest/v1/notes?select=title', { token: fresh.token })).status, 200);
       clock.set((exp + 30) * 1000);
-      assert.equal((await http(idp, '/rest/v1/notes?select=title', { token: fresh.token })).status, 200);
+      assert.equal((await idpRequest(idp, 'GET', '/rest/v1/notes?select=title', { token: fresh.token })).status, 200);
 
       clock.set((exp + 31) * 1000);
       await assertRejected(fresh.token, {
@@ -174,7 +174,7 @@ describe('time claims (injected clock)', () => {
       const refreshed = await supabase(idp).auth.refreshSession({ refresh_token: fresh.refreshToken });
       assert.equal(refreshed.error, null);
       assert.equal(refreshed.data.session!.expires_at, exp + 31 + EXPIRY);
-      assert.equal((await http(idp, '/auth/v1/user', { token: refreshed.data.session!.access_token })).status, 200);
+      assert.equal((await idpRequest(idp, 'GET', '/auth/v1/user', { token: refreshed.data.session!.access_token })).status, 200);
     } finally {
       clock.set(start);
     }
@@ -214,45 +214,47 @@ describe('audience and subject', () => {
       rest: { code: 'PGRST303', message: 'JWT not in audience' },
     });
     const noAud = await withOurKey({ aud: undefined });
-    assert.equal((await http(idp, '/rest/v1/notes', { token: noAud })).status, 401);
+    assert.equal((await idpRequest(idp, 'GET', '/rest/v1/notes', { token: noAud })).status, 401);
   });
 
   test('subject and session checks on /user', async () => {
-    const missing = await http(idp, '/auth/v1/user', { token: await withOurKey({ sub: undefined }) });
-    assert.deepEqual([missing.status, missing.json], [403, { code: 'bad_jwt', message: 'invalid claim: missing sub claim' }]);
-    const notUuid = await http(idp, '/auth/v1/user', { token: await withOurKey({ sub: 'alice' }) });
-    assert.deepEqual([notUuid.status, notUuid.json], [400, { code: 'bad_jwt', message: 'invalid claim: sub claim must be a UUID' }]);
-    const unknown = await http(idp, '/auth/v1/user', { token: await withOurKey({ sub: '00000000-0000-4000-8000-000000000000' }) });
+    const missing = await idpRequest(idp, 'GET', '/auth/v1/user', { token: await withOurKey({ sub: undefined }) });
+    assert.deepEqual([missing.status, missing.body], [403, { code: 'bad_jwt', message: 'invalid claim: missing sub claim' }]);
+    const notUuid = await idpRequest(idp, 'GET', '/auth/v1/user', { token: await withOurKey({ sub: 'alice' }) });
+    assert.deepEqual([notUuid.status, notUuid.body], [400, { code: 'bad_jwt', message: 'invalid claim: sub claim must be a UUID' }]);
+    const unknown = await idpRequest(idp, 'GET', '/auth/v1/user', {
+      token: await withOurKey({ sub: '00000000-0000-4000-8000-000000000000' }),
+    });
     assert.deepEqual(
-      [unknown.status, unknown.json],
+      [unknown.status, unknown.body],
       [403, { code: 'user_not_found', message: 'User from sub claim in JWT does not exist' }],
     );
-    const badSession = await http(idp, '/auth/v1/user', { token: await withOurKey({ session_id: 'x' }) });
+    const badSession = await idpRequest(idp, 'GET', '/auth/v1/user', { token: await withOurKey({ session_id: 'x' }) });
     assert.deepEqual(
-      [badSession.status, badSession.json],
+      [badSession.status, badSession.body],
       [403, { code: 'bad_jwt', message: 'invalid claim: session_id claim must be a UUID' }],
     );
-    const otherSession = await http(idp, '/auth/v1/user', {
+    const otherSession = await idpRequest(idp, 'GET', '/auth/v1/user', {
       token: await withOurKey({ session_id: '00000000-0000-4000-8000-000000000000' }),
     });
     assert.deepEqual(
-      [otherSession.status, otherSession.json],
+      [otherSession.status, otherSession.body],
       [403, { code: 'session_not_found', message: 'Session from session_id claim in JWT does not exist' }],
     );
     // A live session that belongs to someone else is no session of alice's.
     const bob = await createUser(idp, 'bob-jwt@example.com');
-    const bobsSession = await http(idp, '/auth/v1/user', {
+    const bobsSession = await idpRequest(idp, 'GET', '/auth/v1/user', {
       token: await withOurKey({ session_id: decodeJwt(bob.token).payload.session_id }),
     });
     assert.deepEqual(
-      [bobsSession.status, bobsSession.json],
+      [bobsSession.status, bobsSession.body],
       [403, { code: 'session_not_found', message: 'Session from session_id claim in JWT does not exist' }],
     );
     // The user is checked before the session_id claim.
-    const both = await http(idp, '/auth/v1/user', {
+    const both = await idpRequest(idp, 'GET', '/auth/v1/user', {
       token: await withOurKey({ sub: '00000000-0000-4000-8000-000000000000', session_id: 'x' }),
     });
-    assert.deepEqual([both.status, both.json], [403, { code: 'user_not_found', message: 'User from sub claim in JWT does not exist' }]);
+    assert.deepEqual([both.status, both.body], [403, { code: 'user_not_found', message: 'User from sub claim in JWT does not exist' }]);
   });
 });
 
@@ -280,7 +282,7 @@ describe('signature and structure mangling', () => {
       `${b64('not json')}.${p}.${s}`,
     ];
     for (const token of variants) await assertRejected(token);
-    const twoParts = await http(idp, '/rest/v1/notes', { token: `${h}.${p}` });
-    assert.equal((twoParts.json as { message: string }).message, 'Expected 3 parts in JWT; got 2');
+    const twoParts = await idpRequest(idp, 'GET', '/rest/v1/notes', { token: `${h}.${p}` });
+    assert.equal((twoParts.body as { message: string }).message, 'Expected 3 parts in JWT; got 2');
   });
 });

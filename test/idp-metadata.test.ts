@@ -6,7 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { MAX_METADATA_BYTES, MAX_METADATA_DEPTH } from '../src/idp/auth/metadata.js';
 import { mergeMetadata } from '../src/idp/auth/admin-users.js';
-import { http } from './helpers/http.js';
+import { idpRequest } from './helpers/http.js';
 import { createUser, type RunningIdp, startIdp } from './helpers/idp.js';
 import { supabase } from './helpers/supabase.js';
 import { uniqueEmail } from './helpers/emails.js';
@@ -154,13 +154,12 @@ describe('metadata limits', () => {
 describe('metadata keys named like object internals', () => {
   test('a body with a __proto__ key is refused as bad JSON and changes nothing', async () => {
     const user = await createUser(idp, uniqueEmail('proto'));
-    const res = await http(idp, `/auth/v1/admin/users/${user.id}`, {
-      method: 'PUT',
+    const res = await idpRequest(idp, 'PUT', `/auth/v1/admin/users/${user.id}`, {
       apikey: idp.secretKey,
-      rawBody: '{"app_metadata":{"__proto__":{"role":"admin"}}}',
+      raw: '{"app_metadata":{"__proto__":{"role":"admin"}}}',
     });
     assert.equal(res.status, 400);
-    assert.equal((res.json as { code: string }).code, 'bad_json');
+    assert.equal((res.body as { code: string }).code, 'bad_json');
     const stored = await db.query('SELECT raw_app_meta_data FROM auth.users WHERE id = $1', [user.id]);
     assert.equal(Object.hasOwn(stored.rows[0].raw_app_meta_data, '__proto__'), false);
     assert.equal(({} as { role?: string }).role, undefined);

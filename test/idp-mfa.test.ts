@@ -11,7 +11,7 @@ import pg from 'pg';
 import { base32Decode, totpCode, totpStep } from '../src/kit/totp.js';
 import { uniqueIp } from './helpers/client-ips.js';
 import { uniqueEmail } from './helpers/emails.js';
-import { http } from './helpers/http.js';
+import { idpRequest } from './helpers/http.js';
 import { createUser, type RunningIdp, startIdp } from './helpers/idp.js';
 import { serviceClient, supabase } from './helpers/supabase.js';
 
@@ -111,13 +111,12 @@ async function accessClaims(client: SupabaseClient) {
 /** A raw call from `ip` with the user's token. */
 async function raw(user: SignedIn, method: string, path: string, body?: unknown, ip = user.ip) {
   const { data } = await user.client.auth.getSession();
-  const res = await http(idp, `/auth/v1${path}`, {
-    method,
+  const res = await idpRequest(idp, method, `/auth/v1${path}`, {
     token: data.session!.access_token,
     headers: { 'X-Forwarded-For': ip },
     body,
   });
-  const json = res.json as Record<string, unknown>;
+  const json = res.body as Record<string, unknown>;
   // GoTrue's error code, in either form of its error body.
   const code = (json?.error_code ?? json?.code) as string | undefined;
   return { status: res.status, body: { ...json, code } as Record<string, unknown> & { code?: string } };
@@ -169,9 +168,9 @@ describe('enrol, challenge, verify', () => {
     const verified = await user.client.auth.mfa.verify({ factorId: factor.id, challengeId, code: codeNow(factor.totp.secret) });
     assert.equal(verified.error, null);
     // The aal1 refresh token cannot refresh into the raised session.
-    const stale = await http(idp, '/auth/v1/token?grant_type=refresh_token', { method: 'POST', body: { refresh_token: aal1Refresh } });
+    const stale = await idpRequest(idp, 'POST', '/auth/v1/token?grant_type=refresh_token', { body: { refresh_token: aal1Refresh } });
     assert.equal(stale.status, 400);
-    assert.equal((stale.json as { code: string }).code, 'refresh_token_not_found');
+    assert.equal((stale.body as { code: string }).code, 'refresh_token_not_found');
     const claims = await accessClaims(user.client);
     assert.equal(claims.aal, 'aal2');
     assert.equal(claims.session_id, before.session_id, 'the same session, raised');
@@ -289,14 +288,13 @@ describe('enrol, challenge, verify', () => {
     assert.equal(ok.status, 200);
     nextStep();
     const token = ok.body.access_token as string;
-    const reuse = await http(idp, `/auth/v1/factors/${factor.id}/verify`, {
-      method: 'POST',
+    const reuse = await idpRequest(idp, 'POST', `/auth/v1/factors/${factor.id}/verify`, {
       token,
       headers: { 'X-Forwarded-For': user.ip },
       body: { challenge_id: challengeId, code: codeNow(factor.totp.secret) },
     });
     assert.equal(reuse.status, 422);
-    assert.equal((reuse.json as { code: string }).code, 'mfa_ip_address_mismatch');
+    assert.equal((reuse.body as { code: string }).code, 'mfa_ip_address_mismatch');
   });
 
   test('anonymous users may not enrol: 403 no_authorization', async () => {
@@ -470,17 +468,16 @@ describe('admin factor API and row-level security', () => {
       listed.data!.factors.map((f) => [f.id, f.status, f.friendly_name]),
       [[factor.id, 'verified', 'admin managed']],
     );
-    const notAdmin = await http(idp, `/auth/v1/admin/users/${user.userId}/factors`, {});
+    const notAdmin = await idpRequest(idp, 'GET', `/auth/v1/admin/users/${user.userId}/factors`, {});
     assert.equal(notAdmin.status, 403);
     const unknown = await admin.auth.admin.mfa.deleteFactor({ userId: user.userId, id: crypto.randomUUID() });
     assert.equal(unknown.error?.status, 404);
 
-    const removed = await http(idp, `/auth/v1/admin/users/${user.userId}/factors/${factor.id}`, {
-      method: 'DELETE',
+    const removed = await idpRequest(idp, 'DELETE', `/auth/v1/admin/users/${user.userId}/factors/${factor.id}`, {
       apikey: idp.secretKey,
     });
     assert.equal(removed.status, 200);
-    assert.equal((removed.json as { id: string }).id, factor.id);
+    assert.equal((removed.body as { id: string }).id, factor.id);
     assert.deepEqual((await admin.auth.admin.mfa.listFactors({ userId: user.userId })).data!.factors, []);
     assert.equal((await user.client.auth.refreshSession()).error, null);
     assert.equal((await accessClaims(user.client)).aal, 'aal1');

@@ -12,7 +12,7 @@ import type { PasswordHasher } from '../src/kit/password-hasher.js';
 import { TEST_PUBLISHABLE_KEY, TEST_SECRET_KEY, type RunningIdp, startIdp } from './helpers/idp.js';
 import { supabase } from './helpers/supabase.js';
 import { uniqueEmail } from './helpers/emails.js';
-import { http } from './helpers/http.js';
+import { idpRequest } from './helpers/http.js';
 import { startAll } from './helpers/services.js';
 
 let idp: RunningIdp;
@@ -41,8 +41,7 @@ test('signup, sign-in and admin createUser hash and compare on the kit hasher, a
   assert.equal(signInError, null);
   const { error: wrongError } = await client.auth.signInWithPassword({ email: uniqueEmail('nobody'), password: 'pw123456' });
   assert.equal(wrongError?.code, 'invalid_credentials');
-  const created = await http(idp, '/auth/v1/admin/users', {
-    method: 'POST',
+  const created = await idpRequest(idp, 'POST', '/auth/v1/admin/users', {
     apikey: idp.secretKey,
     body: { email: uniqueEmail('admin'), password: 'pw123456' },
   });
@@ -64,7 +63,7 @@ test('signup, sign-in and admin createUser hash and compare on the kit hasher, a
 test('a full hashing queue: signups answer 503 request_timeout with Retry-After, never 500', async () => {
   const responses = await Promise.all(
     Array.from({ length: 8 }, () =>
-      http(busyIdp, '/auth/v1/signup', { method: 'POST', body: { email: uniqueEmail('flood'), password: 'pw123456' } }),
+      idpRequest(busyIdp, 'POST', '/auth/v1/signup', { body: { email: uniqueEmail('flood'), password: 'pw123456' } }),
     ),
   );
   const statuses = responses.map((r) => r.status);
@@ -76,7 +75,7 @@ test('a full hashing queue: signups answer 503 request_timeout with Retry-After,
   assert.ok(refused.length >= 1 && refused.length <= 6, statuses.join(','));
   for (const res of refused) {
     // The versioned envelope (the helper sends X-Supabase-Api-Version).
-    assert.deepEqual(res.json, { code: 'request_timeout', message: 'Processing this request timed out, please retry after a moment' });
+    assert.deepEqual(res.body, { code: 'request_timeout', message: 'Processing this request timed out, please retry after a moment' });
     assert.equal(res.headers.get('x-sb-error-code'), 'request_timeout');
     const retryAfter = Number(res.headers.get('retry-after'));
     assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 60, `retry-after ${res.headers.get('retry-after')}`);
@@ -86,8 +85,7 @@ test('a full hashing queue: signups answer 503 request_timeout with Retry-After,
 
 test('an unversioned client gets the older {code, error_code, msg} shape; supabase-js sees a retryable error', async () => {
   const flood = Array.from({ length: 6 }, () =>
-    http(busyIdp, '/auth/v1/signup', {
-      method: 'POST',
+    idpRequest(busyIdp, 'POST', '/auth/v1/signup', {
       headers: { 'x-supabase-api-version': '' },
       body: { email: uniqueEmail('old'), password: 'pw123456' },
     }),
@@ -97,7 +95,7 @@ test('an unversioned client gets the older {code, error_code, msg} shape; supaba
   const refused = responses.filter((r) => r.status === 503);
   assert.ok(refused.length >= 1, responses.map((r) => r.status).join(','));
   for (const res of refused) {
-    assert.deepEqual(res.json, {
+    assert.deepEqual(res.body, {
       code: 503,
       error_code: 'request_timeout',
       msg: 'Processing this request timed out, please retry after a moment',

@@ -10,7 +10,7 @@ import pg from 'pg';
 import { withLowSSignature } from '../src/kit/jws.js';
 import { createUser, type RunningIdp, startIdp, TEST_SIGNING_KEY } from './helpers/idp.js';
 import { serviceClient, userClient } from './helpers/supabase.js';
-import { http, type RawResponse } from './helpers/http.js';
+import { idpRequest, type JsonReply } from './helpers/http.js';
 
 let idp: RunningIdp;
 let db: pg.Client;
@@ -38,18 +38,19 @@ beforeEach(async () => {
 
 const words = () => serviceClient(idp).from('words');
 const ids = (data: unknown) => (data as Array<{ id: number }>).map((r) => r.id);
-const rest = (path: string, opts: Parameters<typeof http>[2] = {}) => http(idp, `/rest/v1/${path}`, { apikey: idp.secretKey, ...opts });
+const rest = (method: string, path: string, opts: Parameters<typeof idpRequest>[3] = {}) =>
+  idpRequest(idp, method, `/rest/v1/${path}`, { apikey: idp.secretKey, ...opts });
 // supabase-js offers maxAffected() only when the database type declares PostgREST 13; the idp is untyped here.
 const strict = <Q>(query: Q, rows: number): Q => (query as unknown as { maxAffected(n: number): Q }).maxAffected(rows);
 const count = async () => (await db.query('select count(*)::int as n from public.words')).rows[0].n as number;
 
 function assertRestError(
-  res: RawResponse,
+  res: JsonReply,
   status: number,
   body: { code: string; message: string; details?: string | null; hint?: string | null },
 ) {
   assert.equal(res.status, status, res.text);
-  assert.deepEqual(res.json, { details: null, hint: null, ...body });
+  assert.deepEqual(res.body, { details: null, hint: null, ...body });
 }
 
 describe('like and ilike', () => {
@@ -71,9 +72,9 @@ describe('like and ilike', () => {
   });
 
   test('on a column without LIKE: 404 42883 as PostgREST (the operator does not exist)', async () => {
-    const res = await rest('words?hits=like.1*');
+    const res = await rest('GET', 'words?hits=like.1*');
     assert.equal(res.status, 404, res.text);
-    assert.equal((res.json as { code: string }).code, '42883');
+    assert.equal((res.body as { code: string }).code, '42883');
   });
 });
 
@@ -95,7 +96,7 @@ describe('or and and', () => {
   });
 
   test('and=, not.or=, not.and= as query parameters', async () => {
-    const q = async (query: string) => ids((await rest(`words?select=id&order=id&${query}`)).json);
+    const q = async (query: string) => ids((await rest('GET', `words?select=id&order=id&${query}`)).body);
     assert.deepEqual(await q('and=(id.gte.2,id.lte.4)'), [2, 3, 4]);
     assert.deepEqual(await q('not.or=(id.eq.1,id.eq.2)'), [3, 4, 5, 6]);
     assert.deepEqual(await q('not.and=(id.gte.2,id.lte.5)'), [1, 6]);
@@ -122,12 +123,12 @@ describe('or and and', () => {
       'or=(xor(id.eq.1))',
       'or=(id.eq.1))',
     ]) {
-      const res = await rest(`words?${bad}`);
+      const res = await rest('GET', `words?${bad}`);
       assert.equal(res.status, 400, `${bad}: ${res.text}`);
-      assert.equal((res.json as { code: string }).code, 'PGRST100', bad);
-      assert.match((res.json as { message: string }).message, /^"failed to parse logic tree/);
+      assert.equal((res.body as { code: string }).code, 'PGRST100', bad);
+      assert.match((res.body as { message: string }).message, /^"failed to parse logic tree/);
     }
-    const unknown = await rest('words?or=(nope.eq.1,id.eq.2)');
+    const unknown = await rest('GET', 'words?or=(nope.eq.1,id.eq.2)');
     assertRestError(unknown, 400, { code: '42703', message: 'column words.nope does not exist' });
     const injection = await words().select('id').or(`word.eq.x'; drop table public.words; --,id.eq.1`);
     assert.deepEqual(ids(injection.data), [1]);
@@ -146,17 +147,19 @@ describe('counts', () => {
     const head = await words().select('*', { count: 'exact', head: true }).ilike('word', '*e*');
     assert.equal(head.count, 4);
     assert.equal(head.data, null);
-    const none = await rest('words?id=eq.99', { headers: { prefer: 'count=exact' } });
+    const none = await rest('GET', 'words?id=eq.99', { headers: { prefer: 'count=exact' } });
     assert.equal(none.headers.get('content-range'), '*/0');
-    const some = await rest('words?order=id&limit=2', { headers: { prefer: 'count=exact, return=representation, handling=lenient' } });
+    const some = await rest('GET', 'words?order=id&limit=2', {
+      headers: { prefer: 'count=exact, return=representation, handling=lenient' },
+    });
     assert.equal(some.headers.get('content-range'), '0-1/6');
     // A read reports what a read applies.
     assert.equal(some.headers.get('preference-applied'), 'count=exact, handling=lenient');
-    assert.equal((await rest('words?order=id')).headers.get('preference-applied'), null);
+    assert.equal((await rest('GET', 'words?order=id')).headers.get('preference-applied'), null);
   });
 
   test('an offset past the counted rows is 416 PGRST103, as PostgREST; at the end, or without a count, an empty page', async () => {
-    const past = await rest('words?order=id&offset=7', { headers: { prefer: 'count=exact' } });
+    const past = await rest('GET', 'words?order=id&offset=7', { headers: { prefer: 'count=exact' } });
     assertRestError(past, 416, {
       code: 'PGRST103',
       message: 'Requested range not satisfiable',
@@ -166,13 +169,13 @@ describe('counts', () => {
     const viaJs = await words().select('id', { count: 'exact' }).order('id').range(10, 11);
     assert.equal(viaJs.status, 416);
     assert.equal(viaJs.error?.code, 'PGRST103');
-    const atEnd = await rest('words?order=id&offset=6', { headers: { prefer: 'count=exact' } });
+    const atEnd = await rest('GET', 'words?order=id&offset=6', { headers: { prefer: 'count=exact' } });
     assert.equal(atEnd.status, 206);
-    assert.deepEqual(atEnd.json, []);
+    assert.deepEqual(atEnd.body, []);
     assert.equal(atEnd.headers.get('content-range'), '*/6');
-    const uncounted = await rest('words?order=id&offset=7');
+    const uncounted = await rest('GET', 'words?order=id&offset=7');
     assert.equal(uncounted.status, 200);
-    assert.deepEqual(uncounted.json, []);
+    assert.deepEqual(uncounted.body, []);
   });
 });
 
@@ -226,8 +229,7 @@ describe('upserts', () => {
     const dup = await words().insert({ id: 1, word: 'again' });
     assert.equal(dup.status, 409);
     assert.equal(dup.error?.code, '23505');
-    const res = await rest('words', {
-      method: 'POST',
+    const res = await rest('POST', 'words', {
       headers: { prefer: 'resolution=merge-duplicates,return=minimal' },
       body: { id: 2, word: 'Banana' },
     });
@@ -270,13 +272,13 @@ describe('max-affected (handling=strict)', () => {
   });
 
   test('without handling=strict it is ignored, as PostgREST ignores it', async () => {
-    const res = await rest('words?id=lte.3', { method: 'DELETE', headers: { prefer: 'max-affected=1' } });
+    const res = await rest('DELETE', 'words?id=lte.3', { headers: { prefer: 'max-affected=1' } });
     assert.equal(res.status, 204);
     assert.equal(await count(), 3);
   });
 
   test('Preference-Applied lists handling=strict and max-affected', async () => {
-    const res = await rest('words?id=eq.1', { method: 'PATCH', headers: { prefer: 'handling=strict, max-affected=1' }, body: { hits: 1 } });
+    const res = await rest('PATCH', 'words?id=eq.1', { headers: { prefer: 'handling=strict, max-affected=1' }, body: { hits: 1 } });
     assert.equal(res.status, 204);
     assert.equal(res.headers.get('preference-applied'), 'handling=strict, max-affected=1');
   });
@@ -284,14 +286,14 @@ describe('max-affected (handling=strict)', () => {
 
 describe('Prefer handling', () => {
   test('handling=strict with an unknown or unsupported preference: 400 PGRST122, nothing changed', async () => {
-    const res = await rest('words', { headers: { prefer: 'handling=strict, foo, bar' } });
+    const res = await rest('GET', 'words', { headers: { prefer: 'handling=strict, foo, bar' } });
     assertRestError(res, 400, {
       code: 'PGRST122',
       message: 'Invalid preferences given with handling=strict',
       details: 'Invalid preferences: foo, bar',
     });
     for (const unsupported of ['return=headers-only', 'timezone=UTC', 'Return=Minimal']) {
-      const write = await rest('words?id=eq.1', { method: 'DELETE', headers: { prefer: `handling=strict,${unsupported}` } });
+      const write = await rest('DELETE', 'words?id=eq.1', { headers: { prefer: `handling=strict,${unsupported}` } });
       assertRestError(write, 400, {
         code: 'PGRST122',
         message: 'Invalid preferences given with handling=strict',
@@ -303,27 +305,26 @@ describe('Prefer handling', () => {
 
   test('lenient (the default, or said): unknown preferences are ignored and not applied', async () => {
     for (const prefer of ['foo, return=representation', 'handling=lenient, foo, return=representation']) {
-      const res = await rest('words?id=eq.1&select=id', { method: 'PATCH', headers: { prefer }, body: { hits: 2 } });
+      const res = await rest('PATCH', 'words?id=eq.1&select=id', { headers: { prefer }, body: { hits: 2 } });
       assert.equal(res.status, 200, res.text);
-      assert.deepEqual(res.json, [{ id: 1 }]);
+      assert.deepEqual(res.body, [{ id: 1 }]);
       assert.doesNotMatch(res.headers.get('preference-applied') ?? '', /foo/);
     }
   });
 
   test('tx=commit and tx=rollback are accepted and ignored (PostgREST without db-tx-end overrides)', async () => {
-    const res = await rest('words?id=eq.1', { method: 'DELETE', headers: { prefer: 'handling=strict, tx=rollback' } });
+    const res = await rest('DELETE', 'words?id=eq.1', { headers: { prefer: 'handling=strict, tx=rollback' } });
     assert.equal(res.status, 204);
     assert.equal(await count(), 5);
   });
 
   test('the first of a kind wins, as in PostgREST', async () => {
-    const res = await rest('words?id=eq.1&select=id', {
-      method: 'PATCH',
+    const res = await rest('PATCH', 'words?id=eq.1&select=id', {
       headers: { prefer: 'return=representation, return=minimal' },
       body: { hits: 3 },
     });
     assert.equal(res.status, 200);
-    assert.deepEqual(res.json, [{ id: 1 }]);
+    assert.deepEqual(res.body, [{ id: 1 }]);
   });
 });
 
@@ -337,23 +338,23 @@ describe("errors in PostgREST's words", () => {
       hint: "Perhaps you meant the table 'public.notes'",
       message: "Could not find the table 'public.note' in the schema cache",
     });
-    const far = await rest('zzzzzz');
+    const far = await rest('GET', 'zzzzzz');
     assertRestError(far, 404, { code: 'PGRST205', message: "Could not find the table 'public.zzzzzz' in the schema cache" });
-    const typo = await rest('wrods');
+    const typo = await rest('GET', 'wrods');
     assert.equal(
-      (typo.json as { hint: string | null }).hint,
+      (typo.body as { hint: string | null }).hint,
       null,
       'two swapped letters of five are 60% similar: below the 75% PostgREST asks',
     );
-    const longer = await rest('wordss');
-    assert.equal((longer.json as { hint: string | null }).hint, "Perhaps you meant the table 'public.words'");
+    const longer = await rest('GET', 'wordss');
+    assert.equal((longer.body as { hint: string | null }).hint, "Perhaps you meant the table 'public.words'");
   });
 
   test('a bad signature: 401 PGRST301 as PostgREST words it, with WWW-Authenticate', async () => {
     const user = await createUser(idp, 'sig@example.com');
     const [h, p, s] = user.token.split('.') as [string, string, string];
     const flipped = `${h}.${p}.${s[0] === 'A' ? 'B' : 'A'}${s.slice(1)}`;
-    const res = await http(idp, '/rest/v1/notes', { token: flipped });
+    const res = await idpRequest(idp, 'GET', '/rest/v1/notes', { token: flipped });
     assertRestError(res, 401, {
       code: 'PGRST301',
       message: 'No suitable key or wrong key type',
@@ -363,7 +364,7 @@ describe("errors in PostgREST's words", () => {
       res.headers.get('www-authenticate'),
       'Bearer error="invalid_token", error_description="No suitable key or wrong key type"',
     );
-    const two = await http(idp, '/rest/v1/notes', { token: `${h}.${p}` });
+    const two = await idpRequest(idp, 'GET', '/rest/v1/notes', { token: `${h}.${p}` });
     assertRestError(two, 401, { code: 'PGRST301', message: 'Expected 3 parts in JWT; got 2' });
   });
 });
@@ -383,9 +384,12 @@ describe('JWT clock skew', () => {
     const user = await createUser(idp, 'skew@example.com');
     const now = Math.floor(Date.now() / 1000);
     const justExpired = await tokenWith({ exp: now - 20 }, user.token);
-    assert.equal((await http(idp, '/rest/v1/notes', { token: justExpired })).status, 200);
-    assert.equal((await http(idp, '/auth/v1/user', { token: justExpired })).status, 403);
+    assert.equal((await idpRequest(idp, 'GET', '/rest/v1/notes', { token: justExpired })).status, 200);
+    assert.equal((await idpRequest(idp, 'GET', '/auth/v1/user', { token: justExpired })).status, 403);
     const longExpired = await tokenWith({ exp: now - 40 }, user.token);
-    assertRestError(await http(idp, '/rest/v1/notes', { token: longExpired }), 401, { code: 'PGRST303', message: 'JWT expired' });
+    assertRestError(await idpRequest(idp, 'GET', '/rest/v1/notes', { token: longExpired }), 401, {
+      code: 'PGRST303',
+      message: 'JWT expired',
+    });
   });
 });

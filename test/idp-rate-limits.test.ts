@@ -11,7 +11,7 @@ import { type RunningIdp, startIdp, TEST_PUBLISHABLE_KEY, TEST_SECRET_KEY } from
 import { uniqueEmail } from './helpers/emails.js';
 import { withoutRedis } from './helpers/redis.js';
 import { supabase } from './helpers/supabase.js';
-import { http } from './helpers/http.js';
+import { idpRequest } from './helpers/http.js';
 import { uniqueIp } from './helpers/client-ips.js';
 import { startAll } from './helpers/services.js';
 
@@ -61,8 +61,7 @@ function assertRetryAfter(headers: Headers, max: number) {
 }
 
 async function adminCreate(target: RunningIdp, email: string, password = PASSWORD): Promise<void> {
-  const res = await http(target, '/auth/v1/admin/users', {
-    method: 'POST',
+  const res = await idpRequest(target, 'POST', '/auth/v1/admin/users', {
     apikey: target.secretKey,
     body: { email, password, email_confirm: true },
   });
@@ -82,22 +81,20 @@ describe('per client address (GoTrue: GOTRUE_RATE_LIMIT_TOKEN_REFRESH, GOTRUE_RA
     assertRateLimited(error, 'over_request_rate_limit', 'Request rate limit reached');
 
     // The wire: the versioned body, GoTrue's header, and a Retry-After within the 5-minute window.
-    const raw = await http(idp, '/auth/v1/token?grant_type=password', {
-      method: 'POST',
+    const raw = await idpRequest(idp, 'POST', '/auth/v1/token?grant_type=password', {
       headers: { 'x-forwarded-for': ip },
       body: { email: 'a@example.com', password: 'x' },
     });
     assert.equal(raw.status, 429);
-    assert.deepEqual(raw.json, { code: 'over_request_rate_limit', message: 'Request rate limit reached' });
+    assert.deepEqual(raw.body, { code: 'over_request_rate_limit', message: 'Request rate limit reached' });
     assert.equal(raw.headers.get('x-sb-error-code'), 'over_request_rate_limit');
     assertRetryAfter(raw.headers, 300);
     // Clients before the versioned API get the legacy shape.
-    const legacy = await http(idp, '/auth/v1/token?grant_type=password', {
-      method: 'POST',
+    const legacy = await idpRequest(idp, 'POST', '/auth/v1/token?grant_type=password', {
       headers: { 'x-forwarded-for': ip, 'x-supabase-api-version': '' },
       body: { email: 'a@example.com', password: 'x' },
     });
-    assert.deepEqual(legacy.json, { code: 429, error_code: 'over_request_rate_limit', msg: 'Request rate limit reached' });
+    assert.deepEqual(legacy.body, { code: 429, error_code: 'over_request_rate_limit', msg: 'Request rate limit reached' });
 
     const other = await clientAt(idp, uniqueIp()).auth.signInWithPassword({ email: uniqueEmail('wrong'), password: 'not-it' });
     assert.equal((other.error as AuthApiError).code, 'invalid_credentials');
@@ -136,8 +133,7 @@ describe('per client address (GoTrue: GOTRUE_RATE_LIMIT_TOKEN_REFRESH, GOTRUE_RA
   test('many /64s of one IPv6 /48 together get 16 times the /token limit; another /48 is unaffected', async () => {
     const site = `2001:db8:${Math.floor(Math.random() * 0xffff).toString(16)}`;
     const signIn = (ip: string) =>
-      http(idp, '/auth/v1/token?grant_type=password', {
-        method: 'POST',
+      idpRequest(idp, 'POST', '/auth/v1/token?grant_type=password', {
         headers: { 'x-forwarded-for': ip },
         body: { email: uniqueEmail('wide'), password: 'not-it' },
       });
@@ -148,7 +144,7 @@ describe('per client address (GoTrue: GOTRUE_RATE_LIMIT_TOKEN_REFRESH, GOTRUE_RA
     }
     const fresh = await signIn(`${site}:ff::1`);
     assert.equal(fresh.status, 429);
-    assert.deepEqual(fresh.json, { code: 'over_request_rate_limit', message: 'Request rate limit reached' });
+    assert.deepEqual(fresh.body, { code: 'over_request_rate_limit', message: 'Request rate limit reached' });
     const otherSite = `2001:db9:${Math.floor(Math.random() * 0xffff).toString(16)}::1`;
     assert.equal((await signIn(otherSite)).status, 400);
   });
@@ -157,8 +153,7 @@ describe('per client address (GoTrue: GOTRUE_RATE_LIMIT_TOKEN_REFRESH, GOTRUE_RA
     const headersOf = (i: number) => ({ 'x-forwarded-for': `192.0.2.${i}` });
     const statuses: number[] = [];
     for (let i = 0; i <= TOKEN_LIMIT; i++) {
-      const res = await http(untrusting, '/auth/v1/token?grant_type=password', {
-        method: 'POST',
+      const res = await idpRequest(untrusting, 'POST', '/auth/v1/token?grant_type=password', {
         headers: headersOf(i),
         body: { email: uniqueEmail('spoof'), password: 'x' },
       });
@@ -177,8 +172,7 @@ describe('confirmation emails (GoTrue: GOTRUE_RATE_LIMIT_EMAIL_SENT, for the who
     }
     const { error } = await clientAt(confirming, uniqueIp()).auth.signUp({ email: uniqueEmail('confirm'), password: PASSWORD });
     assertRateLimited(error, 'over_email_send_rate_limit', 'email rate limit exceeded');
-    const raw = await http(confirming, '/auth/v1/signup', {
-      method: 'POST',
+    const raw = await idpRequest(confirming, 'POST', '/auth/v1/signup', {
       headers: { 'x-forwarded-for': uniqueIp() },
       body: { email: uniqueEmail('confirm'), password: PASSWORD },
     });
@@ -217,8 +211,7 @@ describe('failed password sign-ins per (account, address), per account and per a
     assert.deepEqual(tally(codesOf(results)), { invalid_credentials: LOGIN_FAILURES, over_request_rate_limit: 200 - LOGIN_FAILURES });
     const rightOne = await clientAt(signIns, ip).auth.signInWithPassword({ email, password: PASSWORD });
     assertRateLimited(rightOne.error, 'over_request_rate_limit', 'Too many failed sign-in attempts for this account, try again later');
-    const raw = await http(signIns, '/auth/v1/token?grant_type=password', {
-      method: 'POST',
+    const raw = await idpRequest(signIns, 'POST', '/auth/v1/token?grant_type=password', {
       headers: { 'x-forwarded-for': ip },
       body: { email: email.toUpperCase(), password: PASSWORD },
     });

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { createUser, type RunningIdp, startIdp } from './helpers/idp.js';
-import { http } from './helpers/http.js';
+import { idpRequest } from './helpers/http.js';
 import { serviceClient, userClient } from './helpers/supabase.js';
 
 let idp: RunningIdp;
@@ -57,7 +57,8 @@ after(async () => {
 
 const books = () => serviceClient(idp).from('books');
 const authors = () => serviceClient(idp).from('authors');
-const rest = (path: string, opts: Parameters<typeof http>[2] = {}) => http(idp, `/rest/v1/${path}`, { apikey: idp.secretKey, ...opts });
+const rest = (method: string, path: string, opts: Parameters<typeof idpRequest>[3] = {}) =>
+  idpRequest(idp, method, `/rest/v1/${path}`, { apikey: idp.secretKey, ...opts });
 
 describe('many-to-one, one-to-many, many-to-many', () => {
   test('many-to-one: the related row as an object (null when there is none), named after the foreign key or its column', async () => {
@@ -224,9 +225,9 @@ describe('hints, joins, spreads and null filters', () => {
       data?.map((b) => b.title),
       ['Gamma', 'Alpha', 'Beta'],
     );
-    const refused = await rest('authors?select=name,books!author_id(title)&order=books(title)');
+    const refused = await rest('GET', 'authors?select=name,books!author_id(title)&order=books(title)');
     assert.equal(refused.status, 400);
-    assert.equal((refused.json as { code: string }).code, 'PGRST118');
+    assert.equal((refused.body as { code: string }).code, 'PGRST118');
   });
 
   test('an empty embed (`authors()`) filters without adding a key', async () => {

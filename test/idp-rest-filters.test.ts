@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { type RunningIdp, startIdp } from './helpers/idp.js';
-import { http } from './helpers/http.js';
+import { idpRequest } from './helpers/http.js';
 import { serviceClient } from './helpers/supabase.js';
 
 let idp: RunningIdp;
@@ -100,7 +100,7 @@ describe('every operator through supabase-js', () => {
 
   test('not.or and not.and as parameters, with the new operators inside', async () => {
     const q = async (query: string) =>
-      ids((await http(idp, `/rest/v1/specimens?select=id&order=id&${query}`, { apikey: idp.secretKey })).json);
+      ids((await idpRequest(idp, 'GET', `/rest/v1/specimens?select=id&order=id&${query}`, { apikey: idp.secretKey })).body);
     assert.deepEqual(await q(`not.or=${encodeURIComponent('(tags.cs.{red},span.sr."[15,16)")')}`), [2]);
     assert.deepEqual(await q(`not.and=${encodeURIComponent('(tags.ov.{plant},score.isdistinct.5)')}`), [1, 2, 3]);
   });
@@ -116,9 +116,11 @@ describe('every operator through supabase-js', () => {
     const injection = await specimens().textSearch('doc', "fox'); drop table public.specimens; --", { type: 'plain' });
     assert.equal(injection.error, null);
     assert.equal((await db.query('select count(*)::int as n from public.specimens')).rows[0].n, 5);
-    const badLanguage = await http(idp, `/rest/v1/specimens?doc=fts(${encodeURIComponent("english'")}).fox`, { apikey: idp.secretKey });
+    const badLanguage = await idpRequest(idp, 'GET', `/rest/v1/specimens?doc=fts(${encodeURIComponent("english'")}).fox`, {
+      apikey: idp.secretKey,
+    });
     assert.equal(badLanguage.status, 400);
-    assert.equal((badLanguage.json as { code: string }).code, 'PGRST100');
+    assert.equal((badLanguage.body as { code: string }).code, 'PGRST100');
   });
 });
 
@@ -168,9 +170,9 @@ describe('each operator alone, under not., inside or=() and inside not.and=()', 
     ['score', 'lt(all).{11,6}', [3]],
   ];
   const get = async (query: string) => {
-    const res = await http(idp, `/rest/v1/specimens?select=id&order=id&${query}`, { apikey: idp.secretKey });
+    const res = await idpRequest(idp, 'GET', `/rest/v1/specimens?select=id&order=id&${query}`, { apikey: idp.secretKey });
     assert.equal(res.status, 200, `${query}: ${res.text}`);
-    return ids(res.json);
+    return ids(res.body);
   };
   // Inside a tree a value with a comma or a parenthesis is quoted; a {…} list is taken as it is.
   const inTree = (expr: string) => {

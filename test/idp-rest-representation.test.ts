@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, test } from 'node:test';
 import pg from 'pg';
 import { type RunningIdp, startIdp } from './helpers/idp.js';
-import { http } from './helpers/http.js';
+import { idpRequest } from './helpers/http.js';
 import { serviceClient, supabase } from './helpers/supabase.js';
 
 let idp: RunningIdp;
@@ -42,7 +42,8 @@ beforeEach(async () => {
 });
 
 const parts = () => serviceClient(idp).from('parts');
-const rest = (path: string, opts: Parameters<typeof http>[2] = {}) => http(idp, `/rest/v1/${path}`, { apikey: idp.secretKey, ...opts });
+const rest = (method: string, path: string, opts: Parameters<typeof idpRequest>[3] = {}) =>
+  idpRequest(idp, method, `/rest/v1/${path}`, { apikey: idp.secretKey, ...opts });
 const count = async () => (await db.query('select count(*)::int as n from public.parts')).rows[0].n as number;
 
 describe('formats', () => {
@@ -51,11 +52,10 @@ describe('formats', () => {
     assert.equal(error, null);
     assert.equal(status, 200);
     assert.equal(data, 'id,name,note\n1,bolt,"m6, ""hex"""\n2,nut,\n3,washer,flat');
-    const res = await rest('parts?select=id&id=eq.99', { headers: { accept: 'text/csv' } });
+    const res = await rest('GET', 'parts?select=id&id=eq.99', { headers: { accept: 'text/csv' } });
     assert.equal(res.headers.get('content-type'), 'text/csv; charset=utf-8');
     assert.equal(res.text, '\n');
-    const written = await rest('parts?select=id,name', {
-      method: 'POST',
+    const written = await rest('POST', 'parts?select=id,name', {
       headers: { accept: 'text/csv', prefer: 'return=representation' },
       body: [{ id: 4, name: 'pin' }],
     });
@@ -68,15 +68,17 @@ describe('formats', () => {
     assert.deepEqual(data, [{ id: 1, note: 'm6, "hex"', code: 'B-1' }, { id: 2 }, { id: 3, note: 'flat', code: 'W-3' }]);
     const one = await parts().select('id, note').eq('id', 2).single().stripNulls();
     assert.deepEqual(one.data, { id: 2 });
-    const res = await rest('parts?select=id,note&id=eq.2', { headers: { accept: 'application/vnd.pgrst.array+json;nulls=stripped' } });
+    const res = await rest('GET', 'parts?select=id,note&id=eq.2', {
+      headers: { accept: 'application/vnd.pgrst.array+json;nulls=stripped' },
+    });
     assert.equal(res.headers.get('content-type'), 'application/vnd.pgrst.array+json;nulls=stripped; charset=utf-8');
     assert.equal(res.text, '[{"id":2}]');
   });
 
   test('a media type that cannot be produced: 406 PGRST107; the query plan media type is not offered', async () => {
-    const res = await rest('parts', { headers: { accept: 'application/xml' } });
+    const res = await rest('GET', 'parts', { headers: { accept: 'application/xml' } });
     assert.equal(res.status, 406);
-    assert.deepEqual(res.json, {
+    assert.deepEqual(res.body, {
       code: 'PGRST107',
       details: null,
       hint: null,
@@ -86,7 +88,7 @@ describe('formats', () => {
     assert.equal(explained.status, 406);
     assert.equal(explained.error?.code, 'PGRST107');
     // Quality decides among several: the best one that can be produced.
-    const weighted = await rest('parts?select=id&id=eq.1', { headers: { accept: 'text/csv;q=0.5, application/json;q=0.9' } });
+    const weighted = await rest('GET', 'parts?select=id&id=eq.1', { headers: { accept: 'text/csv;q=0.5, application/json;q=0.9' } });
     assert.equal(weighted.headers.get('content-type'), 'application/json; charset=utf-8');
   });
 });
@@ -113,7 +115,7 @@ describe('Prefer', () => {
       { id: 13, name: 'b' },
     ]);
     assert.equal(nulls.error?.code, '23502');
-    const applied = await rest('parts', { method: 'POST', headers: { prefer: 'missing=default' }, body: { id: 14, name: 'c' } });
+    const applied = await rest('POST', 'parts', { headers: { prefer: 'missing=default' }, body: { id: 14, name: 'c' } });
     assert.equal(applied.headers.get('preference-applied'), 'missing=default');
   });
 
@@ -126,7 +128,7 @@ describe('Prefer', () => {
     assert.equal(estimatedSmall.count, 3, 'at most 1,000 rows: counted exactly');
     const estimatedLarge = await parts().select('id', { count: 'estimated', head: true });
     assert.ok(estimatedLarge.count !== null && estimatedLarge.count >= 1001, `estimated ${estimatedLarge.count}`);
-    const res = await rest('parts?select=id&limit=1', { headers: { prefer: 'count=planned' } });
+    const res = await rest('GET', 'parts?select=id&limit=1', { headers: { prefer: 'count=planned' } });
     assert.equal(res.status, 206);
     assert.match(res.headers.get('content-range') ?? '', /^0-0\/\d+$/);
     assert.equal(res.headers.get('preference-applied'), 'count=planned');
@@ -138,19 +140,18 @@ describe('Prefer', () => {
     assert.equal(status, 201);
     assert.deepEqual(data, [{ id: 20, name: 'ghost' }]);
     assert.equal(await count(), 3);
-    const update = await rest('parts?id=eq.1', {
-      method: 'PATCH',
+    const update = await rest('PATCH', 'parts?id=eq.1', {
       headers: { prefer: 'tx=rollback, return=representation' },
       body: { qty: 0 },
     });
-    assert.deepEqual(update.json, [{ id: 1, name: 'bolt', note: 'm6, "hex"', qty: 0, made: '2026-01-02T03:04:05+00:00', code: 'B-1' }]);
+    assert.deepEqual(update.body, [{ id: 1, name: 'bolt', note: 'm6, "hex"', qty: 0, made: '2026-01-02T03:04:05+00:00', code: 'B-1' }]);
     assert.equal(update.headers.get('preference-applied'), 'return=representation, tx=rollback');
     assert.equal((await db.query('select qty from public.parts where id = 1')).rows[0].qty, 40);
     // A single object asked for and rolled back: both apply.
     const single = await parts().delete().eq('id', 2).select().rollback().single();
     assert.equal(single.error, null);
     assert.equal(await count(), 3);
-    const commit = await rest('parts', { method: 'POST', headers: { prefer: 'tx=commit' }, body: { id: 21, name: 'kept' } });
+    const commit = await rest('POST', 'parts', { headers: { prefer: 'tx=commit' }, body: { id: 21, name: 'kept' } });
     assert.equal(commit.status, 201);
     assert.equal(await count(), 4);
   });
@@ -162,9 +163,8 @@ describe('Prefer', () => {
     try {
       await other.query('create table public.drafts (id int primary key); grant select, insert on public.drafts to service_role');
       const post = (prefer?: string) =>
-        http(rollsBack, '/rest/v1/drafts', {
+        idpRequest(rollsBack, 'POST', '/rest/v1/drafts', {
           apikey: rollsBack.secretKey,
-          method: 'POST',
           headers: prefer ? { prefer } : {},
           body: { id: 1 },
         });
@@ -199,9 +199,9 @@ describe('profiles: Accept-Profile and Content-Profile', () => {
     const read = await api.from('parts').select('*');
     assert.equal(read.error, null);
     assert.deepEqual(read.data, [{ id: 1, label: 'from api' }]);
-    const res = await rest('parts', { headers: { 'accept-profile': 'api' } });
+    const res = await rest('GET', 'parts', { headers: { 'accept-profile': 'api' } });
     assert.equal(res.headers.get('content-profile'), 'api');
-    assert.equal((await rest('parts?select=id&id=eq.1')).headers.get('content-profile'), null);
+    assert.equal((await rest('GET', 'parts?select=id&id=eq.1')).headers.get('content-profile'), null);
     const written = await api.from('parts').insert({ id: 2, label: 'written' }).select('label').single();
     assert.deepEqual(written.data, { label: 'written' });
     assert.equal((await db.query('select count(*)::int as n from api.parts')).rows[0].n, 2);
@@ -211,15 +211,15 @@ describe('profiles: Accept-Profile and Content-Profile', () => {
   });
 
   test('a schema that is not exposed: 406 PGRST106 naming those that are', async () => {
-    const res = await rest('parts', { headers: { 'accept-profile': 'auth' } });
+    const res = await rest('GET', 'parts', { headers: { 'accept-profile': 'auth' } });
     assert.equal(res.status, 406);
-    assert.deepEqual(res.json, {
+    assert.deepEqual(res.body, {
       code: 'PGRST106',
       details: null,
       hint: 'Only the following schemas are exposed: public, api',
       message: 'Invalid schema: auth',
     });
-    const write = await rest('parts', { method: 'POST', headers: { 'content-profile': 'nope' }, body: { id: 1 } });
+    const write = await rest('POST', 'parts', { headers: { 'content-profile': 'nope' }, body: { id: 1 } });
     assert.equal(write.status, 406);
   });
 });

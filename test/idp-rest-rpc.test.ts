@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { createUser, type RunningIdp, startIdp } from './helpers/idp.js';
-import { http } from './helpers/http.js';
+import { idpRequest } from './helpers/http.js';
 import { serviceClient, userClient } from './helpers/supabase.js';
 
 let idp: RunningIdp;
@@ -62,7 +62,8 @@ after(async () => {
 });
 
 const service = () => serviceClient(idp);
-const rest = (path: string, opts: Parameters<typeof http>[2] = {}) => http(idp, `/rest/v1/${path}`, { apikey: idp.secretKey, ...opts });
+const rest = (method: string, path: string, opts: Parameters<typeof idpRequest>[3] = {}) =>
+  idpRequest(idp, method, `/rest/v1/${path}`, { apikey: idp.secretKey, ...opts });
 
 describe('calling', () => {
   test('POST with named arguments; optional ones take their defaults', async () => {
@@ -128,27 +129,27 @@ describe('calling', () => {
   test('a single unnamed json argument takes the whole body; Prefer: params=single-object gives it to one named json parameter', async () => {
     assert.deepEqual((await service().rpc('echo_json', { any: ['thing', 1] })).data, { any: ['thing', 1] });
     // A scalar result is the value itself, also when it is an array and one object is asked for.
-    const list = await rest('rpc/echo_json', { method: 'POST', headers: { accept: 'application/vnd.pgrst.object+json' }, body: [1, 2] });
+    const list = await rest('POST', 'rpc/echo_json', { headers: { accept: 'application/vnd.pgrst.object+json' }, body: [1, 2] });
     assert.equal(list.text, '[1,2]');
-    const single = await rest('rpc/sum_object', { method: 'POST', headers: { prefer: 'params=single-object' }, body: { a: 2, b: 3 } });
+    const single = await rest('POST', 'rpc/sum_object', { headers: { prefer: 'params=single-object' }, body: { a: 2, b: 3 } });
     assert.equal(single.status, 200, single.text);
-    assert.equal(single.json, 5);
+    assert.equal(single.body, 5);
     assert.equal(single.headers.get('preference-applied'), 'params=single-object');
-    const without = await rest('rpc/sum_object', { method: 'POST', body: { a: 2, b: 3 } });
+    const without = await rest('POST', 'rpc/sum_object', { body: { a: 2, b: 3 } });
     assert.equal(without.status, 404);
   });
 
   test('a variadic parameter takes an array, or a repeated query parameter', async () => {
     assert.equal((await service().rpc('sum_all', { v: [1, 2, 3] })).data, 6);
-    const byGet = await rest('rpc/sum_all?v=1&v=2&v=4');
-    assert.equal(byGet.json, 7);
+    const byGet = await rest('GET', 'rpc/sum_all?v=1&v=2&v=4');
+    assert.equal(byGet.body, 7);
   });
 
   test('void: 204 with no body; HEAD: the headers alone', async () => {
-    const res = await rest('rpc/nothing', { method: 'POST', body: {} });
+    const res = await rest('POST', 'rpc/nothing', { body: {} });
     assert.equal(res.status, 204);
     assert.equal(res.text, '');
-    const head = await rest('rpc/numbers?n=3', { method: 'HEAD' });
+    const head = await rest('HEAD', 'rpc/numbers?n=3');
     assert.equal(head.status, 200);
     assert.equal(head.text, '');
     assert.equal(head.headers.get('content-range'), '0-2/*');
@@ -188,15 +189,15 @@ describe("errors in PostgREST's words", () => {
       hint: 'Perhaps you meant to call the function public.add_them(a, b)',
       message: 'Could not find the function public.add_them(a, c) in the schema cache',
     });
-    const none = await rest('rpc/add_them');
-    assert.deepEqual(none.json, {
+    const none = await rest('GET', 'rpc/add_them');
+    assert.deepEqual(none.body, {
       code: 'PGRST202',
       details: 'Searched for the function public.add_them without parameters, but no matches were found in the schema cache.',
       hint: null,
       message: 'Could not find the function public.add_them without parameters in the schema cache',
     });
-    const singleObject = await rest('rpc/add_them', { method: 'POST', headers: { prefer: 'params=single-object' }, body: { a: 1 } });
-    assert.deepEqual(singleObject.json, {
+    const singleObject = await rest('POST', 'rpc/add_them', { headers: { prefer: 'params=single-object' }, body: { a: 1 } });
+    assert.deepEqual(singleObject.body, {
       code: 'PGRST202',
       details:
         'Searched for the function public.add_them with a single json/jsonb parameter, but no matches were found in the schema cache.',
@@ -220,9 +221,9 @@ describe("errors in PostgREST's words", () => {
     const bad = await service().rpc('add_them', { a: 'x' });
     assert.equal(bad.status, 400);
     assert.equal(bad.error?.code, '22P02');
-    const patch = await rest('rpc/add_them', { method: 'PATCH', body: {} });
+    const patch = await rest('PATCH', 'rpc/add_them', { body: {} });
     assert.equal(patch.status, 405);
-    assert.deepEqual(patch.json, { code: 'PGRST101', details: null, hint: null, message: 'Cannot use the PATCH method on RPC' });
+    assert.deepEqual(patch.body, { code: 'PGRST101', details: null, hint: null, message: 'Cannot use the PATCH method on RPC' });
   });
 
   test('a function created after start is found: the miss reloads the schema cache once', async () => {

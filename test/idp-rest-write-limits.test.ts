@@ -8,7 +8,7 @@ import { manualClock } from '../src/kit/clock.js';
 import { loadConfig } from '../src/kit/config.js';
 import { idpConfig } from '../src/idp/config.js';
 import { createUser, type RunningIdp, startIdp, TEST_PUBLISHABLE_KEY, TEST_SECRET_KEY } from './helpers/idp.js';
-import { http } from './helpers/http.js';
+import { idpRequest } from './helpers/http.js';
 import { withoutRedis } from './helpers/redis.js';
 import { serviceClient, userClient } from './helpers/supabase.js';
 
@@ -34,12 +34,12 @@ describe('with the default settings', () => {
     const rows = Array.from({ length: 20_000 }, (_, i) => ({ title: `bulk ${i}` }));
     const started = Date.now();
     const results = await Promise.all(
-      Array.from({ length: 10 }, () => http(idp, '/rest/v1/notes', { token: user.token, method: 'POST', body: rows })),
+      Array.from({ length: 10 }, () => idpRequest(idp, 'POST', '/rest/v1/notes', { token: user.token, body: rows })),
     );
     const elapsed = Date.now() - started;
     for (const r of results) {
       assert.equal(r.status, 413);
-      assert.deepEqual(r.json, {
+      assert.deepEqual(r.body, {
         code: 'PGRST102',
         details: 'At most 10000 rows may be written by one request; this one has 20000.',
         hint: 'Send the rows in several requests.',
@@ -52,15 +52,14 @@ describe('with the default settings', () => {
 
   test('a body over 1 MiB is 413 before it is read whole; 10,000 rows in one insert are accepted', async () => {
     const user = await createUser(idp, 'bytes@example.com');
-    const big = await http(idp, '/rest/v1/notes', {
+    const big = await idpRequest(idp, 'POST', '/rest/v1/notes', {
       token: user.token,
-      method: 'POST',
       body: { title: 'x', body: 'y'.repeat(1024 * 1024) },
     });
     assert.equal(big.status, 413);
-    assert.equal((big.json as { code: string }).code, 'PGRST102');
+    assert.equal((big.body as { code: string }).code, 'PGRST102');
     const rows = Array.from({ length: 10_000 }, (_, i) => ({ title: `n${i}` }));
-    const accepted = await http(idp, '/rest/v1/notes', { token: user.token, method: 'POST', body: rows });
+    const accepted = await idpRequest(idp, 'POST', '/rest/v1/notes', { token: user.token, body: rows });
     assert.equal(accepted.status, 201, accepted.text);
     assert.equal(await noteCount(db), 10_000);
   });
@@ -112,7 +111,7 @@ describe('with low limits (100 rows a minute, 50 rows and 4 KiB a request)', () 
     assert.equal(refused.error?.code, 'over_request_rate_limit');
     assert.equal(refused.error?.message, 'Too many writes');
     assert.match(refused.error?.details ?? '', /^At most 100 rows may be written per minute .*; try again in \d+ seconds\.$/);
-    const raw = await http(idp, '/rest/v1/notes', { token: user.token, method: 'POST', body: { title: 'one more' } });
+    const raw = await idpRequest(idp, 'POST', '/rest/v1/notes', { token: user.token, body: { title: 'one more' } });
     assert.equal(raw.status, 429);
     assert.match(raw.headers.get('retry-after') ?? '', /^\d+$/);
   });
@@ -136,8 +135,7 @@ describe('with low limits (100 rows a minute, 50 rows and 4 KiB a request)', () 
     assert.equal((await userClient(idp, a.token).from('notes').insert(rowsOf(1, 'a'))).status, 429);
     assert.equal((await userClient(idp, b.token).from('notes').insert(rowsOf(1, 'b'))).status, 201);
     const guest = (ip: string, n: number) =>
-      http(idp, '/rest/v1/guestbook', {
-        method: 'POST',
+      idpRequest(idp, 'POST', '/rest/v1/guestbook', {
         headers: { 'x-forwarded-for': ip },
         body: Array.from({ length: n }, () => ({ line: 'hi' })),
       });
@@ -155,8 +153,7 @@ describe('with low limits (100 rows a minute, 50 rows and 4 KiB a request)', () 
 
   test('anonymous writes from IPv6 count per /64 and, at 16 times the limit, per /48', async () => {
     const guest = (ip: string) =>
-      http(idp, '/rest/v1/guestbook', {
-        method: 'POST',
+      idpRequest(idp, 'POST', '/rest/v1/guestbook', {
         headers: { 'x-forwarded-for': ip },
         body: Array.from({ length: 50 }, () => ({ line: 'v6' })),
       });

@@ -6,7 +6,7 @@ import { after, before, beforeEach, describe, test } from 'node:test';
 import pg from 'pg';
 import { createUser, type RunningIdp, startIdp } from './helpers/idp.js';
 import { supabase } from './helpers/supabase.js';
-import { http, type RawResponse } from './helpers/http.js';
+import { idpRequest, type JsonReply } from './helpers/http.js';
 
 let idp: RunningIdp;
 let db: pg.Client;
@@ -44,15 +44,15 @@ beforeEach(async () => {
 });
 
 /** A request as service_role (secret key, no user JWT). */
-function rest(path: string, opts: Parameters<typeof http>[2] = {}): Promise<RawResponse> {
-  return http(idp, `/rest/v1/${path}`, { apikey: idp.secretKey, ...opts });
+function rest(method: string, path: string, opts: Parameters<typeof idpRequest>[3] = {}): Promise<JsonReply> {
+  return idpRequest(idp, method, `/rest/v1/${path}`, { apikey: idp.secretKey, ...opts });
 }
-const ids = (res: RawResponse) => (res.json as Array<{ id: number }>).map((r) => r.id);
+const ids = (res: JsonReply) => (res.body as Array<{ id: number }>).map((r) => r.id);
 const itemCount = async () => (await db.query('select count(*)::int as n from public.items')).rows[0].n as number;
 
-function assertRestError(res: RawResponse, status: number, code: string, message?: string, details?: string | null) {
+function assertRestError(res: JsonReply, status: number, code: string, message?: string, details?: string | null) {
   assert.equal(res.status, status, res.text);
-  const body = res.json as Record<string, unknown>;
+  const body = res.body as Record<string, unknown>;
   assert.deepEqual(Object.keys(body).sort(), ['code', 'details', 'hint', 'message'], 'all four keys');
   assert.equal(body.code, code);
   if (message !== undefined) assert.equal(body.message, message);
@@ -62,33 +62,33 @@ function assertRestError(res: RawResponse, status: number, code: string, message
 
 describe('select, order, limit and offset', () => {
   test('all columns in table order, with Content-Range', async () => {
-    const res = await rest('items?select=*&order=id');
+    const res = await rest('GET', 'items?select=*&order=id');
     assert.equal(res.status, 200);
     assert.equal(res.headers.get('content-type'), 'application/json; charset=utf-8');
     assert.equal(res.headers.get('content-range'), '0-4/*');
-    const rows = res.json as Array<Record<string, unknown>>;
+    const rows = res.body as Array<Record<string, unknown>>;
     assert.deepEqual(Object.keys(rows[0]!), ITEM_COLUMNS);
     assert.deepEqual(rows[0], { id: 1, name: 'apple', qty: 5, active: true, tag: 'a', owner: null, 'odd name': null });
-    assert.deepEqual(Array.isArray((await rest('items')).json), true, 'no select means all');
+    assert.deepEqual(Array.isArray((await rest('GET', 'items')).body), true, 'no select means all');
   });
 
   test('chosen columns, quoted names, supabase-js spacing', async () => {
-    const chosen = (await rest('items?select=name,id&order=id')).json as object[];
+    const chosen = (await rest('GET', 'items?select=name,id&order=id')).body as object[];
     assert.deepEqual(Object.keys(chosen[0]!), ['name', 'id']);
-    const quoted = await rest(`items?select=${encodeURIComponent('id,"odd name"')}&id=eq.1`);
-    assert.deepEqual(quoted.json, [{ id: 1, 'odd name': null }]);
+    const quoted = await rest('GET', `items?select=${encodeURIComponent('id,"odd name"')}&id=eq.1`);
+    assert.deepEqual(quoted.body, [{ id: 1, 'odd name': null }]);
     const { data, error } = await supabase(idp, idp.secretKey).from('items').select('id, name').eq('id', 2);
     assert.equal(error, null);
     assert.deepEqual(data, [{ id: 2, name: 'banana' }]);
   });
 
   test('unknown or malformed select: 42703 / PGRST100; an embedded resource outside the exposed schemas: PGRST200', async () => {
-    assertRestError(await rest('items?select=id,nope'), 400, '42703', 'column items.nope does not exist', null);
-    assertRestError(await rest('items?select=id,'), 400, 'PGRST100');
-    assertRestError(await rest('items?select=id::te$t'), 400, 'PGRST100');
+    assertRestError(await rest('GET', 'items?select=id,nope'), 400, '42703', 'column items.nope does not exist', null);
+    assertRestError(await rest('GET', 'items?select=id,'), 400, 'PGRST100');
+    assertRestError(await rest('GET', 'items?select=id::te$t'), 400, 'PGRST100');
     // owner references auth.users, which REST does not expose: no relationship to embed.
     assertRestError(
-      await rest('items?select=*,owner(*)'),
+      await rest('GET', 'items?select=*,owner(*)'),
       400,
       'PGRST200',
       "Could not find a relationship between 'items' and 'owner' in the schema cache",
@@ -96,38 +96,38 @@ describe('select, order, limit and offset', () => {
   });
 
   test('order: direction, nulls first/last, several terms; errors', async () => {
-    assert.deepEqual(ids(await rest('items?order=qty.desc.nullslast')), [3, 5, 1, 4, 2]);
-    assert.deepEqual(ids(await rest('items?order=qty.asc.nullsfirst')), [2, 4, 1, 5, 3]);
-    assert.deepEqual(ids(await rest('items?order=active.desc.nullslast,id.desc')), [4, 1, 5, 2, 3]);
-    assert.deepEqual(ids(await rest('items?order=name')), [1, 2, 3, 4, 5]);
+    assert.deepEqual(ids(await rest('GET', 'items?order=qty.desc.nullslast')), [3, 5, 1, 4, 2]);
+    assert.deepEqual(ids(await rest('GET', 'items?order=qty.asc.nullsfirst')), [2, 4, 1, 5, 3]);
+    assert.deepEqual(ids(await rest('GET', 'items?order=active.desc.nullslast,id.desc')), [4, 1, 5, 2, 3]);
+    assert.deepEqual(ids(await rest('GET', 'items?order=name')), [1, 2, 3, 4, 5]);
     const { data } = await supabase(idp, idp.secretKey).from('items').select('id').order('qty', { ascending: false, nullsFirst: true });
     assert.deepEqual(
       data?.map((r) => r.id),
       [2, 3, 5, 1, 4],
     );
-    assertRestError(await rest('items?order=nope.asc'), 400, '42703', 'column items.nope does not exist');
-    assertRestError(await rest('items?order=id.sideways'), 400, 'PGRST100');
+    assertRestError(await rest('GET', 'items?order=nope.asc'), 400, '42703', 'column items.nope does not exist');
+    assertRestError(await rest('GET', 'items?order=id.sideways'), 400, 'PGRST100');
   });
 
   test('limit/offset with Content-Range; count=exact gives the total and 206 for a partial page', async () => {
-    const page = await rest('items?order=id&limit=2&offset=1');
+    const page = await rest('GET', 'items?order=id&limit=2&offset=1');
     assert.equal(page.status, 200);
     assert.deepEqual(ids(page), [2, 3]);
     assert.equal(page.headers.get('content-range'), '1-2/*');
 
-    const counted = await rest('items?order=id&limit=2&offset=1', { headers: { prefer: 'count=exact' } });
+    const counted = await rest('GET', 'items?order=id&limit=2&offset=1', { headers: { prefer: 'count=exact' } });
     assert.equal(counted.status, 206);
     assert.equal(counted.headers.get('content-range'), '1-2/5');
-    const whole = await rest('items?order=id', { headers: { prefer: 'count=exact' } });
+    const whole = await rest('GET', 'items?order=id', { headers: { prefer: 'count=exact' } });
     assert.equal(whole.status, 200);
     assert.equal(whole.headers.get('content-range'), '0-4/5');
-    const filteredCount = await rest('items?active=is.true&limit=1', { headers: { prefer: 'count=exact' } });
+    const filteredCount = await rest('GET', 'items?active=is.true&limit=1', { headers: { prefer: 'count=exact' } });
     assert.equal(filteredCount.headers.get('content-range'), '0-0/2');
 
-    const empty = await rest('items?id=eq.99');
-    assert.deepEqual(empty.json, []);
+    const empty = await rest('GET', 'items?id=eq.99');
+    assert.deepEqual(empty.body, []);
     assert.equal(empty.headers.get('content-range'), '*/*');
-    assert.equal((await rest('items?id=eq.99', { headers: { prefer: 'count=exact' } })).headers.get('content-range'), '*/0');
+    assert.equal((await rest('GET', 'items?id=eq.99', { headers: { prefer: 'count=exact' } })).headers.get('content-range'), '*/0');
 
     const { data, count } = await supabase(idp, idp.secretKey).from('items').select('id', { count: 'exact' }).order('id').range(1, 2);
     assert.deepEqual(
@@ -136,12 +136,12 @@ describe('select, order, limit and offset', () => {
     );
     assert.equal(count, 5);
 
-    assertRestError(await rest('items?limit=abc'), 400, 'PGRST100');
-    assertRestError(await rest('items?offset=-1'), 400, 'PGRST100');
+    assertRestError(await rest('GET', 'items?limit=abc'), 400, 'PGRST100');
+    assertRestError(await rest('GET', 'items?offset=-1'), 400, 'PGRST100');
   });
 
   test('HEAD: headers only', async () => {
-    const res = await rest('items?order=id', { method: 'HEAD' });
+    const res = await rest('HEAD', 'items?order=id');
     assert.equal(res.status, 200);
     assert.equal(res.text, '');
     assert.equal(res.headers.get('content-range'), '0-4/*');
@@ -179,7 +179,7 @@ describe('filters', () => {
   ];
   for (const [query, expected] of cases) {
     test(query, async () => {
-      const res = await rest(`items?select=id&order=id&${query}`);
+      const res = await rest('GET', `items?select=id&order=id&${query}`);
       assert.equal(res.status, 200, res.text);
       assert.deepEqual(ids(res), expected);
     });
@@ -196,35 +196,33 @@ describe('filters', () => {
   });
 
   test('bad filters: PGRST100, 42703, 22P02', async () => {
-    assertRestError(await rest('items?id=eqq.5'), 400, 'PGRST100', '"failed to parse filter (eqq.5)"');
-    assertRestError(await rest('items?id=5'), 400, 'PGRST100');
-    assertRestError(await rest('items?id=in.(1'), 400, 'PGRST100');
-    assertRestError(await rest('items?nope=eq.1'), 400, '42703', 'column items.nope does not exist');
-    assertRestError(await rest('items?id=eq.abc'), 400, '22P02', 'invalid input syntax for type integer: "abc"');
-    assertRestError(await rest('items?active=is.maybe'), 400, 'PGRST100');
+    assertRestError(await rest('GET', 'items?id=eqq.5'), 400, 'PGRST100', '"failed to parse filter (eqq.5)"');
+    assertRestError(await rest('GET', 'items?id=5'), 400, 'PGRST100');
+    assertRestError(await rest('GET', 'items?id=in.(1'), 400, 'PGRST100');
+    assertRestError(await rest('GET', 'items?nope=eq.1'), 400, '42703', 'column items.nope does not exist');
+    assertRestError(await rest('GET', 'items?id=eq.abc'), 400, '22P02', 'invalid input syntax for type integer: "abc"');
+    assertRestError(await rest('GET', 'items?active=is.maybe'), 400, 'PGRST100');
   });
 });
 
 describe('insert, update, delete', () => {
   test('POST with return=representation: 201 and the rows; minimal: 201 empty; Content-Range */*', async () => {
-    const full = await rest('items?select=*', {
-      method: 'POST',
+    const full = await rest('POST', 'items?select=*', {
       headers: { prefer: 'return=representation' },
       body: { id: 10, name: 'fig' },
     });
     assert.equal(full.status, 201);
     assert.equal(full.headers.get('content-range'), '*/*');
     assert.equal(full.headers.get('preference-applied'), 'return=representation');
-    assert.deepEqual(full.json, [{ id: 10, name: 'fig', qty: null, active: null, tag: null, owner: null, 'odd name': null }]);
+    assert.deepEqual(full.body, [{ id: 10, name: 'fig', qty: null, active: null, tag: null, owner: null, 'odd name': null }]);
 
-    const some = await rest('items?select=id,name', {
-      method: 'POST',
+    const some = await rest('POST', 'items?select=id,name', {
       headers: { prefer: 'return=representation' },
       body: { id: 11, name: 'grape' },
     });
-    assert.deepEqual(some.json, [{ id: 11, name: 'grape' }]);
+    assert.deepEqual(some.body, [{ id: 11, name: 'grape' }]);
 
-    const minimal = await rest('items', { method: 'POST', body: { id: 12, name: 'kiwi' } });
+    const minimal = await rest('POST', 'items', { body: { id: 12, name: 'kiwi' } });
     assert.equal(minimal.status, 201);
     assert.equal(minimal.text, '');
     assert.equal(minimal.headers.get('content-range'), '*/*');
@@ -232,14 +230,13 @@ describe('insert, update, delete', () => {
   });
 
   test('POST object Accept: 201 with one object', async () => {
-    const res = await rest('items?select=*', {
-      method: 'POST',
+    const res = await rest('POST', 'items?select=*', {
       headers: { prefer: 'return=representation', accept: 'application/vnd.pgrst.object+json' },
       body: { id: 13, name: 'lime', qty: 3 },
     });
     assert.equal(res.status, 201);
     assert.equal(res.headers.get('content-type'), 'application/vnd.pgrst.object+json; charset=utf-8');
-    assert.deepEqual(res.json, { id: 13, name: 'lime', qty: 3, active: null, tag: null, owner: null, 'odd name': null });
+    assert.deepEqual(res.body, { id: 13, name: 'lime', qty: 3, active: null, tag: null, owner: null, 'odd name': null });
     const { data, error, status } = await supabase(idp, idp.secretKey).from('items').insert({ id: 14, name: 'mango' }).select().single();
     assert.equal(error, null);
     assert.equal(status, 201);
@@ -259,8 +256,7 @@ describe('insert, update, delete', () => {
       { id: 20, qty: 1 },
       { id: 21, qty: null },
     ]);
-    const counted = await rest('items', {
-      method: 'POST',
+    const counted = await rest('POST', 'items', {
       headers: { prefer: 'count=exact' },
       body: [
         { id: 22, name: 'x' },
@@ -273,99 +269,97 @@ describe('insert, update, delete', () => {
 
   test('POST errors: PGRST204, PGRST102, 23502, 23505, 23503, 22P02, 23514', async () => {
     assertRestError(
-      await rest('items', { method: 'POST', body: { id: 30, name: 'x', nope: 1 } }),
+      await rest('POST', 'items', { body: { id: 30, name: 'x', nope: 1 } }),
       400,
       'PGRST204',
       "Could not find the 'nope' column of 'items' in the schema cache",
     );
     assertRestError(
-      await rest('items', { method: 'POST', rawBody: '{"id":', headers: { 'content-type': 'application/json' } }),
+      await rest('POST', 'items', { raw: '{"id":', headers: { 'content-type': 'application/json' } }),
       400,
       'PGRST102',
       'Empty or invalid json',
     );
-    assertRestError(await rest('items', { method: 'POST', headers: { 'content-type': 'application/json' } }), 400, 'PGRST102');
-    assertRestError(await rest('items', { method: 'POST', body: 5 }), 400, 'PGRST102');
-    assertRestError(await rest('items', { method: 'POST', body: [1, 2] }), 400, 'PGRST102');
-    const notNull = await rest('items', { method: 'POST', body: { id: 30 } });
+    assertRestError(await rest('POST', 'items', { headers: { 'content-type': 'application/json' } }), 400, 'PGRST102');
+    assertRestError(await rest('POST', 'items', { body: 5 }), 400, 'PGRST102');
+    assertRestError(await rest('POST', 'items', { body: [1, 2] }), 400, 'PGRST102');
+    const notNull = await rest('POST', 'items', { body: { id: 30 } });
     assertRestError(notNull, 400, '23502', 'null value in column "name" of relation "items" violates not-null constraint');
-    assert.match((notNull.json as { details: string }).details, /^Failing row contains/);
+    assert.match((notNull.body as { details: string }).details, /^Failing row contains/);
     assertRestError(
-      await rest('items', { method: 'POST', body: { id: 31, name: 'x', tag: 'a' } }),
+      await rest('POST', 'items', { body: { id: 31, name: 'x', tag: 'a' } }),
       409,
       '23505',
       'duplicate key value violates unique constraint "items_tag_key"',
       'Key (tag)=(a) already exists.',
     );
-    assertRestError(await rest('items', { method: 'POST', body: { id: 1, name: 'x' } }), 409, '23505');
-    const fk = await rest('items', { method: 'POST', body: { id: 32, name: 'x', owner: '00000000-0000-4000-8000-000000000000' } });
+    assertRestError(await rest('POST', 'items', { body: { id: 1, name: 'x' } }), 409, '23505');
+    const fk = await rest('POST', 'items', { body: { id: 32, name: 'x', owner: '00000000-0000-4000-8000-000000000000' } });
     assertRestError(fk, 409, '23503');
-    assert.match((fk.json as { details: string }).details, /is not present in table "users"/);
+    assert.match((fk.body as { details: string }).details, /is not present in table "users"/);
     assertRestError(
-      await rest('items', { method: 'POST', body: { id: 'abc', name: 'x' } }),
+      await rest('POST', 'items', { body: { id: 'abc', name: 'x' } }),
       400,
       '22P02',
       'invalid input syntax for type integer: "abc"',
     );
     const user = await createUser(idp, `check-${Date.now()}@example.com`);
-    assertRestError(await rest('notes', { method: 'POST', body: { title: '', user_id: user.id } }), 400, '23514');
+    assertRestError(await rest('POST', 'notes', { body: { title: '', user_id: user.id } }), 400, '23514');
     assert.equal(await itemCount(), 5, 'nothing inserted');
   });
 
   test("a note id is the store's, always: an explicit id is refused and later inserts never collide", async () => {
     const user = await createUser(idp, `ids-${Date.now()}@example.com`);
     const asUser = { token: user.token, headers: { prefer: 'return=representation' } };
-    const first = await rest('notes', { method: 'POST', body: { title: 'first' }, ...asUser });
+    const first = await rest('POST', 'notes', { body: { title: 'first' }, ...asUser });
     assert.equal(first.status, 201);
-    const nextId = (first.json as Array<{ id: number }>)[0]!.id + 1;
+    const nextId = (first.body as Array<{ id: number }>)[0]!.id + 1;
     // The id the sequence hands out next: with BY DEFAULT identity this insert succeeded and the
     // following one failed with a duplicate key.
-    const forged = await rest('notes', { method: 'POST', body: { id: nextId, title: 'forged' }, ...asUser });
+    const forged = await rest('POST', 'notes', { body: { id: nextId, title: 'forged' }, ...asUser });
     assert.equal(forged.status, 400);
-    assert.equal((forged.json as { code: string }).code, '428C9');
-    const next = await rest('notes', { method: 'POST', body: { title: 'next' }, ...asUser });
+    assert.equal((forged.body as { code: string }).code, '428C9');
+    const next = await rest('POST', 'notes', { body: { title: 'next' }, ...asUser });
     assert.equal(next.status, 201, next.text);
   });
 
   test('PATCH: representation 200, minimal 204; no filter 21000; unknown column PGRST204', async () => {
-    const res = await rest('items?id=eq.1&select=id,qty', {
-      method: 'PATCH',
+    const res = await rest('PATCH', 'items?id=eq.1&select=id,qty', {
       headers: { prefer: 'return=representation' },
       body: { qty: 6 },
     });
     assert.equal(res.status, 200);
-    assert.deepEqual(res.json, [{ id: 1, qty: 6 }]);
+    assert.deepEqual(res.body, [{ id: 1, qty: 6 }]);
     assert.equal(res.headers.get('content-range'), '*/*');
-    const minimal = await rest('items?qty=is.null', { method: 'PATCH', body: { qty: 1 } });
+    const minimal = await rest('PATCH', 'items?qty=is.null', { body: { qty: 1 } });
     assert.equal(minimal.status, 204);
     assert.equal(minimal.text, '');
     assert.equal(minimal.headers.get('content-range'), '*/*');
     assert.equal((await db.query('select qty from public.items where id = 2')).rows[0].qty, 1);
-    const none = await rest('items?id=eq.99', { method: 'PATCH', headers: { prefer: 'return=representation' }, body: { qty: 1 } });
-    assert.deepEqual(none.json, []);
-    assertRestError(await rest('items', { method: 'PATCH', body: { qty: 1 } }), 400, '21000', 'UPDATE requires a WHERE clause');
-    assertRestError(await rest('items?id=eq.1', { method: 'PATCH', body: { nope: 1 } }), 400, 'PGRST204');
-    assertRestError(await rest('items?id=eq.1', { method: 'PATCH', body: [{ qty: 1 }] }), 400, 'PGRST102');
+    const none = await rest('PATCH', 'items?id=eq.99', { headers: { prefer: 'return=representation' }, body: { qty: 1 } });
+    assert.deepEqual(none.body, []);
+    assertRestError(await rest('PATCH', 'items', { body: { qty: 1 } }), 400, '21000', 'UPDATE requires a WHERE clause');
+    assertRestError(await rest('PATCH', 'items?id=eq.1', { body: { nope: 1 } }), 400, 'PGRST204');
+    assertRestError(await rest('PATCH', 'items?id=eq.1', { body: [{ qty: 1 }] }), 400, 'PGRST102');
     const { data, error } = await supabase(idp, idp.secretKey).from('items').update({ name: 'APPLE' }).eq('id', 1).select('name');
     assert.equal(error, null);
     assert.deepEqual(data, [{ name: 'APPLE' }]);
   });
 
   test('DELETE: representation 200 with rows ([] when none), minimal 204, no filter 21000', async () => {
-    const res = await rest('items?id=eq.1&select=*', {
-      method: 'DELETE',
+    const res = await rest('DELETE', 'items?id=eq.1&select=*', {
       headers: { prefer: 'return=representation', 'content-type': 'application/json' },
     });
     assert.equal(res.status, 200);
     assert.deepEqual(ids(res), [1]);
     assert.equal(res.headers.get('content-range'), '*/*');
-    const none = await rest('items?id=eq.1', { method: 'DELETE', headers: { prefer: 'return=representation' } });
+    const none = await rest('DELETE', 'items?id=eq.1', { headers: { prefer: 'return=representation' } });
     assert.equal(none.status, 200);
-    assert.deepEqual(none.json, []);
-    const minimal = await rest('items?id=eq.2', { method: 'DELETE' });
+    assert.deepEqual(none.body, []);
+    const minimal = await rest('DELETE', 'items?id=eq.2');
     assert.equal(minimal.status, 204);
     assert.equal(minimal.text, '');
-    assertRestError(await rest('items', { method: 'DELETE' }), 400, '21000', 'DELETE requires a WHERE clause');
+    assertRestError(await rest('DELETE', 'items'), 400, '21000', 'DELETE requires a WHERE clause');
     const { data, error } = await supabase(idp, idp.secretKey).from('items').delete().eq('id', 3).select();
     assert.equal(error, null);
     assert.deepEqual(
@@ -380,18 +374,18 @@ describe('object Accept type', () => {
   const accept = { accept: 'application/vnd.pgrst.object+json' };
 
   test('GET exactly one row: an object; otherwise 406 PGRST116', async () => {
-    const one = await rest('items?id=eq.1&select=id,name', { headers: accept });
+    const one = await rest('GET', 'items?id=eq.1&select=id,name', { headers: accept });
     assert.equal(one.status, 200);
-    assert.deepEqual(one.json, { id: 1, name: 'apple' });
+    assert.deepEqual(one.body, { id: 1, name: 'apple' });
     assertRestError(
-      await rest('items?id=eq.99', { headers: accept }),
+      await rest('GET', 'items?id=eq.99', { headers: accept }),
       406,
       'PGRST116',
       'Cannot coerce the result to a single JSON object',
       'The result contains 0 rows',
     );
     assertRestError(
-      await rest('items', { headers: accept }),
+      await rest('GET', 'items', { headers: accept }),
       406,
       'PGRST116',
       'Cannot coerce the result to a single JSON object',
@@ -403,8 +397,7 @@ describe('object Accept type', () => {
   });
 
   test('a mutation that does not touch exactly one row is rolled back', async () => {
-    const insert = await rest('items', {
-      method: 'POST',
+    const insert = await rest('POST', 'items', {
       headers: { ...accept, prefer: 'return=representation' },
       body: [
         { id: 40, name: 'p' },
@@ -414,17 +407,17 @@ describe('object Accept type', () => {
     assertRestError(insert, 406, 'PGRST116', undefined, 'The result contains 2 rows');
     assert.equal(await itemCount(), 5);
 
-    assertRestError(await rest('items?active=is.true', { method: 'PATCH', headers: accept, body: { name: 'changed' } }), 406, 'PGRST116');
+    assertRestError(await rest('PATCH', 'items?active=is.true', { headers: accept, body: { name: 'changed' } }), 406, 'PGRST116');
     assert.equal((await db.query(`select count(*)::int as n from public.items where name = 'changed'`)).rows[0].n, 0);
 
     assertRestError(
-      await rest('items?active=is.false', { method: 'DELETE', headers: { ...accept, prefer: 'return=representation' } }),
+      await rest('DELETE', 'items?active=is.false', { headers: { ...accept, prefer: 'return=representation' } }),
       406,
       'PGRST116',
     );
     assert.equal(await itemCount(), 5);
 
-    const single = await rest('items', { method: 'POST', headers: accept, body: { id: 42, name: 'r' } });
+    const single = await rest('POST', 'items', { headers: accept, body: { id: 42, name: 'r' } });
     assert.equal(single.status, 201);
     assert.equal(single.text, '');
     assert.equal(await itemCount(), 6, 'one row: committed');
@@ -433,20 +426,20 @@ describe('object Accept type', () => {
 
 describe('errors', () => {
   test('unknown table 404 PGRST205; other schemas are not exposed; bad profile 406 PGRST106', async () => {
-    assertRestError(await rest('nope'), 404, 'PGRST205', "Could not find the table 'public.nope' in the schema cache", null);
-    assertRestError(await rest('users'), 404, 'PGRST205', "Could not find the table 'public.users' in the schema cache");
-    assertRestError(await rest('schema_migrations2'), 404, 'PGRST205');
-    assertRestError(await rest('items', { headers: { 'accept-profile': 'auth' } }), 406, 'PGRST106', 'Invalid schema: auth');
-    assertRestError(await rest('items?id=eq.1', { method: 'DELETE', headers: { 'content-profile': 'auth' } }), 406, 'PGRST106');
-    assert.equal((await rest('items', { headers: { 'accept-profile': 'public' } })).status, 200);
+    assertRestError(await rest('GET', 'nope'), 404, 'PGRST205', "Could not find the table 'public.nope' in the schema cache", null);
+    assertRestError(await rest('GET', 'users'), 404, 'PGRST205', "Could not find the table 'public.users' in the schema cache");
+    assertRestError(await rest('GET', 'schema_migrations2'), 404, 'PGRST205');
+    assertRestError(await rest('GET', 'items', { headers: { 'accept-profile': 'auth' } }), 406, 'PGRST106', 'Invalid schema: auth');
+    assertRestError(await rest('DELETE', 'items?id=eq.1', { headers: { 'content-profile': 'auth' } }), 406, 'PGRST106');
+    assert.equal((await rest('GET', 'items', { headers: { 'accept-profile': 'public' } })).status, 200);
   });
 
   test('a column added after start is picked up', async () => {
     await db.query('alter table public.items add column extra text');
     try {
-      const res = await rest('items?select=id,extra&id=eq.1');
+      const res = await rest('GET', 'items?select=id,extra&id=eq.1');
       assert.equal(res.status, 200, res.text);
-      assert.deepEqual(res.json, [{ id: 1, extra: null }]);
+      assert.deepEqual(res.body, [{ id: 1, extra: null }]);
     } finally {
       await db.query('alter table public.items drop column extra');
     }
@@ -455,25 +448,25 @@ describe('errors', () => {
   test('42501 without a grant: 403 for authenticated, 401 for anon', async () => {
     const user = await createUser(idp, `nogrant-${Date.now()}@example.com`);
     assertRestError(
-      await http(idp, '/rest/v1/private_things', { token: user.token }),
+      await idpRequest(idp, 'GET', '/rest/v1/private_things', { token: user.token }),
       403,
       '42501',
       'permission denied for table private_things',
     );
-    assertRestError(await http(idp, '/rest/v1/private_things'), 401, '42501', 'permission denied for table private_things');
+    assertRestError(await idpRequest(idp, 'GET', '/rest/v1/private_things'), 401, '42501', 'permission denied for table private_things');
   });
 
   test('a JWT that is not one: 401 PGRST301 with WWW-Authenticate', async () => {
-    const res = await http(idp, '/rest/v1/items', { token: 'abc' });
+    const res = await idpRequest(idp, 'GET', '/rest/v1/items', { token: 'abc' });
     assertRestError(res, 401, 'PGRST301', 'Expected 3 parts in JWT; got 1');
     assert.match(res.headers.get('www-authenticate') ?? '', /^Bearer error="invalid_token"/);
   });
 
   test('server-side failures are a bare 500; client-class SQL errors keep their message', async () => {
-    const res = await rest('broken');
+    const res = await rest('GET', 'broken');
     assertRestError(res, 500, 'XX000', 'Internal Server Error', null);
     assert.doesNotMatch(res.text, /secret|boom/);
-    assertRestError(await rest('divide'), 400, '22012', 'division by zero');
+    assertRestError(await rest('GET', 'divide'), 400, '22012', 'division by zero');
   });
 });
 
@@ -517,16 +510,15 @@ describe('SQL injection attempts', () => {
       { path: 'notes', headers: { 'accept-profile': 'auth' } },
     ];
     for (const attempt of attempts) {
-      const res = await http(idp, `/rest/v1/${attempt.path}`, {
+      const res = await idpRequest(idp, attempt.method ?? 'GET', `/rest/v1/${attempt.path}`, {
         token: alice.token,
-        method: attempt.method,
         body: attempt.body,
         headers: attempt.headers,
       });
       const label = `${attempt.method ?? 'GET'} ${attempt.path} -> ${res.status} ${res.text}`;
       assert.ok(res.status < 500, label);
       if (res.status < 300 && res.text !== '') {
-        const rows = res.json as Array<{ user_id?: string; title?: string }>;
+        const rows = res.body as Array<{ user_id?: string; title?: string }>;
         assert.ok(Array.isArray(rows), label);
         for (const row of rows) assert.notEqual(row.user_id, bob.id, label);
         assert.doesNotMatch(res.text, /bob secret/, label);

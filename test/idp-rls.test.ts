@@ -7,7 +7,7 @@ import { after, before, test } from 'node:test';
 import pg from 'pg';
 import { authenticatorPassword, authenticatorRoleName, authenticatorUrl } from '../src/idp/authenticator.js';
 import { createUser, type RunningIdp, startIdp } from './helpers/idp.js';
-import { http } from './helpers/http.js';
+import { idpRequest, type JsonReply } from './helpers/http.js';
 
 let idp: RunningIdp;
 let db: pg.Client;
@@ -92,31 +92,30 @@ test('RLS matrix: caller × operation × owner', async () => {
           : { token: c.caller === 'alice' ? alice.token : bob.token };
     const rep = { prefer: 'return=representation' };
 
-    let res: Awaited<ReturnType<typeof http>>;
+    let res: JsonReply;
     if (c.op === 'select') {
       const filter = c.owner === 'none' ? '' : `&user_id=eq.${userId(c.owner)}`;
-      res = await http(idp, `/rest/v1/notes?select=*&order=user_id${filter}`, auth);
+      res = await idpRequest(idp, 'GET', `/rest/v1/notes?select=*&order=user_id${filter}`, auth);
     } else if (c.op === 'insert') {
       const body = c.owner === 'none' ? { title: 'new' } : { title: 'new', user_id: userId(c.owner) };
-      res = await http(idp, '/rest/v1/notes?select=*', { ...auth, method: 'POST', headers: rep, body });
+      res = await idpRequest(idp, 'POST', '/rest/v1/notes?select=*', { ...auth, headers: rep, body });
     } else if (c.op === 'update') {
-      res = await http(idp, `/rest/v1/notes?id=eq.${noteOf(c.owner as Owner)}`, {
+      res = await idpRequest(idp, 'PATCH', `/rest/v1/notes?id=eq.${noteOf(c.owner as Owner)}`, {
         ...auth,
-        method: 'PATCH',
         headers: rep,
         body: { title: 'changed' },
       });
     } else {
-      res = await http(idp, `/rest/v1/notes?id=eq.${noteOf(c.owner as Owner)}`, { ...auth, method: 'DELETE', headers: rep });
+      res = await idpRequest(idp, 'DELETE', `/rest/v1/notes?id=eq.${noteOf(c.owner as Owner)}`, { ...auth, headers: rep });
     }
 
     assert.equal(res.status, c.status, `${label}: ${res.text}`);
-    if (c.code) assert.equal((res.json as { code: string }).code, c.code, label);
+    if (c.code) assert.equal((res.body as { code: string }).code, c.code, label);
     if (Array.isArray(c.rows)) {
-      const owners = (res.json as Array<{ user_id: string }>).map((r) => ownerOf(r.user_id)).sort();
+      const owners = (res.body as Array<{ user_id: string }>).map((r) => ownerOf(r.user_id)).sort();
       assert.deepEqual(owners, c.rows, label);
     } else if (typeof c.rows === 'number') {
-      assert.equal((res.json as unknown[]).length, c.rows, label);
+      assert.equal((res.body as unknown[]).length, c.rows, label);
     }
     if (c.untouched !== undefined && c.owner !== 'none') {
       const after = await db.query('SELECT title FROM public.notes WHERE id = $1', [noteOf(c.owner)]);
@@ -132,10 +131,10 @@ test('RLS matrix: caller × operation × owner', async () => {
 test('a note cannot be handed to another user, and RLS hides rows from the returned representation', async () => {
   await db.query('TRUNCATE public.notes');
   const { rows } = await db.query(`INSERT INTO public.notes (user_id, title) VALUES ($1, 'mine') RETURNING id`, [alice.id]);
-  const res = await http(idp, `/rest/v1/notes?id=eq.${rows[0].id}`, { token: alice.token, method: 'PATCH', body: { user_id: bob.id } });
+  const res = await idpRequest(idp, 'PATCH', `/rest/v1/notes?id=eq.${rows[0].id}`, { token: alice.token, body: { user_id: bob.id } });
   assert.equal(res.status, 403);
   // Refused by the column grant before RLS is asked: user_id is not a column users may update.
-  assert.deepEqual(res.json, { code: '42501', details: null, hint: null, message: 'permission denied for table notes' });
+  assert.deepEqual(res.body, { code: '42501', details: null, hint: null, message: 'permission denied for table notes' });
   assert.equal((await db.query('SELECT user_id FROM public.notes WHERE id = $1', [rows[0].id])).rows[0].user_id, alice.id);
 });
 
@@ -145,17 +144,19 @@ test('each request runs with its own claims: auth.uid() and the request settings
       SELECT auth.uid() AS uid, auth.role() AS role, current_user::text AS db_role,
              current_setting('request.method', true) AS method, current_setting('request.path', true) AS path;
     GRANT SELECT ON public.whoami TO anon, authenticated, service_role;`);
-  const asAlice = await http(idp, '/rest/v1/whoami', { token: alice.token });
-  assert.deepEqual(asAlice.json, [{ uid: alice.id, role: 'authenticated', db_role: 'authenticated', method: 'GET', path: '/whoami' }]);
-  const asAnon = await http(idp, '/rest/v1/whoami');
-  assert.deepEqual(asAnon.json, [{ uid: null, role: 'anon', db_role: 'anon', method: 'GET', path: '/whoami' }]);
-  const asService = await http(idp, '/rest/v1/whoami', { apikey: idp.secretKey });
-  assert.deepEqual(asService.json, [{ uid: null, role: 'service_role', db_role: 'service_role', method: 'GET', path: '/whoami' }]);
+  const asAlice = await idpRequest(idp, 'GET', '/rest/v1/whoami', { token: alice.token });
+  assert.deepEqual(asAlice.body, [{ uid: alice.id, role: 'authenticated', db_role: 'authenticated', method: 'GET', path: '/whoami' }]);
+  const asAnon = await idpRequest(idp, 'GET', '/rest/v1/whoami');
+  assert.deepEqual(asAnon.body, [{ uid: null, role: 'anon', db_role: 'anon', method: 'GET', path: '/whoami' }]);
+  const asService = await idpRequest(idp, 'GET', '/rest/v1/whoami', { apikey: idp.secretKey });
+  assert.deepEqual(asService.body, [{ uid: null, role: 'service_role', db_role: 'service_role', method: 'GET', path: '/whoami' }]);
   // Many requests alternating callers on a small pool never see each other's identity.
   const results = await Promise.all(
-    Array.from({ length: 30 }, (_, i) => (i % 2 === 0 ? http(idp, '/rest/v1/whoami', { token: bob.token }) : http(idp, '/rest/v1/whoami'))),
+    Array.from({ length: 30 }, (_, i) =>
+      i % 2 === 0 ? idpRequest(idp, 'GET', '/rest/v1/whoami', { token: bob.token }) : idpRequest(idp, 'GET', '/rest/v1/whoami'),
+    ),
   );
-  for (const [i, r] of results.entries()) assert.equal((r.json as Array<{ uid: string | null }>)[0]!.uid, i % 2 === 0 ? bob.id : null);
+  for (const [i, r] of results.entries()) assert.equal((r.body as Array<{ uid: string | null }>)[0]!.uid, i % 2 === 0 ? bob.id : null);
 });
 
 test('the authenticator login role cannot bypass anything by itself', async () => {
@@ -205,12 +206,12 @@ test('the authenticator login role cannot bypass anything by itself', async () =
 test("a second instance on the same database shares the login role and accepts the first one's tokens", async () => {
   const other = await startIdp({ databaseUrl: idp.databaseUrl });
   try {
-    const mine = await http(other, '/rest/v1/notes?select=user_id', { token: alice.token });
+    const mine = await idpRequest(other, 'GET', '/rest/v1/notes?select=user_id', { token: alice.token });
     assert.equal(mine.status, 200);
-    const user = await http(other, '/auth/v1/user', { token: alice.token });
+    const user = await idpRequest(other, 'GET', '/auth/v1/user', { token: alice.token });
     assert.equal(user.status, 200);
     // The first instance's pool still connects (the password it reset is the same one).
-    const first = await http(idp, '/rest/v1/notes?select=user_id', { token: bob.token });
+    const first = await idpRequest(idp, 'GET', '/rest/v1/notes?select=user_id', { token: bob.token });
     assert.equal(first.status, 200);
   } finally {
     await other.close();

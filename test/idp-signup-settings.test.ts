@@ -6,7 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import { AuthApiError } from '@supabase/supabase-js';
 import { type RunningIdp, signIn, startIdp } from './helpers/idp.js';
 import { uniqueEmail } from './helpers/emails.js';
-import { http } from './helpers/http.js';
+import { idpRequest } from './helpers/http.js';
 import { serviceClient, supabase } from './helpers/supabase.js';
 
 const PASSWORD = 'correct-horse-battery-1';
@@ -26,16 +26,16 @@ after(async () => {
 });
 
 async function userCount(idp: RunningIdp): Promise<number> {
-  const res = await http(idp, '/auth/v1/admin/users?per_page=1', { apikey: idp.secretKey });
+  const res = await idpRequest(idp, 'GET', '/auth/v1/admin/users?per_page=1', { apikey: idp.secretKey });
   assert.equal(res.status, 200, res.text);
   return Number(res.headers.get('x-total-count'));
 }
 
 describe('GET /auth/v1/settings', () => {
   test("GoTrue's shape: email the only provider, disable_signup, mailer_autoconfirm and anonymous_users as configured", async () => {
-    const res = await http(open, '/auth/v1/settings');
+    const res = await idpRequest(open, 'GET', '/auth/v1/settings');
     assert.equal(res.status, 200, res.text);
-    const settings = res.json as { external: Record<string, boolean>; [key: string]: unknown };
+    const settings = res.body as { external: Record<string, boolean>; [key: string]: unknown };
     assert.equal(settings.disable_signup, false);
     assert.equal(settings.mailer_autoconfirm, true);
     assert.equal(settings.phone_autoconfirm, false);
@@ -51,14 +51,14 @@ describe('GET /auth/v1/settings', () => {
       ['email'],
     );
 
-    const other = (await http(closed, '/auth/v1/settings')).json as typeof settings;
+    const other = (await idpRequest(closed, 'GET', '/auth/v1/settings')).body as typeof settings;
     assert.equal(other.disable_signup, true);
     assert.equal(other.external.anonymous_users, true);
-    assert.equal(((await http(confirming, '/auth/v1/settings')).json as typeof settings).mailer_autoconfirm, false);
+    assert.equal(((await idpRequest(confirming, 'GET', '/auth/v1/settings')).body as typeof settings).mailer_autoconfirm, false);
   });
 
   test('needs the apikey, as every route behind the gateway', async () => {
-    const res = await http(open, '/auth/v1/settings', { apikey: null });
+    const res = await idpRequest(open, 'GET', '/auth/v1/settings', { apikey: null });
     assert.equal(res.status, 401);
   });
 });

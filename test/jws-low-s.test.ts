@@ -15,7 +15,7 @@ import { localTokenVerifier } from '../src/notes/token-verifier.js';
 import { type RunningNotes, startNotes } from './helpers/notes.js';
 import { malleated } from './resilience/fuzz/jwt-forge.js';
 import { supabase } from './helpers/supabase.js';
-import { call, http } from './helpers/http.js';
+import { request, idpRequest } from './helpers/http.js';
 import { startAll } from './helpers/services.js';
 
 const P256_ORDER = 0xffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551n;
@@ -121,29 +121,29 @@ describe('the high-s twin of a real token is refused everywhere; the original wo
   });
 
   test('idp /rest/v1: 401 PGRST301 for the twin', async () => {
-    const refused = await http(idp, '/rest/v1/notes?select=*', { token: twin });
+    const refused = await idpRequest(idp, 'GET', '/rest/v1/notes?select=*', { token: twin });
     assert.equal(refused.status, 401);
     // What PostgREST answers for a signature none of its keys verifies.
-    assert.deepEqual(refused.json, {
+    assert.deepEqual(refused.body, {
       code: 'PGRST301',
       details: 'None of the keys was able to decode the JWT',
       hint: null,
       message: 'No suitable key or wrong key type',
     });
-    const accepted = await http(idp, '/rest/v1/notes?select=*', { token });
+    const accepted = await idpRequest(idp, 'GET', '/rest/v1/notes?select=*', { token });
     assert.equal(accepted.status, 200);
   });
 
   for (const mode of ['remote', 'local'] as const) {
     test(`notes (${mode} verification): 401 for the twin, also after the original was seen`, async () => {
       const notes = mode === 'remote' ? notesRemote : notesLocal;
-      const accepted = await call(notes.url, 'GET', '/notes', { token });
+      const accepted = await request(notes.url, 'GET', '/notes', { token });
       assert.equal(accepted.status, 200);
       // The original is now cached by the local verifier; the twin is another string.
-      const refused = await call(notes.url, 'GET', '/notes', { token: twin });
+      const refused = await request(notes.url, 'GET', '/notes', { token: twin });
       assert.equal(refused.status, 401);
       assert.deepEqual(refused.body, { message: 'Invalid or expired token' });
-      assert.equal((await call(notes.url, 'GET', '/notes', { token })).status, 200);
+      assert.equal((await request(notes.url, 'GET', '/notes', { token })).status, 200);
     });
   }
 

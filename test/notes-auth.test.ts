@@ -19,7 +19,7 @@ import {
   type TestUser,
 } from './helpers/notes.js';
 import { serviceClient } from './helpers/supabase.js';
-import { call } from './helpers/http.js';
+import { request } from './helpers/http.js';
 
 const MISSING = { message: 'Missing bearer token' };
 const INVALID = { message: 'Invalid or expired token' };
@@ -85,7 +85,7 @@ for (const mode of ['remote', 'local'] as const) {
       ];
       for (const [method, path, body] of routes()) {
         for (const authorization of headers) {
-          const res = await call(notes.url, method, path, {
+          const res = await request(notes.url, method, path, {
             body,
             headers: authorization === undefined ? {} : { authorization },
           });
@@ -96,19 +96,19 @@ for (const mode of ['remote', 'local'] as const) {
     });
 
     test('authentication runs before the body is validated', async () => {
-      const res = await call(notes.url, 'POST', '/notes', { body: { title: '' } });
+      const res = await request(notes.url, 'POST', '/notes', { body: { title: '' } });
       assert.equal(res.status, 401);
       assert.deepEqual(res.body, MISSING);
     });
 
     test('the scheme is matched case-insensitively', async () => {
-      const res = await call(notes.url, 'GET', '/notes', { headers: { authorization: `bearer ${user.token}` } });
+      const res = await request(notes.url, 'GET', '/notes', { headers: { authorization: `bearer ${user.token}` } });
       assert.equal(res.status, 200);
     });
 
     test('register and login are public; health and docs need no token', async () => {
       for (const path of ['/healthz', '/readyz', '/docs/json']) {
-        assert.equal((await call(notes.url, 'GET', path)).status, 200, path);
+        assert.equal((await request(notes.url, 'GET', path)).status, 200, path);
       }
     });
 
@@ -139,7 +139,7 @@ for (const mode of ['remote', 'local'] as const) {
       for (const [name, token] of Object.entries(bad)) {
         requests.seen.length = 0;
         for (const [method, path, body] of routes()) {
-          const res = await call(notes.url, method, path, { token, body });
+          const res = await request(notes.url, method, path, { token, body });
           assert.equal(res.status, 401, `${name}: ${method} ${path}`);
           assert.deepEqual(res.body, INVALID, name);
         }
@@ -151,14 +151,14 @@ for (const mode of ['remote', 'local'] as const) {
         );
       }
       // Nothing was written on behalf of any of them.
-      assert.deepEqual((await call(notes.url, 'GET', '/notes', { token: user.token })).body, []);
-      assert.deepEqual((await call(notes.url, 'GET', '/notes', { token: other.token })).body, []);
+      assert.deepEqual((await request(notes.url, 'GET', '/notes', { token: user.token })).body, []);
+      assert.deepEqual((await request(notes.url, 'GET', '/notes', { token: other.token })).body, []);
     });
 
     test('a well-formed token signed by the idp with no sub is refused', async () => {
       const { sub: _sub, ...claims } = claimsOf(user);
       requests.seen.length = 0;
-      const res = await call(notes.url, 'GET', '/notes', { token: await idpSignedToken(claims) });
+      const res = await request(notes.url, 'GET', '/notes', { token: await idpSignedToken(claims) });
       assert.equal(res.status, 401);
       assert.deepEqual(res.body, INVALID);
       assert.deepEqual(
@@ -168,10 +168,10 @@ for (const mode of ['remote', 'local'] as const) {
     });
 
     test('a valid token attaches its user: notes are created as that user', async () => {
-      const res = await call(notes.url, 'POST', '/notes', { token: user.token, body: { title: 'who am I' } });
+      const res = await request(notes.url, 'POST', '/notes', { token: user.token, body: { title: 'who am I' } });
       assert.equal(res.status, 201);
       assert.equal(res.body.user_id, user.id);
-      const del = await call(notes.url, 'DELETE', `/notes/${res.body.id}`, { token: user.token });
+      const del = await request(notes.url, 'DELETE', `/notes/${res.body.id}`, { token: user.token });
       assert.equal(del.status, 200);
     });
   });
@@ -190,17 +190,17 @@ describe('expired tokens issued by the idp', () => {
       offsetMs = 0;
       for (const notes of [remote, local]) {
         for (const [method, path, body] of routes()) {
-          const res = await call(notes.url, method, path, { token: user.token, body });
+          const res = await request(notes.url, method, path, { token: user.token, body });
           assert.equal(res.status, 401, `${method} ${path}`);
           assert.deepEqual(res.body, INVALID);
         }
       }
       // A fresh login works again.
-      const fresh = await call(remote.url, 'POST', '/auth/login', {
+      const fresh = await request(remote.url, 'POST', '/auth/login', {
         body: { email: user.email, password: 'correct-horse-battery-staple' },
       });
       assert.equal(fresh.status, 200);
-      assert.equal((await call(local.url, 'GET', '/notes', { token: fresh.body.access_token })).status, 200);
+      assert.equal((await request(local.url, 'GET', '/notes', { token: fresh.body.access_token })).status, 200);
     } finally {
       await remote.close();
       await local.close();
@@ -215,15 +215,15 @@ describe('local verification and time', () => {
     const notes = await startNotes({ idp, env: { IDP_VERIFY: 'local' }, clock: () => Date.now() + offsetMs });
     try {
       const user = await signUp(notes.url, 'clock');
-      assert.equal((await call(notes.url, 'GET', '/notes', { token: user.token })).status, 200);
-      assert.equal((await call(notes.url, 'GET', '/notes', { token: user.token })).status, 200);
+      assert.equal((await request(notes.url, 'GET', '/notes', { token: user.token })).status, 200);
+      assert.equal((await request(notes.url, 'GET', '/notes', { token: user.token })).status, 200);
       const exp = decodeJwt(user.token).payload.exp as number;
       offsetMs = exp * 1000 - Date.now() + 1000;
-      const res = await call(notes.url, 'GET', '/notes', { token: user.token });
+      const res = await request(notes.url, 'GET', '/notes', { token: user.token });
       assert.equal(res.status, 401);
       assert.deepEqual(res.body, INVALID);
       offsetMs = exp * 1000 - Date.now() - 5000;
-      assert.equal((await call(notes.url, 'GET', '/notes', { token: user.token })).status, 200);
+      assert.equal((await request(notes.url, 'GET', '/notes', { token: user.token })).status, 200);
     } finally {
       await notes.close();
     }
@@ -244,7 +244,7 @@ describe('a user deleted after login', () => {
 
   test('remote: their token is 401 at once, and their notes are gone with them', async () => {
     const doomed = await signUp(remote.url, 'doomed');
-    const note = await call(remote.url, 'POST', '/notes', { token: doomed.token, body: { title: 'goes with me' } });
+    const note = await request(remote.url, 'POST', '/notes', { token: doomed.token, body: { title: 'goes with me' } });
     assert.equal(note.status, 201);
     assert.ok(await storedNote(idp, note.body.id));
 
@@ -252,12 +252,12 @@ describe('a user deleted after login', () => {
     assert.equal(error, null);
 
     for (const [method, path, body] of routes(note.body.id)) {
-      const res = await call(remote.url, method, path, { token: doomed.token, body });
+      const res = await request(remote.url, method, path, { token: doomed.token, body });
       assert.equal(res.status, 401, `${method} ${path}`);
       assert.deepEqual(res.body, INVALID);
     }
     assert.equal(await storedNote(idp, note.body.id), undefined);
-    const login = await call(remote.url, 'POST', '/auth/login', {
+    const login = await request(remote.url, 'POST', '/auth/login', {
       body: { email: doomed.email, password: 'correct-horse-battery-staple' },
     });
     assert.equal(login.status, 401);
@@ -265,21 +265,21 @@ describe('a user deleted after login', () => {
 
   test('local (the documented trade-off): the token still passes until it expires, but there is nothing left to see and nothing can be written', async () => {
     const doomed = await signUp(local.url, 'doomed-local');
-    const note = await call(local.url, 'POST', '/notes', { token: doomed.token, body: { title: 'goes with me' } });
+    const note = await request(local.url, 'POST', '/notes', { token: doomed.token, body: { title: 'goes with me' } });
     assert.equal(note.status, 201);
     assert.equal((await serviceClient(idp).auth.admin.deleteUser(doomed.id)).error, null);
 
-    const list = await call(local.url, 'GET', '/notes', { token: doomed.token });
+    const list = await request(local.url, 'GET', '/notes', { token: doomed.token });
     assert.equal(list.status, 200);
     assert.deepEqual(list.body, []);
     // The notes table references the user: the store refuses the insert (400 with its message).
-    const create = await call(local.url, 'POST', '/notes', { token: doomed.token, body: { title: 'ghost' } });
+    const create = await request(local.url, 'POST', '/notes', { token: doomed.token, body: { title: 'ghost' } });
     assert.equal(create.status, 400);
     assert.match(create.body.message, /foreign key/);
-    const del = await call(local.url, 'DELETE', `/notes/${note.body.id}`, { token: doomed.token });
+    const del = await request(local.url, 'DELETE', `/notes/${note.body.id}`, { token: doomed.token });
     assert.equal(del.status, 404);
     // Remote verification of the same token refuses it.
-    assert.equal((await call(remote.url, 'GET', '/notes', { token: doomed.token })).status, 401);
+    assert.equal((await request(remote.url, 'GET', '/notes', { token: doomed.token })).status, 401);
   });
 });
 
@@ -292,10 +292,10 @@ describe('cost of a token check', () => {
     try {
       const user = await signUp(remote.url, 'cost');
       remoteCalls.seen.length = 0;
-      for (let i = 0; i < 3; i++) assert.equal((await call(remote.url, 'GET', '/notes', { token: user.token })).status, 200);
+      for (let i = 0; i < 3; i++) assert.equal((await request(remote.url, 'GET', '/notes', { token: user.token })).status, 200);
       assert.deepEqual(remoteCalls.seen, Array(3).fill(['GET /auth/v1/user', 'GET /rest/v1/notes']).flat());
 
-      for (let i = 0; i < 3; i++) assert.equal((await call(local.url, 'GET', '/notes', { token: user.token })).status, 200);
+      for (let i = 0; i < 3; i++) assert.equal((await request(local.url, 'GET', '/notes', { token: user.token })).status, 200);
       assert.deepEqual(localCalls.seen, ['GET /auth/v1/.well-known/jwks.json', ...Array(3).fill('GET /rest/v1/notes')]);
     } finally {
       await remote.close();

@@ -7,7 +7,7 @@ import { ConfigErrors, loadConfig } from '../src/kit/config.js';
 import { notesConfig } from '../src/notes/config.js';
 import { startIdp, type RunningIdp } from './helpers/idp.js';
 import { startNotes, startUpstream } from './helpers/notes.js';
-import { call } from './helpers/http.js';
+import { request } from './helpers/http.js';
 import { closedPort } from './helpers/ports.js';
 import { spawnEntry } from './helpers/process.js';
 
@@ -109,8 +109,8 @@ describe('logging and proxies', () => {
     const plain = await startNotes({ idp: idpLike, env: { LOG_LEVEL: 'info' } });
     try {
       const headers = { 'x-forwarded-for': '203.0.113.7', authorization: 'Bearer secret-token-value' };
-      await call(trusting.url, 'GET', '/healthz', { headers });
-      await call(plain.url, 'GET', '/healthz', { headers });
+      await request(trusting.url, 'GET', '/healthz', { headers });
+      await request(plain.url, 'GET', '/healthz', { headers });
       const addressOf = (logs: Array<Record<string, unknown>>) =>
         (logs.find((l) => l.msg === 'incoming request')?.req as { remoteAddress?: string } | undefined)?.remoteAddress;
       assert.equal(addressOf(trusting.logs.lines()), '203.0.113.7');

@@ -8,7 +8,7 @@ import pg from 'pg';
 import { containing, quoted } from '../src/notes/notes-store.js';
 import { startIdp, type RunningIdp } from './helpers/idp.js';
 import { signUp, startNotes, storedNote, type RunningNotes, type TestUser } from './helpers/notes.js';
-import { call } from './helpers/http.js';
+import { request } from './helpers/http.js';
 
 let idp: RunningIdp;
 before(async () => {
@@ -35,7 +35,7 @@ for (const mode of ['remote', 'local'] as const) {
     });
 
     const create = async (user: TestUser, body: Record<string, unknown>) => {
-      const res = await call(notes.url, 'POST', '/notes', { token: user.token, body });
+      const res = await request(notes.url, 'POST', '/notes', { token: user.token, body });
       assert.equal(res.status, 201, JSON.stringify(res.body));
       return res.body as { id: number; created_at: string; updated_at: string; title: string; body: string | null };
     };
@@ -45,14 +45,14 @@ for (const mode of ['remote', 'local'] as const) {
         const note = await create(alice, { title: 'draft', body: 'one' });
         assert.equal(note.updated_at, note.created_at, 'a new note was last changed when it was made');
         await sleep(5);
-        const titled = await call(notes.url, 'PATCH', `/notes/${note.id}`, { token: alice.token, body: { title: 'final' } });
+        const titled = await request(notes.url, 'PATCH', `/notes/${note.id}`, { token: alice.token, body: { title: 'final' } });
         assert.equal(titled.status, 200);
         assert.deepEqual(Object.keys(titled.body).sort(), ['body', 'created_at', 'id', 'title', 'updated_at', 'user_id']);
         assert.equal(titled.body.title, 'final');
         assert.equal(titled.body.body, 'one');
         assert.equal(titled.body.created_at, note.created_at);
         assert.ok(Date.parse(titled.body.updated_at) > Date.parse(note.updated_at), 'updated_at moved forward');
-        const both = await call(notes.url, 'PATCH', `/notes/${note.id}`, { token: alice.token, body: { title: 'again', body: '' } });
+        const both = await request(notes.url, 'PATCH', `/notes/${note.id}`, { token: alice.token, body: { title: 'again', body: '' } });
         assert.equal(both.status, 200);
         assert.equal(both.body.body, '');
         const stored = await storedNote(idp, note.id);
@@ -71,7 +71,7 @@ for (const mode of ['remote', 'local'] as const) {
           [{ body: null }, 'body/body must be string'],
         ];
         for (const [body, message] of cases) {
-          const res = await call(notes.url, 'PATCH', `/notes/${note.id}`, { token: alice.token, body });
+          const res = await request(notes.url, 'PATCH', `/notes/${note.id}`, { token: alice.token, body });
           assert.equal(res.status, 400, JSON.stringify(body));
           assert.deepEqual(res.body, { message }, JSON.stringify(body));
         }
@@ -80,7 +80,7 @@ for (const mode of ['remote', 'local'] as const) {
 
       test('only title and body change: user_id, created_at, updated_at, id in the body are dropped', async () => {
         const note = await create(alice, { title: 'mine' });
-        const res = await call(notes.url, 'PATCH', `/notes/${note.id}`, {
+        const res = await request(notes.url, 'PATCH', `/notes/${note.id}`, {
           token: alice.token,
           body: { title: 'still mine', user_id: bob.id, created_at: '2000-01-01T00:00:00Z', updated_at: '2000-01-01T00:00:00Z', id: 1 },
         });
@@ -90,14 +90,14 @@ for (const mode of ['remote', 'local'] as const) {
         assert.equal(res.body.created_at, note.created_at);
         assert.notEqual(res.body.updated_at, '2000-01-01T00:00:00+00:00');
         // Only the user_id was dropped: a body of nothing else is "no change asked".
-        const only = await call(notes.url, 'PATCH', `/notes/${note.id}`, { token: alice.token, body: { user_id: bob.id } });
+        const only = await request(notes.url, 'PATCH', `/notes/${note.id}`, { token: alice.token, body: { user_id: bob.id } });
         assert.equal(only.status, 400);
       });
 
       test("another user's note and a missing one are the same 404; a malformed id too; nothing changes", async () => {
         const note = await create(alice, { title: 'private' });
         for (const id of [String(note.id), '999999999', '9223372036854775808', 'abc', '-1']) {
-          const res = await call(notes.url, 'PATCH', `/notes/${id}`, {
+          const res = await request(notes.url, 'PATCH', `/notes/${id}`, {
             token: id === String(note.id) ? bob.token : alice.token,
             body: { title: 'taken' },
           });
@@ -105,12 +105,12 @@ for (const mode of ['remote', 'local'] as const) {
           assert.deepEqual(res.body, { message: 'Note not found' });
         }
         // A malformed id is 404 even with a body that breaks the rules: it could not name a note.
-        assert.equal((await call(notes.url, 'PATCH', '/notes/abc', { token: alice.token, body: { title: '' } })).status, 404);
+        assert.equal((await request(notes.url, 'PATCH', '/notes/abc', { token: alice.token, body: { title: '' } })).status, 404);
         assert.equal((await storedNote(idp, note.id))?.title, 'private');
       });
 
       test('needs a bearer token', async () => {
-        const res = await call(notes.url, 'PATCH', '/notes/1', { body: { title: 'x' } });
+        const res = await request(notes.url, 'PATCH', '/notes/1', { body: { title: 'x' } });
         assert.equal(res.status, 401);
         assert.deepEqual(res.body, { message: 'Missing bearer token' });
       });
@@ -133,7 +133,7 @@ for (const mode of ['remote', 'local'] as const) {
         for (const note of made) await create(carol, note.body === null ? { title: note.title } : note);
         await create(alice, { title: 'alice milk' });
       });
-      const list = (query: string, user: TestUser = carol) => call(notes.url, 'GET', `/notes${query}`, { token: user.token });
+      const list = (query: string, user: TestUser = carol) => request(notes.url, 'GET', `/notes${query}`, { token: user.token });
 
       test('bare: the whole list as before, with X-Total-Count', async () => {
         const res = await list('');
@@ -205,26 +205,26 @@ for (const mode of ['remote', 'local'] as const) {
     describe('sessions', () => {
       test('POST /auth/refresh: a new session; the old refresh token is rotated out', async () => {
         const user = await signUp(notes.url, `refresh-${mode}`);
-        const res = await call(notes.url, 'POST', '/auth/refresh', { body: { refresh_token: user.refreshToken } });
+        const res = await request(notes.url, 'POST', '/auth/refresh', { body: { refresh_token: user.refreshToken } });
         assert.equal(res.status, 200);
         assert.deepEqual(Object.keys(res.body).sort(), ['access_token', 'expires_at', 'refresh_token']);
         assert.notEqual(res.body.refresh_token, user.refreshToken);
         assert.equal(res.body.expires_at, decodeJwt(res.body.access_token).payload.exp);
         assert.equal(decodeJwt(res.body.access_token).payload.sub, user.id);
-        const listed = await call(notes.url, 'GET', '/notes', { token: res.body.access_token });
+        const listed = await request(notes.url, 'GET', '/notes', { token: res.body.access_token });
         assert.equal(listed.status, 200);
-        const again = await call(notes.url, 'POST', '/auth/refresh', { body: { refresh_token: res.body.refresh_token } });
+        const again = await request(notes.url, 'POST', '/auth/refresh', { body: { refresh_token: res.body.refresh_token } });
         assert.equal(again.status, 200);
       });
 
       test('any refusal is one 401; a missing token is 400', async () => {
         for (const refresh_token of ['not-a-token', 'a'.repeat(500), "'; drop table auth.refresh_tokens; --"]) {
-          const res = await call(notes.url, 'POST', '/auth/refresh', { body: { refresh_token } });
+          const res = await request(notes.url, 'POST', '/auth/refresh', { body: { refresh_token } });
           assert.equal(res.status, 401, refresh_token);
           assert.deepEqual(res.body, { message: 'Invalid or expired refresh token' });
         }
         for (const body of [{}, { refresh_token: '' }, { refresh_token: 5 }]) {
-          const res = await call(notes.url, 'POST', '/auth/refresh', { body });
+          const res = await request(notes.url, 'POST', '/auth/refresh', { body });
           assert.equal(res.status, 400);
           assert.deepEqual(res.body, { message: 'refresh_token is required' });
         }
@@ -232,24 +232,27 @@ for (const mode of ['remote', 'local'] as const) {
 
       test('POST /auth/logout ends the session: its refresh token stops working, other sessions do not', async () => {
         const user = await signUp(notes.url, `logout-${mode}`);
-        const other = await call(notes.url, 'POST', '/auth/login', {
+        const other = await request(notes.url, 'POST', '/auth/login', {
           body: { email: user.email, password: 'correct-horse-battery-staple' },
         });
         assert.equal(other.status, 200);
-        const res = await call(notes.url, 'POST', '/auth/logout', { token: user.token });
+        const res = await request(notes.url, 'POST', '/auth/logout', { token: user.token });
         assert.equal(res.status, 204);
         assert.equal(res.body, undefined);
-        const refused = await call(notes.url, 'POST', '/auth/refresh', { body: { refresh_token: user.refreshToken } });
+        const refused = await request(notes.url, 'POST', '/auth/refresh', { body: { refresh_token: user.refreshToken } });
         assert.equal(refused.status, 401);
-        const list = await call(notes.url, 'GET', '/notes', { token: user.token });
+        const list = await request(notes.url, 'GET', '/notes', { token: user.token });
         // remote asks the provider, which knows the session is gone; local trusts the signature until exp.
         assert.equal(list.status, mode === 'remote' ? 401 : 200);
-        assert.equal((await call(notes.url, 'GET', '/notes', { token: other.body.access_token })).status, 200);
-        assert.equal((await call(notes.url, 'POST', '/auth/refresh', { body: { refresh_token: other.body.refresh_token } })).status, 200);
+        assert.equal((await request(notes.url, 'GET', '/notes', { token: other.body.access_token })).status, 200);
+        assert.equal(
+          (await request(notes.url, 'POST', '/auth/refresh', { body: { refresh_token: other.body.refresh_token } })).status,
+          200,
+        );
       });
 
       test('POST /auth/logout needs a bearer token', async () => {
-        const res = await call(notes.url, 'POST', '/auth/logout');
+        const res = await request(notes.url, 'POST', '/auth/logout');
         assert.equal(res.status, 401);
         assert.deepEqual(res.body, { message: 'Missing bearer token' });
       });

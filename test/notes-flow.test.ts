@@ -8,7 +8,7 @@ import pg from 'pg';
 import { startIdp, type RunningIdp } from './helpers/idp.js';
 import { PASSWORD, recordingFetch, signUp, startNotes, type RunningNotes } from './helpers/notes.js';
 import { uniqueEmail } from './helpers/emails.js';
-import { call } from './helpers/http.js';
+import { request } from './helpers/http.js';
 
 let idp: RunningIdp;
 before(async () => {
@@ -32,13 +32,13 @@ for (const mode of ['remote', 'local'] as const) {
 
     test('register, login, create, list, delete', async () => {
       const email = uniqueEmail('flow');
-      const registered = await call(notes.url, 'POST', '/auth/register', { body: { email, password: PASSWORD } });
+      const registered = await request(notes.url, 'POST', '/auth/register', { body: { email, password: PASSWORD } });
       assert.equal(registered.status, 201);
       assert.deepEqual(Object.keys(registered.body).sort(), ['email', 'id']);
       assert.equal(registered.body.email, email);
       assert.match(registered.body.id, /^[0-9a-f-]{36}$/);
 
-      const login = await call(notes.url, 'POST', '/auth/login', { body: { email, password: PASSWORD } });
+      const login = await request(notes.url, 'POST', '/auth/login', { body: { email, password: PASSWORD } });
       assert.equal(login.status, 200);
       assert.deepEqual(Object.keys(login.body).sort(), ['access_token', 'expires_at', 'refresh_token']);
       const token: string = login.body.access_token;
@@ -53,7 +53,7 @@ for (const mode of ['remote', 'local'] as const) {
       assert.ok(expiresAt > nowSeconds && expiresAt <= nowSeconds + 3600 + 5, `expires_at ${expiresAt} is not seconds from now`);
       assert.equal(decodeJwt(token).payload.sub, registered.body.id);
 
-      const created = await call(notes.url, 'POST', '/notes', { token, body: { title: 'Groceries', body: 'milk, eggs' } });
+      const created = await request(notes.url, 'POST', '/notes', { token, body: { title: 'Groceries', body: 'milk, eggs' } });
       assert.equal(created.status, 201);
       assert.deepEqual(Object.keys(created.body).sort(), NOTE_KEYS);
       assert.equal(created.body.title, 'Groceries');
@@ -62,20 +62,20 @@ for (const mode of ['remote', 'local'] as const) {
       assert.ok(Number.isInteger(created.body.id));
       assert.ok(Math.abs(Date.parse(created.body.created_at) - Date.now()) < 60_000);
 
-      const second = await call(notes.url, 'POST', '/notes', { token, body: { title: 'Second' } });
+      const second = await request(notes.url, 'POST', '/notes', { token, body: { title: 'Second' } });
       assert.equal(second.status, 201);
 
-      const listed = await call(notes.url, 'GET', '/notes', { token });
+      const listed = await request(notes.url, 'GET', '/notes', { token });
       assert.equal(listed.status, 200);
       assert.deepEqual(listed.body, [second.body, created.body]);
 
-      const deleted = await call(notes.url, 'DELETE', `/notes/${created.body.id}`, { token });
+      const deleted = await request(notes.url, 'DELETE', `/notes/${created.body.id}`, { token });
       assert.equal(deleted.status, 200);
       assert.deepEqual(deleted.body, { message: 'Note deleted' });
 
-      const after = await call(notes.url, 'GET', '/notes', { token });
+      const after = await request(notes.url, 'GET', '/notes', { token });
       assert.deepEqual(after.body, [second.body]);
-      const again = await call(notes.url, 'DELETE', `/notes/${created.body.id}`, { token });
+      const again = await request(notes.url, 'DELETE', `/notes/${created.body.id}`, { token });
       assert.equal(again.status, 404);
       assert.deepEqual(again.body, { message: 'Note not found' });
     });
@@ -102,7 +102,7 @@ describe('register', () => {
       [],
     ];
     for (const body of bodies) {
-      const res = await call(notes.url, 'POST', '/auth/register', { body });
+      const res = await request(notes.url, 'POST', '/auth/register', { body });
       assert.equal(res.status, 400, JSON.stringify(body));
       assert.deepEqual(res.body, { message: 'email and password are required' }, JSON.stringify(body));
     }
@@ -113,7 +113,7 @@ describe('register', () => {
 
   test("the idp's rejections are 400 with the idp's message", async () => {
     const email = uniqueEmail('dup');
-    assert.equal((await call(notes.url, 'POST', '/auth/register', { body: { email, password: PASSWORD } })).status, 201);
+    assert.equal((await request(notes.url, 'POST', '/auth/register', { body: { email, password: PASSWORD } })).status, 201);
     const cases: Array<[unknown, RegExp]> = [
       [{ email, password: PASSWORD }, /already registered/i],
       [{ email: email.toUpperCase(), password: PASSWORD }, /already registered/i],
@@ -122,7 +122,7 @@ describe('register', () => {
       [{ email: uniqueEmail(), password: 'x'.repeat(73) }, /72 characters/i],
     ];
     for (const [body, message] of cases) {
-      const res = await call(notes.url, 'POST', '/auth/register', { body });
+      const res = await request(notes.url, 'POST', '/auth/register', { body });
       assert.equal(res.status, 400, JSON.stringify(body));
       assert.deepEqual(Object.keys(res.body), ['message']);
       assert.match(res.body.message, message);
@@ -134,11 +134,11 @@ describe('register', () => {
     const confirmingNotes = await startNotes({ idp: confirmingIdp });
     try {
       const email = uniqueEmail('unconfirmed');
-      const registered = await call(confirmingNotes.url, 'POST', '/auth/register', { body: { email, password: PASSWORD } });
+      const registered = await request(confirmingNotes.url, 'POST', '/auth/register', { body: { email, password: PASSWORD } });
       assert.equal(registered.status, 201);
       assert.deepEqual(Object.keys(registered.body).sort(), ['email', 'id']);
       assert.equal(registered.body.email, email);
-      const login = await call(confirmingNotes.url, 'POST', '/auth/login', { body: { email, password: PASSWORD } });
+      const login = await request(confirmingNotes.url, 'POST', '/auth/login', { body: { email, password: PASSWORD } });
       assert.equal(login.status, 401);
       assert.deepEqual(login.body, { message: 'Invalid email or password' });
     } finally {
@@ -159,8 +159,8 @@ describe('login', () => {
 
   test('an unknown email and a wrong password get the same 401 "Invalid email or password"', async () => {
     const user = await signUp(notes.url, 'login');
-    const wrongPassword = await call(notes.url, 'POST', '/auth/login', { body: { email: user.email, password: 'wrong-password' } });
-    const unknownEmail = await call(notes.url, 'POST', '/auth/login', { body: { email: uniqueEmail('nobody'), password: PASSWORD } });
+    const wrongPassword = await request(notes.url, 'POST', '/auth/login', { body: { email: user.email, password: 'wrong-password' } });
+    const unknownEmail = await request(notes.url, 'POST', '/auth/login', { body: { email: uniqueEmail('nobody'), password: PASSWORD } });
     for (const res of [wrongPassword, unknownEmail]) {
       assert.equal(res.status, 401);
       assert.deepEqual(res.body, { message: 'Invalid email or password' });
@@ -169,8 +169,8 @@ describe('login', () => {
 
   test('email is case-insensitive at the idp; every login is a fresh session', async () => {
     const user = await signUp(notes.url, 'case');
-    const a = await call(notes.url, 'POST', '/auth/login', { body: { email: user.email.toUpperCase(), password: PASSWORD } });
-    const b = await call(notes.url, 'POST', '/auth/login', { body: { email: user.email, password: PASSWORD } });
+    const a = await request(notes.url, 'POST', '/auth/login', { body: { email: user.email.toUpperCase(), password: PASSWORD } });
+    const b = await request(notes.url, 'POST', '/auth/login', { body: { email: user.email, password: PASSWORD } });
     assert.equal(a.status, 200);
     assert.equal(b.status, 200);
     assert.notEqual(a.body.refresh_token, b.body.refresh_token);
@@ -182,7 +182,7 @@ describe('login', () => {
     const counted = await startNotes({ idp, deps: { fetch: recorder.fetch } });
     try {
       for (const body of [{ email: uniqueEmail() }, { password: PASSWORD }, {}]) {
-        const res = await call(counted.url, 'POST', '/auth/login', { body });
+        const res = await request(counted.url, 'POST', '/auth/login', { body });
         assert.equal(res.status, 400);
         assert.deepEqual(res.body, { message: 'email and password are required' });
       }
@@ -217,7 +217,7 @@ describe('notes endpoints', () => {
       ['a string', /body/],
     ];
     for (const [body, message] of rejected) {
-      const res = await call(notes.url, 'POST', '/notes', { token, body });
+      const res = await request(notes.url, 'POST', '/notes', { token, body });
       assert.equal(res.status, 400, JSON.stringify(body).slice(0, 80));
       assert.deepEqual(Object.keys(res.body), ['message']);
       assert.match(res.body.message, message);
@@ -231,7 +231,7 @@ describe('notes endpoints', () => {
     assert.deepEqual(Object.keys((await invalidJson.json()) as object), ['message']);
 
     // The limits themselves are accepted, counted in characters, not bytes.
-    const longest = await call(notes.url, 'POST', '/notes', { token, body: { title: 'é'.repeat(200), body: '😀'.repeat(10_000) } });
+    const longest = await request(notes.url, 'POST', '/notes', { token, body: { title: 'é'.repeat(200), body: '😀'.repeat(10_000) } });
     assert.equal(longest.status, 201);
     assert.equal(longest.body.title, 'é'.repeat(200));
     assert.equal(longest.body.body, '😀'.repeat(10_000));
@@ -240,7 +240,7 @@ describe('notes endpoints', () => {
   test('POST /notes ignores user_id and any other field; a missing body is null', async () => {
     const owner = await signUp(notes.url, 'owner');
     const other = await signUp(notes.url, 'other');
-    const res = await call(notes.url, 'POST', '/notes', {
+    const res = await request(notes.url, 'POST', '/notes', {
       token: owner.token,
       body: { title: 'mine', user_id: other.id, id: 123456, created_at: '2000-01-01T00:00:00Z', extra: true },
     });
@@ -255,8 +255,8 @@ describe('notes endpoints', () => {
   test('GET /notes: only the caller’s notes, newest first, id breaking ties in created_at', async () => {
     const user = await signUp(notes.url, 'order');
     const stranger = await signUp(notes.url, 'stranger');
-    await call(notes.url, 'POST', '/notes', { token: stranger.token, body: { title: 'not yours' } });
-    assert.deepEqual((await call(notes.url, 'GET', '/notes', { token: user.token })).body, []);
+    await request(notes.url, 'POST', '/notes', { token: stranger.token, body: { title: 'not yours' } });
+    assert.deepEqual((await request(notes.url, 'GET', '/notes', { token: user.token })).body, []);
 
     // Three notes with one timestamp and one older, written straight into the database.
     const db = new pg.Client({ connectionString: idp.databaseUrl });
@@ -271,8 +271,8 @@ describe('notes endpoints', () => {
     } finally {
       await db.end();
     }
-    const newest = await call(notes.url, 'POST', '/notes', { token: user.token, body: { title: 'newest' } });
-    const listed = await call(notes.url, 'GET', '/notes', { token: user.token });
+    const newest = await request(notes.url, 'POST', '/notes', { token: user.token, body: { title: 'newest' } });
+    const listed = await request(notes.url, 'GET', '/notes', { token: user.token });
     assert.equal(listed.status, 200);
     assert.deepEqual(
       listed.body.map((n: { title: string }) => n.title),
@@ -288,7 +288,7 @@ describe('notes endpoints', () => {
   test('DELETE /notes/:id of a missing note is 404 "Note not found"', async () => {
     const { token } = await signUp(notes.url, 'missing');
     for (const id of ['0', '999999999', '9223372036854775807']) {
-      const res = await call(notes.url, 'DELETE', `/notes/${id}`, { token });
+      const res = await request(notes.url, 'DELETE', `/notes/${id}`, { token });
       assert.equal(res.status, 404, id);
       assert.deepEqual(res.body, { message: 'Note not found' });
     }
@@ -296,10 +296,10 @@ describe('notes endpoints', () => {
 
   test('DELETE /notes/:id with a malformed id is 404 without asking the store', async () => {
     const { token } = await signUp(notes.url, 'malformed');
-    const kept = await call(notes.url, 'POST', '/notes', { token, body: { title: 'kept' } });
+    const kept = await request(notes.url, 'POST', '/notes', { token, body: { title: 'kept' } });
     for (const id of ['abc', '-1', '1.5', '1e3', '0x10', '%20', '9223372036854775808', '99999999999999999999', `${kept.body.id},1`]) {
       recorder.seen.length = 0;
-      const res = await call(notes.url, 'DELETE', `/notes/${id}`, { token });
+      const res = await request(notes.url, 'DELETE', `/notes/${id}`, { token });
       assert.equal(res.status, 404, id);
       assert.deepEqual(res.body, { message: 'Note not found' });
       assert.deepEqual(
@@ -309,15 +309,15 @@ describe('notes endpoints', () => {
       );
     }
     // Leading zeros still name the note.
-    const res = await call(notes.url, 'DELETE', `/notes/00${kept.body.id}`, { token });
+    const res = await request(notes.url, 'DELETE', `/notes/00${kept.body.id}`, { token });
     assert.equal(res.status, 200);
   });
 
   test('store failures: insert is 400, list and delete are 500, each with the store’s message', async () => {
     const user = await signUp(notes.url, 'storefail');
-    const note = await call(notes.url, 'POST', '/notes', { token: user.token, body: { title: 'still here' } });
+    const note = await request(notes.url, 'POST', '/notes', { token: user.token, body: { title: 'still here' } });
     // PostgreSQL refuses NUL in text: the idp answers with the database's error.
-    const nul = await call(notes.url, 'POST', '/notes', { token: user.token, body: { title: 'a\u0000b' } });
+    const nul = await request(notes.url, 'POST', '/notes', { token: user.token, body: { title: 'a\u0000b' } });
     assert.equal(nul.status, 400);
     assert.deepEqual(Object.keys(nul.body), ['message']);
     assert.match(nul.body.message, /0x00|\\u0000|null character|unsupported Unicode/i);
@@ -327,13 +327,13 @@ describe('notes endpoints', () => {
     await db.connect();
     try {
       await db.query('REVOKE ALL ON public.notes FROM authenticated');
-      const list = await call(notes.url, 'GET', '/notes', { token: user.token });
+      const list = await request(notes.url, 'GET', '/notes', { token: user.token });
       assert.equal(list.status, 500);
       assert.deepEqual(list.body, { message: 'permission denied for table notes' });
-      const create = await call(notes.url, 'POST', '/notes', { token: user.token, body: { title: 'x' } });
+      const create = await request(notes.url, 'POST', '/notes', { token: user.token, body: { title: 'x' } });
       assert.equal(create.status, 400);
       assert.deepEqual(create.body, { message: 'permission denied for table notes' });
-      const remove = await call(notes.url, 'DELETE', `/notes/${note.body.id}`, { token: user.token });
+      const remove = await request(notes.url, 'DELETE', `/notes/${note.body.id}`, { token: user.token });
       assert.equal(remove.status, 500);
       assert.deepEqual(remove.body, { message: 'permission denied for table notes' });
       const logged = notes.logs.lines().filter((l) => l.msg === 'note store error');
@@ -343,17 +343,17 @@ describe('notes endpoints', () => {
       await db.query('GRANT SELECT, INSERT, UPDATE, DELETE ON public.notes TO authenticated');
       await db.end();
     }
-    assert.equal((await call(notes.url, 'GET', '/notes', { token: user.token })).status, 200);
+    assert.equal((await request(notes.url, 'GET', '/notes', { token: user.token })).status, 200);
   });
 
   test('errors everywhere have exactly {message}: unknown routes, wrong methods, docs are served', async () => {
-    const unknown = await call(notes.url, 'GET', '/nope');
+    const unknown = await request(notes.url, 'GET', '/nope');
     assert.equal(unknown.status, 404);
     assert.deepEqual(Object.keys(unknown.body), ['message']);
-    const put = await call(notes.url, 'PUT', '/notes/1', { body: { title: 'x' } });
+    const put = await request(notes.url, 'PUT', '/notes/1', { body: { title: 'x' } });
     assert.equal(put.status, 404);
     assert.deepEqual(Object.keys(put.body), ['message']);
-    const docs = await call(notes.url, 'GET', '/docs/json');
+    const docs = await request(notes.url, 'GET', '/docs/json');
     assert.equal(docs.status, 200);
     assert.ok(docs.body.paths['/notes/{id}']);
     assert.ok(docs.body.paths['/auth/register']);

@@ -7,7 +7,7 @@ import { after, before, test } from 'node:test';
 import { startIdp, type RunningIdp } from './helpers/idp.js';
 import { signUp, startNotes, storedNote, type RunningNotes, type TestUser } from './helpers/notes.js';
 import { userClient } from './helpers/supabase.js';
-import { call } from './helpers/http.js';
+import { request } from './helpers/http.js';
 
 type Channel = 'notes' | 'rest';
 type Role = 'authenticated' | 'anon';
@@ -123,20 +123,20 @@ async function attempt(row: Row, target: { id: number; title: string }): Promise
   if (row.channel === 'notes') {
     switch (row.op) {
       case 'select': {
-        const res = await call(notes.url, 'GET', '/notes', { token });
+        const res = await request(notes.url, 'GET', '/notes', { token });
         const seen = res.status === 200 && res.body.some((n: { id: number }) => n.id === target.id);
         return { status: res.status, message: res.body?.message, touchedTarget: seen };
       }
       case 'insert': {
-        const res = await call(notes.url, 'POST', '/notes', { token, body: { title: 'inserted', ...ownerField } });
+        const res = await request(notes.url, 'POST', '/notes', { token, body: { title: 'inserted', ...ownerField } });
         return { status: res.status, message: res.body?.message, touchedTarget: false, insertedOwner: res.body?.user_id };
       }
       case 'update': {
-        const res = await call(notes.url, 'PATCH', `/notes/${target.id}`, { token, body: { title: 'changed' } });
+        const res = await request(notes.url, 'PATCH', `/notes/${target.id}`, { token, body: { title: 'changed' } });
         return { status: res.status, message: res.body?.message, touchedTarget: await changed() };
       }
       case 'delete': {
-        const res = await call(notes.url, 'DELETE', `/notes/${target.id}`, { token });
+        const res = await request(notes.url, 'DELETE', `/notes/${target.id}`, { token });
         return { status: res.status, message: res.body?.message, touchedTarget: await changed() };
       }
     }
@@ -177,7 +177,7 @@ test('isolation: role × operation × owner, through notes and directly against 
   for (const row of TABLE) {
     await t.test(`${row.channel}: ${row.role} ${row.op} ${row.owner} note`, async () => {
       const owner = row.owner === 'own' ? caller : victim;
-      const created = await call(notes.url, 'POST', '/notes', { token: owner.token, body: { title: `target of ${row.op}` } });
+      const created = await request(notes.url, 'POST', '/notes', { token: owner.token, body: { title: `target of ${row.op}` } });
       assert.equal(created.status, 201);
       const target = created.body as { id: number; title: string };
 
@@ -207,7 +207,7 @@ test('isolation: role × operation × owner, through notes and directly against 
   }
 
   // Nothing was ever inserted as A by anyone else.
-  const asVictim = await call(notes.url, 'GET', '/notes', { token: victim.token });
+  const asVictim = await request(notes.url, 'GET', '/notes', { token: victim.token });
   assert.ok(asVictim.body.every((n: { title: string }) => n.title.startsWith('target of')));
 });
 
@@ -220,8 +220,8 @@ test('anon reads nothing at all from the REST API, with or without filters', asy
 });
 
 test("B listing through the REST API sees exactly B's notes, never A's", async () => {
-  const mine = await call(notes.url, 'POST', '/notes', { token: caller.token, body: { title: 'only mine' } });
-  await call(notes.url, 'POST', '/notes', { token: victim.token, body: { title: 'only A' } });
+  const mine = await request(notes.url, 'POST', '/notes', { token: caller.token, body: { title: 'only mine' } });
+  await request(notes.url, 'POST', '/notes', { token: victim.token, body: { title: 'only A' } });
   const { data, error } = await userClient(idp, caller.token).from('notes').select('*');
   assert.equal(error, null);
   assert.ok(data!.length > 0);
@@ -237,7 +237,7 @@ test('interleaved requests of many users: each create lands under its caller, ea
   const created = await Promise.all(
     users.flatMap((user) =>
       Array.from({ length: rounds }, async (_, r) => {
-        const res = await call(notes.url, 'POST', '/notes', { token: user.token, body: { title: `${user.id} ${r}` } });
+        const res = await request(notes.url, 'POST', '/notes', { token: user.token, body: { title: `${user.id} ${r}` } });
         return { user, res };
       }),
     ),
@@ -249,7 +249,7 @@ test('interleaved requests of many users: each create lands under its caller, ea
   }
   const lists = await Promise.all(
     users.flatMap((user) =>
-      Array.from({ length: 3 }, async () => ({ user, res: await call(notes.url, 'GET', '/notes', { token: user.token }) })),
+      Array.from({ length: 3 }, async () => ({ user, res: await request(notes.url, 'GET', '/notes', { token: user.token }) })),
     ),
   );
   for (const { user, res } of lists) {

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { type RunningIdp, startIdp } from './helpers/idp.js';
 import { PASSWORD, type RunningNotes, signUp, startNotes } from './helpers/notes.js';
-import { call } from './helpers/http.js';
+import { request } from './helpers/http.js';
 import { uniqueIp } from './helpers/client-ips.js';
 import { linkIn, startSmtp, type TestSmtp } from './helpers/smtp.js';
 
@@ -36,12 +36,12 @@ after(async () => {
   await smtp?.close();
 });
 
-const verify = (body: unknown, ip = uniqueIp()) => call(notes.url, 'POST', '/auth/verify', { body, headers: { 'x-forwarded-for': ip } });
+const verify = (body: unknown, ip = uniqueIp()) => request(notes.url, 'POST', '/auth/verify', { body, headers: { 'x-forwarded-for': ip } });
 
 /** A user, and the token hash of the recovery link mailed to them. */
 async function mailedLink(tag: string) {
   const user = await signUp(notes.url, tag);
-  assert.equal((await call(notes.url, 'POST', '/auth/password-reset', { body: { email: user.email } })).status, 202);
+  assert.equal((await request(notes.url, 'POST', '/auth/password-reset', { body: { email: user.email } })).status, 202);
   const mail = await smtp.waitForMail(user.email);
   const link = linkIn(mail, `${notes.url}/reset-password?`);
   return { user, mail, link, tokenHash: new URL(link).searchParams.get('token_hash')! };
@@ -61,14 +61,14 @@ describe("notes' own recovery link and POST /auth/verify", () => {
     const verified = await verify({ token_hash: tokenHash, type: 'recovery' });
     assert.equal(verified.status, 200, JSON.stringify(verified.body));
     assert.deepEqual(Object.keys(verified.body).sort(), ['access_token', 'expires_at']);
-    const changed = await call(notes.url, 'POST', '/auth/password', {
+    const changed = await request(notes.url, 'POST', '/auth/password', {
       token: verified.body.access_token,
       body: { password: 'a fresh passphrase' },
     });
     assert.equal(changed.status, 204);
-    assert.equal((await call(notes.url, 'POST', '/auth/login', { body: { email: user.email, password: PASSWORD } })).status, 401);
+    assert.equal((await request(notes.url, 'POST', '/auth/login', { body: { email: user.email, password: PASSWORD } })).status, 401);
     assert.equal(
-      (await call(notes.url, 'POST', '/auth/login', { body: { email: user.email, password: 'a fresh passphrase' } })).status,
+      (await request(notes.url, 'POST', '/auth/login', { body: { email: user.email, password: 'a fresh passphrase' } })).status,
       200,
     );
 
@@ -104,7 +104,10 @@ describe("notes' own recovery link and POST /auth/verify", () => {
   test("a common password from the reset session is refused in notes' words, naming the reason", async () => {
     const { tokenHash } = await mailedLink('own-link-common');
     const verified = await verify({ token_hash: tokenHash, type: 'recovery' });
-    const refused = await call(notes.url, 'POST', '/auth/password', { token: verified.body.access_token, body: { password: 'password1' } });
+    const refused = await request(notes.url, 'POST', '/auth/password', {
+      token: verified.body.access_token,
+      body: { password: 'password1' },
+    });
     assert.equal(refused.status, 400);
     assert.match(refused.body.message, /too common/);
   });
@@ -132,8 +135,8 @@ describe("notes' own confirmation link (a provider that confirms addresses by ma
 
   test('register mails a link to /confirm; opening it confirms nothing; POST /auth/verify type signup does, once', async () => {
     const email = `confirm-${Date.now()}@example.com`;
-    const login = () => call(confirmingNotes.url, 'POST', '/auth/login', { body: { email, password: PASSWORD } });
-    assert.equal((await call(confirmingNotes.url, 'POST', '/auth/register', { body: { email, password: PASSWORD } })).status, 201);
+    const login = () => request(confirmingNotes.url, 'POST', '/auth/login', { body: { email, password: PASSWORD } });
+    assert.equal((await request(confirmingNotes.url, 'POST', '/auth/register', { body: { email, password: PASSWORD } })).status, 201);
     const mail = await smtp.waitForMail(email);
     assert.equal(mail.subject, 'Confirm your Notes account');
     const link = linkIn(mail, `${confirmingNotes.url}/confirm?`);
@@ -145,10 +148,10 @@ describe("notes' own confirmation link (a provider that confirms addresses by ma
 
     const tokenHash = new URL(link).searchParams.get('token_hash')!;
     const body = { token_hash: tokenHash, type: 'signup' };
-    const call1 = await call(confirmingNotes.url, 'POST', '/auth/verify', { body, headers: { 'x-forwarded-for': uniqueIp() } });
+    const call1 = await request(confirmingNotes.url, 'POST', '/auth/verify', { body, headers: { 'x-forwarded-for': uniqueIp() } });
     assert.equal(call1.status, 200);
     assert.equal((await login()).status, 200);
-    const call2 = await call(confirmingNotes.url, 'POST', '/auth/verify', { body, headers: { 'x-forwarded-for': uniqueIp() } });
+    const call2 = await request(confirmingNotes.url, 'POST', '/auth/verify', { body, headers: { 'x-forwarded-for': uniqueIp() } });
     assert.equal(call2.status, 401);
   });
 });

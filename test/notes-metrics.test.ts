@@ -6,7 +6,7 @@ import { idpEndpointKind } from '../src/notes/idp-metrics.js';
 import { startIdp, type RunningIdp } from './helpers/idp.js';
 import { labelValues, sampleValue } from './helpers/metrics.js';
 import { PASSWORD, signUp, startNotes, startUpstream, type RunningNotes } from './helpers/notes.js';
-import { call } from './helpers/http.js';
+import { request } from './helpers/http.js';
 import { closedPort } from './helpers/ports.js';
 
 let idp: RunningIdp;
@@ -42,10 +42,13 @@ test('the endpoint kind comes from a fixed list, never from the path itself', ()
 
 test('notes counts its idp requests by kind and outcome; no email, user id, token or note appears in the exposition', async () => {
   const user = await signUp(notes.url, 'metrics-distinctive');
-  const created = await call(notes.url, 'POST', '/notes', { token: user.token, body: { title: 'a distinctive title' } });
+  const created = await request(notes.url, 'POST', '/notes', { token: user.token, body: { title: 'a distinctive title' } });
   assert.equal(created.status, 201);
-  assert.equal((await call(notes.url, 'GET', '/notes', { token: user.token })).status, 200);
-  assert.equal((await call(notes.url, 'POST', '/auth/login', { body: { email: user.email, password: `${PASSWORD}-wrong` } })).status, 401);
+  assert.equal((await request(notes.url, 'GET', '/notes', { token: user.token })).status, 200);
+  assert.equal(
+    (await request(notes.url, 'POST', '/auth/login', { body: { email: user.email, password: `${PASSWORD}-wrong` } })).status,
+    401,
+  );
 
   const text = await metricsOf(notes.url);
   assert.equal(idpCalls(text, 'auth_signup', 'ok'), 1);
@@ -81,16 +84,16 @@ test('an idp answering 5xx, hanging past the timeout, or unreachable: counted as
   const unreachable = await startNotes({ idp: { ...idp, url: `http://127.0.0.1:${await closedPort()}` } });
   try {
     // The store's own 500 passes through as a 500.
-    assert.equal((await call(viaStub.url, 'GET', '/notes', { token: user.token })).status, 500);
+    assert.equal((await request(viaStub.url, 'GET', '/notes', { token: user.token })).status, 500);
     answer = 'hang';
-    assert.equal((await call(viaStub.url, 'GET', '/notes', { token: user.token })).status, 503);
+    assert.equal((await request(viaStub.url, 'GET', '/notes', { token: user.token })).status, 503);
     const text = await metricsOf(viaStub.url);
     assert.equal(idpCalls(text, 'rest', '5xx'), 1);
     assert.equal(idpCalls(text, 'rest', 'timeout'), 1);
     assert.equal(idpCalls(text, 'jwks', 'ok'), 1);
     assert.equal(sampleValue(text, 'http_request_duration_seconds_count', { method: 'GET', route: '/notes', status_class: '5xx' }), 2);
 
-    assert.equal((await call(unreachable.url, 'GET', '/notes', { token: user.token })).status, 503);
+    assert.equal((await request(unreachable.url, 'GET', '/notes', { token: user.token })).status, 503);
     assert.ok(idpCalls(await metricsOf(unreachable.url), 'auth_user', 'error') >= 1);
   } finally {
     await viaStub.close();
@@ -101,7 +104,7 @@ test('an idp answering 5xx, hanging past the timeout, or unreachable: counted as
 
 test('the idp reports both of its pools and labels its routes by template', async () => {
   const user = await signUp(notes.url, 'metrics-idp');
-  assert.equal((await call(notes.url, 'GET', '/notes', { token: user.token })).status, 200);
+  assert.equal((await request(notes.url, 'GET', '/notes', { token: user.token })).status, 200);
   const text = await metricsOf(idp.url);
   for (const pool of ['auth', 'rest']) {
     assert.ok(sampleValue(text, 'db_pool_connections', { pool, state: 'idle' }) !== undefined, `${pool} pool idle`);

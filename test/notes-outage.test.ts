@@ -6,7 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import { startIdp, type RunningIdp } from './helpers/idp.js';
 import { PASSWORD, signUp, startNotes, startUpstream, type RunningNotes } from './helpers/notes.js';
 import { uniqueEmail } from './helpers/emails.js';
-import { call, type Reply } from './helpers/http.js';
+import { request, type JsonReply } from './helpers/http.js';
 import { closedPort, forwardPort } from './helpers/ports.js';
 
 const UNAVAILABLE = { message: 'Identity provider unavailable, try again shortly' };
@@ -23,17 +23,17 @@ after(async () => {
 });
 
 /** register, login, and the three notes routes with a token that is valid at the real idp. */
-async function everyRoute(url: string, token: string, noteId: number): Promise<Array<[string, Reply]>> {
+async function everyRoute(url: string, token: string, noteId: number): Promise<Array<[string, JsonReply]>> {
   return [
-    ['register', await call(url, 'POST', '/auth/register', { body: { email: uniqueEmail('outage'), password: PASSWORD } })],
-    ['login', await call(url, 'POST', '/auth/login', { body: { email: uniqueEmail('outage'), password: PASSWORD } })],
-    ['list', await call(url, 'GET', '/notes', { token })],
-    ['create', await call(url, 'POST', '/notes', { token, body: { title: 'during outage' } })],
-    ['delete', await call(url, 'DELETE', `/notes/${noteId}`, { token })],
+    ['register', await request(url, 'POST', '/auth/register', { body: { email: uniqueEmail('outage'), password: PASSWORD } })],
+    ['login', await request(url, 'POST', '/auth/login', { body: { email: uniqueEmail('outage'), password: PASSWORD } })],
+    ['list', await request(url, 'GET', '/notes', { token })],
+    ['create', await request(url, 'POST', '/notes', { token, body: { title: 'during outage' } })],
+    ['delete', await request(url, 'DELETE', `/notes/${noteId}`, { token })],
   ];
 }
 
-function assertAllUnavailable(replies: Array<[string, Reply]>) {
+function assertAllUnavailable(replies: Array<[string, JsonReply]>) {
   for (const [name, res] of replies) {
     assert.equal(res.status, 503, `${name}: ${JSON.stringify(res.body)}`);
     assert.deepEqual(res.body, UNAVAILABLE, name);
@@ -45,7 +45,7 @@ for (const mode of ['remote', 'local'] as const) {
   describe(`idp unreachable (IDP_VERIFY=${mode})`, () => {
     test('every route answers 503 {message}, it is logged, readiness fails; all recover once the idp is reachable', async () => {
       const user = await signUp(direct.url, 'outage');
-      const note = await call(direct.url, 'POST', '/notes', { token: user.token, body: { title: 'survives' } });
+      const note = await request(direct.url, 'POST', '/notes', { token: user.token, body: { title: 'survives' } });
       const port = await closedPort();
       const notes = await startNotes({ idp: { ...idp, url: `http://127.0.0.1:${port}` }, env: { IDP_VERIFY: mode } });
       try {
@@ -55,19 +55,19 @@ for (const mode of ['remote', 'local'] as const) {
         assert.match(String(warnings[0]!.reason), /status 0/);
         // Nothing sensitive in what was logged.
         assert.doesNotMatch(notes.logs.text(), new RegExp(user.token.split('.')[2]!));
-        assert.equal((await call(notes.url, 'GET', '/readyz')).status, 503);
+        assert.equal((await request(notes.url, 'GET', '/readyz')).status, 503);
 
         // The same port now leads to the idp.
         const forward = await forwardPort(port, idp.url);
         try {
-          assert.equal((await call(notes.url, 'GET', '/readyz')).status, 200);
-          const list = await call(notes.url, 'GET', '/notes', { token: user.token });
+          assert.equal((await request(notes.url, 'GET', '/readyz')).status, 200);
+          const list = await request(notes.url, 'GET', '/notes', { token: user.token });
           assert.equal(list.status, 200);
           assert.deepEqual(list.body, [note.body]);
           const email = uniqueEmail('recovered');
-          assert.equal((await call(notes.url, 'POST', '/auth/register', { body: { email, password: PASSWORD } })).status, 201);
-          assert.equal((await call(notes.url, 'POST', '/auth/login', { body: { email, password: PASSWORD } })).status, 200);
-          assert.equal((await call(notes.url, 'DELETE', `/notes/${note.body.id}`, { token: user.token })).status, 200);
+          assert.equal((await request(notes.url, 'POST', '/auth/register', { body: { email, password: PASSWORD } })).status, 201);
+          assert.equal((await request(notes.url, 'POST', '/auth/login', { body: { email, password: PASSWORD } })).status, 200);
+          assert.equal((await request(notes.url, 'DELETE', `/notes/${note.body.id}`, { token: user.token })).status, 200);
         } finally {
           await forward.close();
         }
@@ -111,7 +111,7 @@ describe('idp failing with 5xx', () => {
       const notes = await startNotes({ idp: { ...idp, url: upstream.url }, env: { IDP_TIMEOUT_MS: '1000' } });
       try {
         const started = Date.now();
-        const res = await call(notes.url, 'POST', '/auth/refresh', { body: { refresh_token: user.refreshToken } });
+        const res = await request(notes.url, 'POST', '/auth/refresh', { body: { refresh_token: user.refreshToken } });
         const waited = Date.now() - started;
         assert.equal(res.status, 503, `${failure}: ${JSON.stringify(res.body)}`);
         // A bound on the wait, not a speed figure: one IDP_TIMEOUT_MS at most (plus a busy
@@ -127,7 +127,7 @@ describe('idp failing with 5xx', () => {
       }
     }
     // The refresh token was never spent: it still gives a session.
-    const again = await call(direct.url, 'POST', '/auth/refresh', { body: { refresh_token: user.refreshToken } });
+    const again = await request(direct.url, 'POST', '/auth/refresh', { body: { refresh_token: user.refreshToken } });
     assert.equal(again.status, 200);
   });
 
@@ -158,7 +158,7 @@ describe('idp failing with 5xx', () => {
           // A GET is not retried behind the client's back: one REST request per call.
           const before = upstream.seen.filter((s) => s.startsWith('GET /rest/')).length;
           restAnswer = { status: 503, body: { message: 'unavailable' } };
-          await call(notes.url, 'GET', '/notes', { token: user.token });
+          await request(notes.url, 'GET', '/notes', { token: user.token });
           assert.equal(upstream.seen.filter((s) => s.startsWith('GET /rest/')).length, before + 1);
         } finally {
           await notes.close();
@@ -181,7 +181,7 @@ describe('idp too slow', () => {
       const elapsed = Date.now() - started;
       assert.ok(elapsed < 5 * 2000, `took ${elapsed} ms`);
       const readyStart = Date.now();
-      assert.equal((await call(notes.url, 'GET', '/readyz')).status, 503);
+      assert.equal((await request(notes.url, 'GET', '/readyz')).status, 503);
       // One IDP_TIMEOUT_MS plus a busy machine's slack: readiness never hangs on the idp.
       assert.ok(Date.now() - readyStart < 5000, `readyz took ${Date.now() - readyStart} ms`);
     } finally {
@@ -196,7 +196,7 @@ describe("the idp refusing this service's keys", () => {
     const user = await signUp(direct.url, 'wrongkey');
     const notes = await startNotes({ idp: { ...idp, secretKey: 'sb_secret_not_the_right_one' } });
     try {
-      const res = await call(notes.url, 'GET', '/notes', { token: user.token });
+      const res = await request(notes.url, 'GET', '/notes', { token: user.token });
       assert.equal(res.status, 503);
       assert.deepEqual(res.body, UNAVAILABLE);
       assert.match(String(notes.logs.lines().find((l) => l.msg === 'identity provider unavailable')?.reason), /API key/i);
@@ -209,8 +209,8 @@ describe("the idp refusing this service's keys", () => {
     const notes = await startNotes({ idp: { ...idp, publishableKey: 'sb_publishable_not_the_right_one' } });
     try {
       const email = uniqueEmail('wrongpub');
-      const register = await call(notes.url, 'POST', '/auth/register', { body: { email, password: PASSWORD } });
-      const login = await call(notes.url, 'POST', '/auth/login', { body: { email, password: PASSWORD } });
+      const register = await request(notes.url, 'POST', '/auth/register', { body: { email, password: PASSWORD } });
+      const login = await request(notes.url, 'POST', '/auth/login', { body: { email, password: PASSWORD } });
       for (const res of [register, login]) {
         assert.equal(res.status, 503);
         assert.deepEqual(res.body, UNAVAILABLE);

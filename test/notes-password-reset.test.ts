@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { type RunningIdp, startIdp } from './helpers/idp.js';
 import { PASSWORD, type RunningNotes, signUp, startNotes, startUpstream } from './helpers/notes.js';
-import { call } from './helpers/http.js';
+import { request } from './helpers/http.js';
 import { uniqueEmail } from './helpers/emails.js';
 import { uniqueIp } from './helpers/client-ips.js';
 import { linkIn, startSmtp, type TestSmtp } from './helpers/smtp.js';
@@ -35,9 +35,9 @@ after(async () => {
 });
 
 const requestReset = (email: unknown, ip = uniqueIp()) =>
-  call(notes.url, 'POST', '/auth/password-reset', { body: { email }, headers: { 'x-forwarded-for': ip } });
+  request(notes.url, 'POST', '/auth/password-reset', { body: { email }, headers: { 'x-forwarded-for': ip } });
 const setPassword = (token: string | undefined, body: unknown) =>
-  call(notes.url, 'POST', '/auth/password', { body, ...(token === undefined ? {} : { token }) });
+  request(notes.url, 'POST', '/auth/password', { body, ...(token === undefined ? {} : { token }) });
 
 /** The recovery mail of `email`: opens its link and returns where the browser lands. */
 async function openRecoveryMail(email: string): Promise<URL> {
@@ -71,14 +71,14 @@ describe('POST /auth/password-reset then POST /auth/password', () => {
 
     const changed = await setPassword(session.access_token, { password: 'a fresh passphrase' });
     assert.equal(changed.status, 204, JSON.stringify(changed.body));
-    assert.equal((await call(notes.url, 'POST', '/auth/login', { body: { email: user.email, password: PASSWORD } })).status, 401);
+    assert.equal((await request(notes.url, 'POST', '/auth/login', { body: { email: user.email, password: PASSWORD } })).status, 401);
     assert.equal(
-      (await call(notes.url, 'POST', '/auth/login', { body: { email: user.email, password: 'a fresh passphrase' } })).status,
+      (await request(notes.url, 'POST', '/auth/login', { body: { email: user.email, password: 'a fresh passphrase' } })).status,
       200,
     );
     // The recovery session stays (the user is signed in); the sessions from before end.
-    assert.equal((await call(notes.url, 'GET', '/notes', { token: session.access_token })).status, 200);
-    assert.equal((await call(notes.url, 'GET', '/notes', { token: user.token })).status, 401);
+    assert.equal((await request(notes.url, 'GET', '/notes', { token: session.access_token })).status, 200);
+    assert.equal((await request(notes.url, 'GET', '/notes', { token: user.token })).status, 401);
   });
 
   test('an unknown address: the same status, body and headers, and no mail', async () => {
@@ -105,7 +105,7 @@ describe('POST /auth/password-reset then POST /auth/password', () => {
 
   test('bad input: 400 with a fixed message, nothing sent', async () => {
     for (const body of [{}, { email: '' }, { email: 5 }, { email: 'not an address' }, { email: `${'a'.repeat(250)}@example.com` }]) {
-      const res = await call(notes.url, 'POST', '/auth/password-reset', { body });
+      const res = await request(notes.url, 'POST', '/auth/password-reset', { body });
       assert.equal(res.status, 400, JSON.stringify(body));
       assert.deepEqual(res.body, { message: 'email must be a valid email address' }, JSON.stringify(body));
     }
@@ -137,14 +137,14 @@ describe('POST /auth/password-reset then POST /auth/password', () => {
       assert.equal(res.status, 401);
       assert.deepEqual(res.body, { message: 'Invalid or expired token' });
     }
-    assert.equal((await call(notes.url, 'POST', '/auth/login', { body: { email: user.email, password: PASSWORD } })).status, 200);
+    assert.equal((await request(notes.url, 'POST', '/auth/login', { body: { email: user.email, password: PASSWORD } })).status, 200);
   });
 
   test('NOTES_PUBLIC_URL names the page the link leads to (the URL users reach notes at, a path included)', async () => {
     const proxied = await startNotes({ idp, env: { NOTES_PUBLIC_URL: 'http://127.0.0.1:8443/notes/' } });
     try {
       const user = await signUp(notes.url, 'reset-public-url');
-      const res = await call(proxied.url, 'POST', '/auth/password-reset', { body: { email: user.email } });
+      const res = await request(proxied.url, 'POST', '/auth/password-reset', { body: { email: user.email } });
       assert.equal(res.status, 202);
       const landing = await openRecoveryMail(user.email);
       assert.equal(`${landing.origin}${landing.pathname}`, 'http://127.0.0.1:8443/notes/reset-password');
@@ -180,7 +180,7 @@ describe('limits and outages', () => {
     try {
       const ip = uniqueIp();
       const ask = (caller: string) =>
-        call(limitedNotes.url, 'POST', '/auth/password-reset', {
+        request(limitedNotes.url, 'POST', '/auth/password-reset', {
           body: { email: uniqueEmail('reset-limit') },
           headers: { 'x-forwarded-for': caller },
         });
@@ -200,7 +200,7 @@ describe('limits and outages', () => {
     const failing = await startUpstream(idp.url, () => ({ status: 500, body: { code: 'unexpected_failure', message: 'boom' } }));
     const failingNotes = await startNotes({ idp: { ...idp, url: failing.url } });
     try {
-      const res = await call(failingNotes.url, 'POST', '/auth/password-reset', { body: { email: uniqueEmail('reset-down') } });
+      const res = await request(failingNotes.url, 'POST', '/auth/password-reset', { body: { email: uniqueEmail('reset-down') } });
       assert.equal(res.status, 503);
       assert.equal(res.headers.get('retry-after'), '1');
     } finally {

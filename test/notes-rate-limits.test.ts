@@ -6,7 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import { type RunningIdp, startIdp } from './helpers/idp.js';
 import { PASSWORD, type RunningNotes, startNotes } from './helpers/notes.js';
 import { uniqueEmail } from './helpers/emails.js';
-import { call } from './helpers/http.js';
+import { request } from './helpers/http.js';
 import { uniqueIp } from './helpers/client-ips.js';
 import { startAll } from './helpers/services.js';
 
@@ -35,9 +35,9 @@ after(async () => {
 });
 
 const login = (notes: RunningNotes, email: string, password: string, ip?: string) =>
-  call(notes.url, 'POST', '/auth/login', { body: { email, password }, headers: ip ? { 'x-forwarded-for': ip } : {} });
+  request(notes.url, 'POST', '/auth/login', { body: { email, password }, headers: ip ? { 'x-forwarded-for': ip } : {} });
 const register = (notes: RunningNotes, email: string, ip: string) =>
-  call(notes.url, 'POST', '/auth/register', { body: { email, password: PASSWORD }, headers: { 'x-forwarded-for': ip } });
+  request(notes.url, 'POST', '/auth/register', { body: { email, password: PASSWORD }, headers: { 'x-forwarded-for': ip } });
 
 function assertTooMany(reply: { status: number; body: unknown; headers: Headers }, maxSeconds: number) {
   assert.equal(reply.status, 429, JSON.stringify(reply.body));

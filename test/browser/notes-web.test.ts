@@ -14,7 +14,7 @@ import {
   watchedPage,
 } from '../helpers/browser.js';
 import { uniqueEmail } from '../helpers/emails.js';
-import { call } from '../helpers/http.js';
+import { request } from '../helpers/http.js';
 import { startIdp, type RunningIdp } from '../helpers/idp.js';
 import { PASSWORD, signUp, startNotes, startUpstream, storedNote, type RunningNotes } from '../helpers/notes.js';
 import { forwardPort, freePort } from '../helpers/ports.js';
@@ -108,11 +108,11 @@ describe('notes web app in Chromium', { skip: browserSkip }, () => {
 
     // Eleven more through the API (a second session of the same user); the page shows them after a
     // reload, which resumes the tab's session from its refresh token without a sign-in.
-    const api = await call(notes.url, 'POST', '/auth/login', { body: { email, password: PASSWORD } });
+    const api = await request(notes.url, 'POST', '/auth/login', { body: { email, password: PASSWORD } });
     const long = ['first line', 'second line', 'third line', 'fourth line, not in the list', 'x'.repeat(9000)].join('\n');
     for (let i = 1; i <= 11; i++) {
       const note = { title: `note ${i}`, ...(i === 11 && { body: long }) };
-      assert.equal((await call(notes.url, 'POST', '/notes', { token: api.body.access_token, body: note })).status, 201);
+      assert.equal((await request(notes.url, 'POST', '/notes', { token: api.body.access_token, body: note })).status, 201);
     }
     await page.reload();
     const firstPage = await titlesWhenTotal(page, '(12)');
@@ -210,7 +210,7 @@ describe('notes web app in Chromium', { skip: browserSkip }, () => {
     // Markup in a note is shown as text, never run or loaded.
     const markup = '<img src="/x" onerror="document.title=\'pwned\'"><script>document.title="pwned"</script>';
     assert.equal(
-      (await call(notes.url, 'POST', '/notes', { token: api.body.access_token, body: { title: markup, body: markup } })).status,
+      (await request(notes.url, 'POST', '/notes', { token: api.body.access_token, body: { title: markup, body: markup } })).status,
       201,
     );
     await page.reload();
@@ -242,7 +242,7 @@ describe('notes web app in Chromium', { skip: browserSkip }, () => {
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.locator('#signed-out-status').filter({ hasText: 'You are signed out.' }).waitFor();
     assert.deepEqual(await page.context().cookies(), []);
-    assert.equal((await call(notes.url, 'POST', '/auth/refresh', { body: { refresh_token: refreshToken } })).status, 401);
+    assert.equal((await request(notes.url, 'POST', '/auth/refresh', { body: { refresh_token: refreshToken } })).status, 401);
     await page.reload();
     await page.locator('#signed-out').waitFor();
 
@@ -329,7 +329,7 @@ describe('notes web app in Chromium', { skip: browserSkip }, () => {
 
       // 130 s later for both: the original token has expired at the provider...
       shift.ms += 130_000;
-      assert.equal((await call(clockedNotes.url, 'GET', '/notes', { token: original })).status, 401);
+      assert.equal((await request(clockedNotes.url, 'GET', '/notes', { token: original })).status, 401);
       // ...and the page renewed it on its timer (planned a minute before expiry) on its own.
       const renewal = page.waitForResponse((r) => r.url().endsWith('/auth/browser/refresh') && r.status() === 200);
       await page.clock.fastForward(130_000);
@@ -361,7 +361,7 @@ describe('notes web app in Chromium', { skip: browserSkip }, () => {
       // A refresh token the provider no longer accepts (signed out elsewhere): the page says so and offers the sign-in form.
       const refreshToken = (await page.context().cookies())[0]?.value;
       const current = bearers.at(-1)!;
-      assert.equal((await call(clockedNotes.url, 'POST', '/auth/logout', { token: current })).status, 204);
+      assert.equal((await request(clockedNotes.url, 'POST', '/auth/logout', { token: current })).status, 204);
       assert.ok(refreshToken);
       await page.getByRole('button', { name: 'Search' }).click();
       await page.locator('#signed-out-status').filter({ hasText: 'Your session has ended. Sign in again.' }).waitFor();
@@ -511,7 +511,10 @@ describe('notes web app in Chromium', { skip: browserSkip }, () => {
       // The recovery session is ended once it has done its job.
       assert.equal((await logout).status(), 204);
       await assertAccessible(page, 'password changed');
-      assert.equal((await call(mailingNotes.url, 'POST', '/auth/login', { body: { email: user.email, password: PASSWORD } })).status, 401);
+      assert.equal(
+        (await request(mailingNotes.url, 'POST', '/auth/login', { body: { email: user.email, password: PASSWORD } })).status,
+        401,
+      );
 
       await page.getByRole('link', { name: 'Sign in' }).click();
       await page.waitForURL(`${publicUrl}/`);
@@ -602,7 +605,7 @@ describe('notes web app in Chromium', { skip: browserSkip }, () => {
       await tab.getByLabel('New password again').fill('a brand new passphrase');
       await tab.getByRole('button', { name: 'Change password' }).click();
       await tab.locator('#done').waitFor();
-      const login = await call(mailingNotes.url, 'POST', '/auth/login', {
+      const login = await request(mailingNotes.url, 'POST', '/auth/login', {
         body: { email: user.email, password: 'a brand new passphrase' },
       });
       assert.equal(login.status, 200);
@@ -655,8 +658,8 @@ describe('notes web app in Chromium', { skip: browserSkip }, () => {
     const forward = await forwardPort(Number(new URL(publicUrl).port), confirmingNotes.url);
     try {
       const email = uniqueEmail('confirm-page');
-      const login = () => call(confirmingNotes.url, 'POST', '/auth/login', { body: { email, password: PASSWORD } });
-      assert.equal((await call(confirmingNotes.url, 'POST', '/auth/register', { body: { email, password: PASSWORD } })).status, 201);
+      const login = () => request(confirmingNotes.url, 'POST', '/auth/login', { body: { email, password: PASSWORD } });
+      assert.equal((await request(confirmingNotes.url, 'POST', '/auth/register', { body: { email, password: PASSWORD } })).status, 201);
       const link = linkIn(await smtp.waitForMail(email), `${publicUrl}/confirm?token_hash=`);
       const { page, w } = await browser.newPage();
       await page.goto(link);

@@ -1,5 +1,5 @@
-// One JSON-over-fetch client for the tests that talk to a service on real HTTP, and its two
-// shapes the notes and idp tests were written against (`call`, `http`).
+// One JSON-over-fetch client for the tests that talk to a service on real HTTP: one reply shape
+// for every service, the idp's gateway headers added by idpRequest.
 
 /** The Authorization header of a bearer token. */
 export const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
@@ -52,52 +52,4 @@ export function idpRequest(
   const headers: Record<string, string> = { 'x-supabase-api-version': '2024-01-01', ...opts.headers };
   if (apikey !== null) headers.apikey = apikey;
   return request(idp.url, method, path, { ...opts, headers });
-}
-
-export interface Reply {
-  status: number;
-  body: any;
-  headers: Headers;
-}
-
-/** One JSON request (redirects followed); a reply that is not JSON fails the test here. */
-export async function call(
-  baseUrl: string,
-  method: string,
-  path: string,
-  opts: { token?: string; body?: unknown; headers?: Record<string, string> } = {},
-): Promise<Reply> {
-  const res = await request(baseUrl, method, path, { ...opts, redirect: 'follow' });
-  return { status: res.status, body: res.text ? JSON.parse(res.text) : undefined, headers: res.headers };
-}
-
-export interface RawResponse {
-  status: number;
-  headers: Headers;
-  text: string;
-  json: unknown;
-}
-
-/** One HTTP request to the idp (redirects followed); `apikey` defaults to the publishable key (null: none). */
-export async function http(
-  idp: { url: string; publishableKey: string },
-  path: string,
-  opts: {
-    method?: string;
-    apikey?: string | null;
-    token?: string;
-    headers?: Record<string, string>;
-    body?: unknown;
-    rawBody?: string;
-  } = {},
-): Promise<RawResponse> {
-  const res = await idpRequest(idp, opts.method ?? 'GET', path, {
-    body: opts.body,
-    raw: opts.rawBody,
-    headers: opts.headers,
-    token: opts.token,
-    apikey: opts.apikey,
-    redirect: 'follow',
-  });
-  return { status: res.status, headers: res.headers, text: res.text, json: res.body };
 }

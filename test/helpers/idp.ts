@@ -5,7 +5,7 @@ import { type IdpDeps, idp } from '../../src/idp/app.js';
 import { authenticatorRoleName } from '../../src/idp/authenticator.js';
 import type { IdpConfig } from '../../src/idp/config.js';
 import { type TestDatabase, adminUrl, withClient } from './database.js';
-import { http } from './http.js';
+import { idpRequest } from './http.js';
 import { testLogLevel } from './logs.js';
 import { testPasswordHasher } from './passwords.js';
 import { type TestService, type TestServiceOptions, serviceDatabase, startTestService } from './services.js';
@@ -86,19 +86,18 @@ export async function signIn(
   email: string,
   password: string,
 ): Promise<{ access_token: string; refresh_token: string; user: { id: string } }> {
-  const res = await http(idp, '/auth/v1/token?grant_type=password', { method: 'POST', body: { email, password } });
+  const res = await idpRequest(idp, 'POST', '/auth/v1/token?grant_type=password', { body: { email, password } });
   if (res.status !== 200) throw new Error(`sign-in failed: ${res.status} ${res.text}`);
-  return res.json as { access_token: string; refresh_token: string; user: { id: string } };
+  return res.body as { access_token: string; refresh_token: string; user: { id: string } };
 }
 
 /** A confirmed user made with the secret key; returns its id and a session. */
 export async function createUser(idp: RunningIdp, email: string, password = 'correct-horse-1') {
-  const res = await http(idp, '/auth/v1/admin/users', {
-    method: 'POST',
+  const res = await idpRequest(idp, 'POST', '/auth/v1/admin/users', {
     apikey: idp.secretKey,
     body: { email, password, email_confirm: true },
   });
   if (res.status !== 200) throw new Error(`admin create failed: ${res.status} ${res.text}`);
   const session = await signIn(idp, email, password);
-  return { id: (res.json as { id: string }).id, token: session.access_token, refreshToken: session.refresh_token, email, password };
+  return { id: (res.body as { id: string }).id, token: session.access_token, refreshToken: session.refresh_token, email, password };
 }

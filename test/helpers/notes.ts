@@ -7,7 +7,7 @@ import { type NotesDeps, notes } from '../../src/notes/app.js';
 import type { NotesConfig } from '../../src/notes/config.js';
 import { uniqueEmail } from './emails.js';
 import { decodeJwt } from './jwt.js';
-import { call } from './http.js';
+import { request } from './http.js';
 import { testLogLevel } from './logs.js';
 import { type TestService, type TestServiceOptions, startTestService } from './services.js';
 import { type IdpEndpoint, serviceClient } from './supabase.js';
@@ -43,9 +43,9 @@ export interface TestUser {
 /** Registers and logs in through the notes service itself. */
 export async function signUp(notesUrl: string, tag?: string): Promise<TestUser> {
   const email = uniqueEmail(tag);
-  const registered = await call(notesUrl, 'POST', '/auth/register', { body: { email, password: PASSWORD } });
+  const registered = await request(notesUrl, 'POST', '/auth/register', { body: { email, password: PASSWORD } });
   if (registered.status !== 201) throw new Error(`register: ${registered.status} ${JSON.stringify(registered.body)}`);
-  const login = await call(notesUrl, 'POST', '/auth/login', { body: { email, password: PASSWORD } });
+  const login = await request(notesUrl, 'POST', '/auth/login', { body: { email, password: PASSWORD } });
   if (login.status !== 200) throw new Error(`login: ${login.status} ${JSON.stringify(login.body)}`);
   return { id: registered.body.id, email, token: login.body.access_token, refreshToken: login.body.refresh_token };
 }
