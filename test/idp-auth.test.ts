@@ -1,7 +1,7 @@
 // Supabase Auth subset, driven by the real supabase-js over real HTTP (and raw HTTP where the wire
 // itself is the point). Asserts error.code / error.status / error.message exactly as the reference.
 import assert from 'node:assert/strict';
-import { decodeJwt } from './helpers/jwt.js';
+import { decodeJwt, decodeProtectedHeader } from 'jose';
 import { createHash } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { AuthApiError, AuthSessionMissingError, AuthWeakPasswordError } from '@supabase/supabase-js';
@@ -49,8 +49,8 @@ describe('signUp', () => {
     assert.ok(session, 'a session');
     assert.equal(session.token_type, 'bearer');
     assert.equal(session.expires_in, 3600);
-    const claims = decodeJwt(session.access_token).payload;
-    const header = decodeJwt(session.access_token).header;
+    const claims = decodeJwt(session.access_token);
+    const header = decodeProtectedHeader(session.access_token);
     assert.equal(header.alg, 'ES256');
     assert.equal(typeof header.kid, 'string');
     assert.equal(session.expires_at, claims.exp);
@@ -373,8 +373,8 @@ describe('refresh tokens', () => {
     assert.notEqual(rt2, rt1);
     assert.equal(first.data.user?.id, user.id);
     assert.ok(first.data.session!.expires_at! > 0);
-    const claims = decodeJwt(first.data.session!.access_token).payload;
-    assert.equal(claims.session_id, decodeJwt(user.token).payload.session_id, 'same session');
+    const claims = decodeJwt(first.data.session!.access_token);
+    assert.equal(claims.session_id, decodeJwt(user.token).session_id, 'same session');
 
     // The previous token again (a client that lost the last response): the current token back.
     const replay = await supabase(idp).auth.refreshSession({ refresh_token: rt1 });
@@ -612,7 +612,7 @@ describe('getClaims and JWKS', () => {
     assert.equal('d' in key, false);
 
     const user = await createUser(idp, uniqueEmail('claims'));
-    assert.equal(decodeJwt(user.token).header.kid, key.kid);
+    assert.equal(decodeProtectedHeader(user.token).kid, key.kid);
     const client = supabase(idp);
     const { data, error } = await client.auth.getClaims(user.token);
     assert.equal(error, null);
@@ -630,7 +630,7 @@ describe('getClaims and JWKS', () => {
 
     // A tampered token does not verify locally.
     const [h, p, s] = user.token.split('.');
-    const forged = Buffer.from(JSON.stringify({ ...decodeJwt(user.token).payload, role: 'service_role' })).toString('base64url');
+    const forged = Buffer.from(JSON.stringify({ ...decodeJwt(user.token), role: 'service_role' })).toString('base64url');
     const bad = await client.auth.getClaims(`${h}.${forged}.${s}`);
     assert.equal(bad.data, null);
     assert.ok(bad.error);

@@ -2,10 +2,9 @@
 // HTTP where supabase-js cannot say it): or/and logic trees, like/ilike, counts, upserts,
 // max-affected, Prefer handling, the JWT clock skew and errors' exact words.
 import assert from 'node:assert/strict';
-import { decodeJwt } from './helpers/jwt.js';
 import { createPrivateKey } from 'node:crypto';
 import { after, before, beforeEach, describe, test } from 'node:test';
-import { SignJWT } from 'jose';
+import { decodeJwt, decodeProtectedHeader, SignJWT } from 'jose';
 import pg from 'pg';
 import { withLowSSignature } from '../src/kit/jws.js';
 import { createUser, type RunningIdp, startIdp, TEST_SIGNING_KEY } from './helpers/idp.js';
@@ -372,9 +371,9 @@ describe("errors in PostgREST's words", () => {
 describe('JWT clock skew', () => {
   const key = createPrivateKey(TEST_SIGNING_KEY);
   async function tokenWith(claims: Record<string, unknown>, base: string): Promise<string> {
-    const header = decodeJwt(base).header;
+    const header = decodeProtectedHeader(base);
     return withLowSSignature(
-      await new SignJWT({ ...decodeJwt(base).payload, ...claims })
+      await new SignJWT({ ...decodeJwt(base), ...claims })
         .setProtectedHeader({ alg: 'ES256', kid: header.kid as string, typ: 'JWT' })
         .sign(key),
     );

@@ -3,9 +3,8 @@
 // users deleted after login (and the documented limit of local verification),
 // and how many idp requests a check costs.
 import assert from 'node:assert/strict';
-import { decodeJwt } from './helpers/jwt.js';
 import { after, before, describe, test } from 'node:test';
-import { importPKCS8, SignJWT, type JWTPayload } from 'jose';
+import { decodeJwt, importPKCS8, type JWTPayload, SignJWT } from 'jose';
 import { withLowSSignature } from '../src/kit/jws.js';
 import { startIdp, TEST_SIGNING_KEY, type RunningIdp } from './helpers/idp.js';
 import {
@@ -45,7 +44,7 @@ async function idpSignedToken(claims: JWTPayload, header: { kid?: string } = {})
 }
 
 function claimsOf(user: TestUser, change: JWTPayload = {}): JWTPayload {
-  return { ...decodeJwt(user.token).payload, ...change } as JWTPayload;
+  return { ...decodeJwt(user.token), ...change } as JWTPayload;
 }
 
 const routes = (id = 1) =>
@@ -186,7 +185,7 @@ describe('expired tokens issued by the idp', () => {
     try {
       // Signed up and logged in two hours ago: the token's exp is an hour past.
       const user = await signUp(remote.url, 'expired');
-      assert.ok((decodeJwt(user.token).payload.exp as number) < Date.now() / 1000 - 3000);
+      assert.ok((decodeJwt(user.token).exp as number) < Date.now() / 1000 - 3000);
       offsetMs = 0;
       for (const notes of [remote, local]) {
         for (const [method, path, body] of routes()) {
@@ -217,7 +216,7 @@ describe('local verification and time', () => {
       const user = await signUp(notes.url, 'clock');
       assert.equal((await request(notes.url, 'GET', '/notes', { token: user.token })).status, 200);
       assert.equal((await request(notes.url, 'GET', '/notes', { token: user.token })).status, 200);
-      const exp = decodeJwt(user.token).payload.exp as number;
+      const exp = decodeJwt(user.token).exp as number;
       offsetMs = exp * 1000 - Date.now() + 1000;
       const res = await request(notes.url, 'GET', '/notes', { token: user.token });
       assert.equal(res.status, 401);

@@ -2,7 +2,7 @@
 // checked with the real client: the error shapes it maps, session fields, the
 // Node 20 transport requirement, and RLS errors as the wire reference gives them.
 import assert from 'node:assert/strict';
-import { decodeJwt } from './helpers/jwt.js';
+import { decodeJwt, decodeProtectedHeader } from 'jose';
 import { after, before, test } from 'node:test';
 import { createClient, isAuthApiError, isAuthRetryableFetchError } from '@supabase/supabase-js';
 import { startIdp, type RunningIdp } from './helpers/idp.js';
@@ -41,7 +41,8 @@ test('createClient needs a WebSocket class on Node 20 only; with ws it construct
 
 test('signInWithPassword: expires_at is Unix seconds, equal to the access token exp', async () => {
   const { session, user } = await newSession();
-  const { payload, header } = decodeJwt(session.access_token);
+  const payload = decodeJwt(session.access_token);
+  const header = decodeProtectedHeader(session.access_token);
   assert.equal(session.expires_at, payload.exp);
   assert.ok(session.expires_at! < 10_000_000_000, 'seconds, not milliseconds');
   assert.equal(payload.sub, user.id);

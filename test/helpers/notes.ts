@@ -6,7 +6,7 @@ import type net from 'node:net';
 import { type NotesDeps, notes } from '../../src/notes/app.js';
 import type { NotesConfig } from '../../src/notes/config.js';
 import { uniqueEmail } from './emails.js';
-import { decodeJwt } from './jwt.js';
+import { decodeJwt } from 'jose';
 import { request } from './http.js';
 import { testLogLevel } from './logs.js';
 import { type TestService, type TestServiceOptions, startTestService } from './services.js';
@@ -62,7 +62,7 @@ const b64url = (value: unknown) => Buffer.from(typeof value === 'string' ? value
 /** The same token with a different payload and the original signature. */
 export function tamperedToken(token: string, change: Record<string, unknown>): string {
   const [h, , s] = token.split('.');
-  return `${h}.${b64url({ ...decodeJwt(token).payload, ...change })}.${s}`;
+  return `${h}.${b64url({ ...decodeJwt(token), ...change })}.${s}`;
 }
 
 /** An unsigned token (`alg: none`) with the given claims. */
