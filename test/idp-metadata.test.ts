@@ -2,27 +2,15 @@
 // `data`, admin createUser `user_metadata` / `app_metadata`), because both travel in every access
 // token. Driven with supabase-js against the real idp.
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
-import pg from 'pg';
+import { describe, test } from 'node:test';
 import { MAX_METADATA_BYTES, MAX_METADATA_DEPTH } from '../src/idp/auth/metadata.js';
 import { mergeMetadata } from '../src/idp/auth/admin-users.js';
 import { idpRequest } from './helpers/http.js';
-import { createUser, type RunningIdp, startIdp } from './helpers/idp.js';
+import { createUser, sharedIdp } from './helpers/idp.js';
 import { supabase } from './helpers/supabase.js';
 import { uniqueEmail } from './helpers/emails.js';
 
-let idp: RunningIdp;
-let db: pg.Client;
-
-before(async () => {
-  idp = await startIdp();
-  db = new pg.Client({ connectionString: idp.databaseUrl });
-  await db.connect();
-});
-after(async () => {
-  await db?.end();
-  await idp?.close();
-});
+const ctx = sharedIdp();
 
 const PASSWORD = 'correct-horse-1';
 
@@ -42,7 +30,7 @@ function nested(levels: number): Record<string, unknown> {
 }
 
 const userCount = async (address: string) =>
-  (await db.query('SELECT count(*)::int AS n FROM auth.users WHERE email = $1', [address])).rows[0].n as number;
+  (await ctx.db.query('SELECT count(*)::int AS n FROM auth.users WHERE email = $1', [address])).rows[0].n as number;
 
 function assertRefused(error: unknown, message: RegExp) {
   assert.ok(error, 'expected an error');
@@ -55,14 +43,18 @@ function assertRefused(error: unknown, message: RegExp) {
 describe('metadata limits', () => {
   test('sign-up with 900 KB of data is refused with 400 validation_failed and stores nothing', async () => {
     const address = uniqueEmail('huge');
-    const { data, error } = await supabase(idp).auth.signUp({ email: address, password: PASSWORD, options: { data: ofJsonSize(900_000) } });
+    const { data, error } = await supabase(ctx.idp).auth.signUp({
+      email: address,
+      password: PASSWORD,
+      options: { data: ofJsonSize(900_000) },
+    });
     assertRefused(error, /^data must be at most 4096 bytes as JSON \(got 900000\)$/);
     assert.equal(data.session, null);
     assert.equal(await userCount(address), 0);
   });
 
   test('sign-up data: exactly the limit passes, one byte more does not; the same for depth', async () => {
-    const atLimit = await supabase(idp).auth.signUp({
+    const atLimit = await supabase(ctx.idp).auth.signUp({
       email: uniqueEmail('at-limit'),
       password: PASSWORD,
       options: { data: ofJsonSize(MAX_METADATA_BYTES) },
@@ -70,27 +62,27 @@ describe('metadata limits', () => {
     assert.equal(atLimit.error, null);
     assert.ok(atLimit.data.session);
 
-    const over = await supabase(idp).auth.signUp({
+    const over = await supabase(ctx.idp).auth.signUp({
       email: uniqueEmail('over'),
       password: PASSWORD,
       options: { data: ofJsonSize(MAX_METADATA_BYTES + 1) },
     });
     assertRefused(over.error, /^data must be at most 4096 bytes as JSON \(got 4097\)$/);
 
-    const deepest = await supabase(idp).auth.signUp({
+    const deepest = await supabase(ctx.idp).auth.signUp({
       email: uniqueEmail('deepest'),
       password: PASSWORD,
       options: { data: nested(MAX_METADATA_DEPTH) },
     });
     assert.equal(deepest.error, null);
-    const tooDeep = await supabase(idp).auth.signUp({
+    const tooDeep = await supabase(ctx.idp).auth.signUp({
       email: uniqueEmail('too-deep'),
       password: PASSWORD,
       options: { data: nested(MAX_METADATA_DEPTH + 1) },
     });
     assertRefused(tooDeep.error, /^data must not nest objects or arrays more than 10 levels deep$/);
     // Arrays count as levels too.
-    const arrays = await supabase(idp).auth.signUp({
+    const arrays = await supabase(ctx.idp).auth.signUp({
       email: uniqueEmail('arrays'),
       password: PASSWORD,
       options: { data: { a: [[[[[[[[[[]]]]]]]]]] } },
@@ -100,13 +92,13 @@ describe('metadata limits', () => {
 
   test('size is counted in UTF-8 bytes, not characters', async () => {
     // 1,100 × "€" is 1,100 characters but 3,300 bytes; with the escaping of JSON none, so 3,308 in all.
-    const fits = await supabase(idp).auth.signUp({
+    const fits = await supabase(ctx.idp).auth.signUp({
       email: uniqueEmail('euro'),
       password: PASSWORD,
       options: { data: { k: '€'.repeat(1100) } },
     });
     assert.equal(fits.error, null);
-    const over = await supabase(idp).auth.signUp({
+    const over = await supabase(ctx.idp).auth.signUp({
       email: uniqueEmail('euro-over'),
       password: PASSWORD,
       options: { data: { k: '€'.repeat(1400) } },
@@ -115,7 +107,7 @@ describe('metadata limits', () => {
   });
 
   test('admin createUser: user_metadata and app_metadata are capped the same way', async () => {
-    const admin = supabase(idp, idp.secretKey).auth.admin;
+    const admin = supabase(ctx.idp, ctx.idp.secretKey).auth.admin;
     const cases: Array<{ attrs: Record<string, unknown>; message: RegExp }> = [
       { attrs: { user_metadata: ofJsonSize(MAX_METADATA_BYTES + 1) }, message: /^user_metadata must be at most 4096 bytes as JSON/ },
       { attrs: { app_metadata: ofJsonSize(MAX_METADATA_BYTES + 1) }, message: /^app_metadata must be at most 4096 bytes as JSON/ },
@@ -132,7 +124,7 @@ describe('metadata limits', () => {
 
   test('with both metadata objects at the limit the access token stays under 12 KB', async () => {
     const address = uniqueEmail('largest');
-    const created = await supabase(idp, idp.secretKey).auth.admin.createUser({
+    const created = await supabase(ctx.idp, ctx.idp.secretKey).auth.admin.createUser({
       email: address,
       password: PASSWORD,
       email_confirm: true,
@@ -140,12 +132,12 @@ describe('metadata limits', () => {
       app_metadata: ofJsonSize(MAX_METADATA_BYTES),
     });
     assert.equal(created.error, null);
-    const { data, error } = await supabase(idp).auth.signInWithPassword({ email: address, password: PASSWORD });
+    const { data, error } = await supabase(ctx.idp).auth.signInWithPassword({ email: address, password: PASSWORD });
     assert.equal(error, null);
     const token = data.session!.access_token;
     assert.ok(token.length < 12_000, `token is ${token.length} bytes`);
     // And it works where tokens go: in a header.
-    const user = await supabase(idp).auth.getUser(token);
+    const user = await supabase(ctx.idp).auth.getUser(token);
     assert.equal(user.error, null);
     assert.equal(user.data.user?.email, address);
   });
@@ -153,14 +145,14 @@ describe('metadata limits', () => {
 
 describe('metadata keys named like object internals', () => {
   test('a body with a __proto__ key is refused as bad JSON and changes nothing', async () => {
-    const user = await createUser(idp, uniqueEmail('proto'));
-    const res = await idpRequest(idp, 'PUT', `/auth/v1/admin/users/${user.id}`, {
-      apikey: idp.secretKey,
+    const user = await createUser(ctx.idp, uniqueEmail('proto'));
+    const res = await idpRequest(ctx.idp, 'PUT', `/auth/v1/admin/users/${user.id}`, {
+      apikey: ctx.idp.secretKey,
       raw: '{"app_metadata":{"__proto__":{"role":"admin"}}}',
     });
     assert.equal(res.status, 400);
     assert.equal((res.body as { code: string }).code, 'bad_json');
-    const stored = await db.query('SELECT raw_app_meta_data FROM auth.users WHERE id = $1', [user.id]);
+    const stored = await ctx.db.query('SELECT raw_app_meta_data FROM auth.users WHERE id = $1', [user.id]);
     assert.equal(Object.hasOwn(stored.rows[0].raw_app_meta_data, '__proto__'), false);
     assert.equal(({} as { role?: string }).role, undefined);
   });

@@ -3,45 +3,33 @@
 // max-affected, Prefer handling, the JWT clock skew and errors' exact words.
 import assert from 'node:assert/strict';
 import { createPrivateKey } from 'node:crypto';
-import { after, before, beforeEach, describe, test } from 'node:test';
+import { beforeEach, describe, test } from 'node:test';
 import { decodeJwt, decodeProtectedHeader, SignJWT } from 'jose';
-import pg from 'pg';
 import { withLowSSignature } from '../src/kit/jws.js';
-import { createUser, type RunningIdp, startIdp, TEST_SIGNING_KEY } from './helpers/idp.js';
+import { createUser, TEST_SIGNING_KEY, sharedIdp } from './helpers/idp.js';
 import { serviceClient, userClient } from './helpers/supabase.js';
 import { idpRequest, type JsonReply } from './helpers/http.js';
 
-let idp: RunningIdp;
-let db: pg.Client;
-
-before(async () => {
-  idp = await startIdp();
-  db = new pg.Client({ connectionString: idp.databaseUrl });
-  await db.connect();
-  await db.query(`
+const ctx = sharedIdp({}, async () => {
+  await ctx.db.query(`
     create table public.words (
       id int primary key, word text not null, note text, code text unique, hits int not null default 0);
     grant select, insert, update, delete on public.words to service_role;`);
 });
-after(async () => {
-  await db?.end();
-  await idp?.close();
-});
-
 beforeEach(async () => {
-  await db.query(`truncate public.words;
+  await ctx.db.query(`truncate public.words;
     insert into public.words (id, word, note, code) values
       (1, 'Apple', 'red fruit', 'a'), (2, 'banana', '50% yellow', 'b'), (3, 'cherry', 'small, red', 'c'),
       (4, 'date', 'a_b (dried)', 'd'), (5, 'elderberry', null, 'e'), (6, 'fig*', 'star', 'f')`);
 });
 
-const words = () => serviceClient(idp).from('words');
+const words = () => serviceClient(ctx.idp).from('words');
 const ids = (data: unknown) => (data as Array<{ id: number }>).map((r) => r.id);
 const rest = (method: string, path: string, opts: Parameters<typeof idpRequest>[3] = {}) =>
-  idpRequest(idp, method, `/rest/v1/${path}`, { apikey: idp.secretKey, ...opts });
+  idpRequest(ctx.idp, method, `/rest/v1/${path}`, { apikey: ctx.idp.secretKey, ...opts });
 // supabase-js offers maxAffected() only when the database type declares PostgREST 13; the idp is untyped here.
 const strict = <Q>(query: Q, rows: number): Q => (query as unknown as { maxAffected(n: number): Q }).maxAffected(rows);
-const count = async () => (await db.query('select count(*)::int as n from public.words')).rows[0].n as number;
+const count = async () => (await ctx.db.query('select count(*)::int as n from public.words')).rows[0].n as number;
 
 function assertRestError(
   res: JsonReply,
@@ -207,7 +195,7 @@ describe('upserts', () => {
       .select('id, word');
     assert.equal(error, null);
     assert.deepEqual(data, [{ id: 8, word: 'kiwi' }]);
-    assert.equal((await db.query('select word from public.words where id = 1')).rows[0].word, 'Apple');
+    assert.equal((await ctx.db.query('select word from public.words where id = 1')).rows[0].word, 'Apple');
   });
 
   test('on_conflict names another unique column; one without a unique constraint is refused', async () => {
@@ -239,13 +227,13 @@ describe('upserts', () => {
   });
 
   test("as a user, row-level security still decides: an upsert cannot take over another user's note", async () => {
-    const alice = await createUser(idp, 'upsert-alice@example.com');
-    const bob = await createUser(idp, 'upsert-bob@example.com');
-    const { rows } = await db.query(`insert into public.notes (user_id, title) values ($1, 'alice') returning id`, [alice.id]);
+    const alice = await createUser(ctx.idp, 'upsert-alice@example.com');
+    const bob = await createUser(ctx.idp, 'upsert-bob@example.com');
+    const { rows } = await ctx.db.query(`insert into public.notes (user_id, title) values ($1, 'alice') returning id`, [alice.id]);
     // id is the store's: naming it is refused before any conflict is looked at.
-    const takeover = await userClient(idp, bob.token).from('notes').upsert({ id: rows[0].id, title: 'bob' });
+    const takeover = await userClient(ctx.idp, bob.token).from('notes').upsert({ id: rows[0].id, title: 'bob' });
     assert.ok(takeover.error);
-    assert.equal((await db.query('select title from public.notes where id = $1', [rows[0].id])).rows[0].title, 'alice');
+    assert.equal((await ctx.db.query('select title from public.notes where id = $1', [rows[0].id])).rows[0].title, 'alice');
   });
 });
 
@@ -263,7 +251,7 @@ describe('max-affected (handling=strict)', () => {
       hint: null,
       message: 'Query result exceeds max-affected preference constraint',
     });
-    assert.equal((await db.query('select count(*)::int as n from public.words where hits = 9')).rows[0].n, 0);
+    assert.equal((await ctx.db.query('select count(*)::int as n from public.words where hits = 9')).rows[0].n, 0);
 
     const del = await strict(words().delete().gte('id', 1), 5);
     assert.equal(del.error?.code, 'PGRST124');
@@ -329,7 +317,7 @@ describe('Prefer handling', () => {
 
 describe("errors in PostgREST's words", () => {
   test('an unknown table: 404 PGRST205, with a hint naming a near miss (and none when nothing is close)', async () => {
-    const near = await userClient(idp).from('note').select('*');
+    const near = await userClient(ctx.idp).from('note').select('*');
     assert.equal(near.status, 404);
     assert.deepEqual(near.error, {
       code: 'PGRST205',
@@ -350,10 +338,10 @@ describe("errors in PostgREST's words", () => {
   });
 
   test('a bad signature: 401 PGRST301 as PostgREST words it, with WWW-Authenticate', async () => {
-    const user = await createUser(idp, 'sig@example.com');
+    const user = await createUser(ctx.idp, 'sig@example.com');
     const [h, p, s] = user.token.split('.') as [string, string, string];
     const flipped = `${h}.${p}.${s[0] === 'A' ? 'B' : 'A'}${s.slice(1)}`;
-    const res = await idpRequest(idp, 'GET', '/rest/v1/notes', { token: flipped });
+    const res = await idpRequest(ctx.idp, 'GET', '/rest/v1/notes', { token: flipped });
     assertRestError(res, 401, {
       code: 'PGRST301',
       message: 'No suitable key or wrong key type',
@@ -363,7 +351,7 @@ describe("errors in PostgREST's words", () => {
       res.headers.get('www-authenticate'),
       'Bearer error="invalid_token", error_description="No suitable key or wrong key type"',
     );
-    const two = await idpRequest(idp, 'GET', '/rest/v1/notes', { token: `${h}.${p}` });
+    const two = await idpRequest(ctx.idp, 'GET', '/rest/v1/notes', { token: `${h}.${p}` });
     assertRestError(two, 401, { code: 'PGRST301', message: 'Expected 3 parts in JWT; got 2' });
   });
 });
@@ -380,13 +368,13 @@ describe('JWT clock skew', () => {
   }
 
   test('REST accepts a token up to 30 s past exp, as PostgREST does; Auth does not', async () => {
-    const user = await createUser(idp, 'skew@example.com');
+    const user = await createUser(ctx.idp, 'skew@example.com');
     const now = Math.floor(Date.now() / 1000);
     const justExpired = await tokenWith({ exp: now - 20 }, user.token);
-    assert.equal((await idpRequest(idp, 'GET', '/rest/v1/notes', { token: justExpired })).status, 200);
-    assert.equal((await idpRequest(idp, 'GET', '/auth/v1/user', { token: justExpired })).status, 403);
+    assert.equal((await idpRequest(ctx.idp, 'GET', '/rest/v1/notes', { token: justExpired })).status, 200);
+    assert.equal((await idpRequest(ctx.idp, 'GET', '/auth/v1/user', { token: justExpired })).status, 403);
     const longExpired = await tokenWith({ exp: now - 40 }, user.token);
-    assertRestError(await idpRequest(idp, 'GET', '/rest/v1/notes', { token: longExpired }), 401, {
+    assertRestError(await idpRequest(ctx.idp, 'GET', '/rest/v1/notes', { token: longExpired }), 401, {
       code: 'PGRST303',
       message: 'JWT expired',
     });

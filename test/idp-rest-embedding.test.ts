@@ -3,24 +3,18 @@
 // Error.hs: PGRST200, PGRST201, PGRST108, PGRST118, PGRST119). The fixture tables are this file's
 // own, made after the idp started (so the first request also reloads the schema cache on its miss).
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
-import pg from 'pg';
-import { createUser, type RunningIdp, startIdp } from './helpers/idp.js';
+import { describe, test } from 'node:test';
+import { createUser, sharedIdp } from './helpers/idp.js';
 import { idpRequest } from './helpers/http.js';
 import { serviceClient, userClient } from './helpers/supabase.js';
 
-let idp: RunningIdp;
-let db: pg.Client;
 let alice: Awaited<ReturnType<typeof createUser>>;
 let bob: Awaited<ReturnType<typeof createUser>>;
 
-before(async () => {
-  idp = await startIdp();
-  db = new pg.Client({ connectionString: idp.databaseUrl });
-  await db.connect();
-  alice = await createUser(idp, 'embed-alice@example.com');
-  bob = await createUser(idp, 'embed-bob@example.com');
-  await db.query(`
+const ctx = sharedIdp({}, async () => {
+  alice = await createUser(ctx.idp, 'embed-alice@example.com');
+  bob = await createUser(ctx.idp, 'embed-bob@example.com');
+  await ctx.db.query(`
     create table public.authors (id int primary key, name text not null, country text);
     create table public.books (
       id int primary key, title text not null, published int,
@@ -48,17 +42,13 @@ before(async () => {
     insert into public.book_genres values (10, 100), (10, 101), (11, 102), (12, 100);
     insert into public.author_profiles values (1, 'Writes'), (2, 'Edits');
     insert into public.employees values (1, 'Boss', null), (2, 'Mid', 1), (3, 'Low', 2), (4, 'Also low', 2);`);
-  await db.query(`insert into public.reviews values (1, 10, $1, 5), (2, 10, $2, 2), (3, 11, $1, 4)`, [alice.id, bob.id]);
-});
-after(async () => {
-  await db?.end();
-  await idp?.close();
+  await ctx.db.query(`insert into public.reviews values (1, 10, $1, 5), (2, 10, $2, 2), (3, 11, $1, 4)`, [alice.id, bob.id]);
 });
 
-const books = () => serviceClient(idp).from('books');
-const authors = () => serviceClient(idp).from('authors');
+const books = () => serviceClient(ctx.idp).from('books');
+const authors = () => serviceClient(ctx.idp).from('authors');
 const rest = (method: string, path: string, opts: Parameters<typeof idpRequest>[3] = {}) =>
-  idpRequest(idp, method, `/rest/v1/${path}`, { apikey: idp.secretKey, ...opts });
+  idpRequest(ctx.idp, method, `/rest/v1/${path}`, { apikey: ctx.idp.secretKey, ...opts });
 
 describe('many-to-one, one-to-many, many-to-many', () => {
   test('many-to-one: the related row as an object (null when there is none), named after the foreign key or its column', async () => {
@@ -120,7 +110,7 @@ describe('many-to-one, one-to-many, many-to-many', () => {
       { title: 'Gamma', genres: [{ name: 'fiction' }] },
       { title: 'Delta', genres: [] },
     ]);
-    const back = await serviceClient(idp)
+    const back = await serviceClient(ctx.idp)
       .from('genres')
       .select('name, books(title)')
       .eq('id', 100)
@@ -138,12 +128,12 @@ describe('many-to-one, one-to-many, many-to-many', () => {
       { name: 'Ben', author_profiles: { bio: 'Edits' } },
       { name: 'Cy', author_profiles: null },
     ]);
-    const back = await serviceClient(idp).from('author_profiles').select('bio, authors(name)').eq('author_id', 2).single();
+    const back = await serviceClient(ctx.idp).from('author_profiles').select('bio, authors(name)').eq('author_id', 2).single();
     assert.deepEqual(back.data, { bio: 'Edits', authors: { name: 'Ben' } });
   });
 
   test('a table related to itself: the foreign key column for the parent, the table for the children', async () => {
-    const { data } = await serviceClient(idp)
+    const { data } = await serviceClient(ctx.idp)
       .from('employees')
       .select('name, manager_id(name), reports:employees(name)')
       .eq('id', 2)
@@ -293,7 +283,7 @@ describe("errors in PostgREST's words", () => {
 describe('as the caller, under row-level security', () => {
   test('each user sees only the embedded rows their policies show; anon is refused by the grant', async () => {
     const mine = async (token: string) =>
-      (await userClient(idp, token).from('books').select('title, reviews(stars)').in('id', [10, 11]).order('id')).data;
+      (await userClient(ctx.idp, token).from('books').select('title, reviews(stars)').in('id', [10, 11]).order('id')).data;
     assert.deepEqual(await mine(alice.token), [
       { title: 'Alpha', reviews: [{ stars: 5 }] },
       { title: 'Beta', reviews: [{ stars: 4 }] },
@@ -302,11 +292,11 @@ describe('as the caller, under row-level security', () => {
       { title: 'Alpha', reviews: [{ stars: 2 }] },
       { title: 'Beta', reviews: [] },
     ]);
-    const anon = await userClient(idp).from('books').select('title, reviews(stars)');
+    const anon = await userClient(ctx.idp).from('books').select('title, reviews(stars)');
     assert.equal(anon.status, 401);
     assert.equal(anon.error?.code, '42501');
     // An !inner embed filters by what the caller may see.
-    const innerOnly = await userClient(idp, bob.token).from('books').select('title, reviews!inner(stars)');
+    const innerOnly = await userClient(ctx.idp, bob.token).from('books').select('title, reviews!inner(stars)');
     assert.deepEqual(innerOnly.data, [{ title: 'Alpha', reviews: [{ stars: 2 }] }]);
   });
 
@@ -318,7 +308,7 @@ describe('as the caller, under row-level security', () => {
     assert.equal(error, null);
     assert.equal(status, 201);
     assert.deepEqual(data, { title: 'Epsilon', authors: { name: 'Cy' } });
-    const review = await userClient(idp, alice.token)
+    const review = await userClient(ctx.idp, alice.token)
       .from('reviews')
       .insert({ id: 4, book_id: 14, stars: 3 })
       .select('stars, books(title)')

@@ -2,20 +2,13 @@
 // as supabase-js writes it, against the real idp: on the column itself, negated with not., and
 // inside or/and trees, nested and negated.
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
-import pg from 'pg';
-import { type RunningIdp, startIdp } from './helpers/idp.js';
+import { describe, test } from 'node:test';
+import { sharedIdp } from './helpers/idp.js';
 import { idpRequest } from './helpers/http.js';
 import { serviceClient } from './helpers/supabase.js';
 
-let idp: RunningIdp;
-let db: pg.Client;
-
-before(async () => {
-  idp = await startIdp();
-  db = new pg.Client({ connectionString: idp.databaseUrl });
-  await db.connect();
-  await db.query(`
+const ctx = sharedIdp({}, async () => {
+  await ctx.db.query(`
     create table public.specimens (
       id int primary key, name text, tags text[], attrs jsonb, span int4range, notes text, score int,
       doc tsvector generated always as (to_tsvector('english', coalesce(name, '') || ' ' || coalesce(notes, ''))) stored);
@@ -27,12 +20,8 @@ before(async () => {
       (4, 'Oak', '{plant}', '{}', '[20,30)', 'Trees grow slowly', 10),
       (5, null, null, null, null, null, null);`);
 });
-after(async () => {
-  await db?.end();
-  await idp?.close();
-});
 
-const specimens = () => serviceClient(idp).from('specimens').select('id').order('id');
+const specimens = () => serviceClient(ctx.idp).from('specimens').select('id').order('id');
 type Query = ReturnType<typeof specimens>;
 const ids = (data: unknown) => (data as Array<{ id: number }> | null)?.map((r) => r.id);
 
@@ -100,7 +89,7 @@ describe('every operator through supabase-js', () => {
 
   test('not.or and not.and as parameters, with the new operators inside', async () => {
     const q = async (query: string) =>
-      ids((await idpRequest(idp, 'GET', `/rest/v1/specimens?select=id&order=id&${query}`, { apikey: idp.secretKey })).body);
+      ids((await idpRequest(ctx.idp, 'GET', `/rest/v1/specimens?select=id&order=id&${query}`, { apikey: ctx.idp.secretKey })).body);
     assert.deepEqual(await q(`not.or=${encodeURIComponent('(tags.cs.{red},span.sr."[15,16)")')}`), [2]);
     assert.deepEqual(await q(`not.and=${encodeURIComponent('(tags.ov.{plant},score.isdistinct.5)')}`), [1, 2, 3]);
   });
@@ -115,9 +104,9 @@ describe('every operator through supabase-js', () => {
     assert.equal(badTsQuery.error?.code, '42601');
     const injection = await specimens().textSearch('doc', "fox'); drop table public.specimens; --", { type: 'plain' });
     assert.equal(injection.error, null);
-    assert.equal((await db.query('select count(*)::int as n from public.specimens')).rows[0].n, 5);
-    const badLanguage = await idpRequest(idp, 'GET', `/rest/v1/specimens?doc=fts(${encodeURIComponent("english'")}).fox`, {
-      apikey: idp.secretKey,
+    assert.equal((await ctx.db.query('select count(*)::int as n from public.specimens')).rows[0].n, 5);
+    const badLanguage = await idpRequest(ctx.idp, 'GET', `/rest/v1/specimens?doc=fts(${encodeURIComponent("english'")}).fox`, {
+      apikey: ctx.idp.secretKey,
     });
     assert.equal(badLanguage.status, 400);
     assert.equal((badLanguage.body as { code: string }).code, 'PGRST100');
@@ -170,7 +159,7 @@ describe('each operator alone, under not., inside or=() and inside not.and=()', 
     ['score', 'lt(all).{11,6}', [3]],
   ];
   const get = async (query: string) => {
-    const res = await idpRequest(idp, 'GET', `/rest/v1/specimens?select=id&order=id&${query}`, { apikey: idp.secretKey });
+    const res = await idpRequest(ctx.idp, 'GET', `/rest/v1/specimens?select=id&order=id&${query}`, { apikey: ctx.idp.secretKey });
     assert.equal(res.status, 200, `${query}: ${res.text}`);
     return ids(res.body);
   };

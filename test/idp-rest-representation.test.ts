@@ -4,21 +4,15 @@
 // db-tx-end allowing it (optionalRollback), Accept-Profile / Content-Profile for the exposed schemas
 // (ApiRequest.hs getSchema), and an upsert that only merges answering 200 (Response.hs).
 import assert from 'node:assert/strict';
-import { after, before, beforeEach, describe, test } from 'node:test';
+import { beforeEach, describe, test } from 'node:test';
 import pg from 'pg';
-import { type RunningIdp, startIdp } from './helpers/idp.js';
+import { sharedIdp, startIdp } from './helpers/idp.js';
 import { idpRequest } from './helpers/http.js';
 import { serviceClient, supabase } from './helpers/supabase.js';
 
-let idp: RunningIdp;
-let db: pg.Client;
-
-before(async () => {
-  // Another schema exposed beside public, and clients allowed to roll their transaction back.
-  idp = await startIdp({ env: { IDP_REST_SCHEMAS: 'public,api', IDP_REST_TX_END: 'commit-allow-override' } });
-  db = new pg.Client({ connectionString: idp.databaseUrl });
-  await db.connect();
-  await db.query(`
+// Another schema exposed beside public, and clients allowed to roll their transaction back.
+const ctx = sharedIdp({ env: { IDP_REST_SCHEMAS: 'public,api', IDP_REST_TX_END: 'commit-allow-override' } }, async () => {
+  await ctx.db.query(`
     create table public.parts (
       id int primary key, name text not null, note text, qty int not null default 7,
       made timestamptz not null default '2026-01-02T03:04:05Z', code text default 'P-' || 'x');
@@ -31,20 +25,16 @@ before(async () => {
     create function api.shout(word text) returns text language sql immutable as $$ select upper(word) $$;
     grant execute on function api.shout(text) to service_role;`);
 });
-after(async () => {
-  await db?.end();
-  await idp?.close();
-});
 beforeEach(async () => {
-  await db.query(`truncate public.parts;
+  await ctx.db.query(`truncate public.parts;
     insert into public.parts (id, name, note, qty, code) values
       (1, 'bolt', 'm6, "hex"', 40, 'B-1'), (2, 'nut', null, 12, null), (3, 'washer', 'flat', 100, 'W-3')`);
 });
 
-const parts = () => serviceClient(idp).from('parts');
+const parts = () => serviceClient(ctx.idp).from('parts');
 const rest = (method: string, path: string, opts: Parameters<typeof idpRequest>[3] = {}) =>
-  idpRequest(idp, method, `/rest/v1/${path}`, { apikey: idp.secretKey, ...opts });
-const count = async () => (await db.query('select count(*)::int as n from public.parts')).rows[0].n as number;
+  idpRequest(ctx.idp, method, `/rest/v1/${path}`, { apikey: ctx.idp.secretKey, ...opts });
+const count = async () => (await ctx.db.query('select count(*)::int as n from public.parts')).rows[0].n as number;
 
 describe('formats', () => {
   test('CSV: the keys as the header, each row as PostgreSQL writes a record', async () => {
@@ -120,7 +110,7 @@ describe('Prefer', () => {
   });
 
   test("count=planned and count=estimated: the planner's estimate (estimated is exact up to 1,000 rows)", async () => {
-    await db.query(`insert into public.parts (id, name) select g, 'gen' from generate_series(100, 1599) g; analyze public.parts`);
+    await ctx.db.query(`insert into public.parts (id, name) select g, 'gen' from generate_series(100, 1599) g; analyze public.parts`);
     const planned = await parts().select('id', { count: 'planned', head: true });
     assert.equal(planned.error, null);
     assert.ok(planned.count !== null && planned.count > 1000 && planned.count < 3000, `planned ${planned.count}`);
@@ -146,7 +136,7 @@ describe('Prefer', () => {
     });
     assert.deepEqual(update.body, [{ id: 1, name: 'bolt', note: 'm6, "hex"', qty: 0, made: '2026-01-02T03:04:05+00:00', code: 'B-1' }]);
     assert.equal(update.headers.get('preference-applied'), 'return=representation, tx=rollback');
-    assert.equal((await db.query('select qty from public.parts where id = 1')).rows[0].qty, 40);
+    assert.equal((await ctx.db.query('select qty from public.parts where id = 1')).rows[0].qty, 40);
     // A single object asked for and rolled back: both apply.
     const single = await parts().delete().eq('id', 2).select().rollback().single();
     assert.equal(single.error, null);
@@ -195,7 +185,7 @@ describe('Prefer', () => {
 
 describe('profiles: Accept-Profile and Content-Profile', () => {
   test('another exposed schema for reads, writes and calls; the answer names it in Content-Profile', async () => {
-    const api = supabase(idp, idp.secretKey).schema('api');
+    const api = supabase(ctx.idp, ctx.idp.secretKey).schema('api');
     const read = await api.from('parts').select('*');
     assert.equal(read.error, null);
     assert.deepEqual(read.data, [{ id: 1, label: 'from api' }]);
@@ -204,10 +194,10 @@ describe('profiles: Accept-Profile and Content-Profile', () => {
     assert.equal((await rest('GET', 'parts?select=id&id=eq.1')).headers.get('content-profile'), null);
     const written = await api.from('parts').insert({ id: 2, label: 'written' }).select('label').single();
     assert.deepEqual(written.data, { label: 'written' });
-    assert.equal((await db.query('select count(*)::int as n from api.parts')).rows[0].n, 2);
+    assert.equal((await ctx.db.query('select count(*)::int as n from api.parts')).rows[0].n, 2);
     assert.equal((await api.rpc('shout', { word: 'hi' })).data, 'HI');
     // The default schema has no such function: calls are resolved in the profile's schema.
-    assert.equal((await serviceClient(idp).rpc('shout', { word: 'hi' })).status, 404);
+    assert.equal((await serviceClient(ctx.idp).rpc('shout', { word: 'hi' })).status, 404);
   });
 
   test('a schema that is not exposed: 406 PGRST106 naming those that are', async () => {

@@ -3,24 +3,18 @@
 // Error.hs: PGRST202 with noRpcHint, PGRST203). Functions run as the caller, so their grants and
 // the row-level security of what they read apply.
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
-import pg from 'pg';
-import { createUser, type RunningIdp, startIdp } from './helpers/idp.js';
+import { describe, test } from 'node:test';
+import { createUser, sharedIdp } from './helpers/idp.js';
 import { idpRequest } from './helpers/http.js';
 import { serviceClient, userClient } from './helpers/supabase.js';
 
-let idp: RunningIdp;
-let db: pg.Client;
 let alice: Awaited<ReturnType<typeof createUser>>;
 let bob: Awaited<ReturnType<typeof createUser>>;
 
-before(async () => {
-  idp = await startIdp();
-  db = new pg.Client({ connectionString: idp.databaseUrl });
-  await db.connect();
-  alice = await createUser(idp, 'rpc-alice@example.com');
-  bob = await createUser(idp, 'rpc-bob@example.com');
-  await db.query(`
+const ctx = sharedIdp({}, async () => {
+  alice = await createUser(ctx.idp, 'rpc-alice@example.com');
+  bob = await createUser(ctx.idp, 'rpc-bob@example.com');
+  await ctx.db.query(`
     create table public.shelves (id int primary key, label text not null);
     create table public.things (
       id int primary key, name text not null, shelf_id int references public.shelves (id),
@@ -51,25 +45,21 @@ before(async () => {
     grant execute on function public.hello() to authenticated, service_role;
 
     insert into public.shelves values (1, 'top'), (2, 'bottom');`);
-  await db.query(
+  await ctx.db.query(
     `insert into public.things values (1, 'apple', 1, $1), (2, 'avocado', 2, $1), (3, 'banana', 1, $1), (4, 'bread', null, $2)`,
     [alice.id, bob.id],
   );
 });
-after(async () => {
-  await db?.end();
-  await idp?.close();
-});
 
-const service = () => serviceClient(idp);
+const service = () => serviceClient(ctx.idp);
 const rest = (method: string, path: string, opts: Parameters<typeof idpRequest>[3] = {}) =>
-  idpRequest(idp, method, `/rest/v1/${path}`, { apikey: idp.secretKey, ...opts });
+  idpRequest(ctx.idp, method, `/rest/v1/${path}`, { apikey: ctx.idp.secretKey, ...opts });
 
 describe('calling', () => {
   test('POST with named arguments; optional ones take their defaults', async () => {
     assert.deepEqual((await service().rpc('add_them', { a: 1, b: 2 })).data, 3);
     assert.deepEqual((await service().rpc('add_them', { a: 1 })).data, 11);
-    assert.deepEqual((await userClient(idp, alice.token).rpc('hello')).data, 'hello');
+    assert.deepEqual((await userClient(ctx.idp, alice.token).rpc('hello')).data, 'hello');
   });
 
   test('GET with query arguments for a function that reads; a function that writes fails read-only (405 25006)', async () => {
@@ -78,15 +68,15 @@ describe('calling', () => {
     assert.equal(status, 200);
     assert.equal(data, 15);
     assert.deepEqual((await service().rpc('numbers', { n: 3 }, { get: true })).data, [1, 2, 3]);
-    const writes = await userClient(idp, alice.token).rpc('add_thing', { name: 'cherry' }, { get: true });
+    const writes = await userClient(ctx.idp, alice.token).rpc('add_thing', { name: 'cherry' }, { get: true });
     assert.equal(writes.status, 405);
     assert.equal(writes.error?.code, '25006');
     assert.equal(writes.error?.message, 'cannot execute INSERT in a read-only transaction');
-    assert.equal((await db.query(`select count(*)::int as n from public.things where name = 'cherry'`)).rows[0].n, 0);
+    assert.equal((await ctx.db.query(`select count(*)::int as n from public.things where name = 'cherry'`)).rows[0].n, 0);
   });
 
   test('POST of a volatile function writes, as the caller; a single row answers as an object', async () => {
-    const { data, error, status } = await userClient(idp, bob.token).rpc('add_thing', { name: 'bagel' });
+    const { data, error, status } = await userClient(ctx.idp, bob.token).rpc('add_thing', { name: 'bagel' });
     assert.equal(error, null);
     assert.equal(status, 200);
     assert.deepEqual(data, { id: 5, name: 'bagel', shelf_id: null, owner: bob.id });
@@ -95,20 +85,23 @@ describe('calling', () => {
   test('scalar, set of scalars, set of rows, TABLE results and a single row', async () => {
     assert.deepEqual((await service().rpc('numbers', { n: 4 })).data, [1, 2, 3, 4]);
     assert.deepEqual((await service().rpc('numbers', { n: 4 }).limit(2)).data, [1, 2]);
-    const rows = await userClient(idp, alice.token).rpc('my_things').select('id, name').order('id');
+    const rows = await userClient(ctx.idp, alice.token).rpc('my_things').select('id, name').order('id');
     assert.deepEqual(rows.data, [
       { id: 1, name: 'apple' },
       { id: 2, name: 'avocado' },
       { id: 3, name: 'banana' },
     ]);
-    const table = await userClient(idp, alice.token).rpc('things_like', { prefix: 'a' }).select('name').order('name', { ascending: false });
+    const table = await userClient(ctx.idp, alice.token)
+      .rpc('things_like', { prefix: 'a' })
+      .select('name')
+      .order('name', { ascending: false });
     assert.deepEqual(table.data, [{ name: 'avocado' }, { name: 'apple' }]);
-    const single = await userClient(idp, bob.token).rpc('first_thing');
+    const single = await userClient(ctx.idp, bob.token).rpc('first_thing');
     assert.deepEqual(single.data, { id: 4, name: 'bread', shelf_id: null, owner: bob.id });
   });
 
   test("filters, order, limit, counts and embedding on a function's rows", async () => {
-    const client = userClient(idp, alice.token);
+    const client = userClient(ctx.idp, alice.token);
     const filtered = await client.rpc('my_things').select('name').like('name', 'a*').gt('id', 1);
     assert.deepEqual(filtered.data, [{ name: 'avocado' }]);
     const counted = await client.rpc('my_things', {}, { count: 'exact' }).select('id').order('id').range(0, 1);
@@ -156,16 +149,16 @@ describe('calling', () => {
   });
 
   test("as the caller: auth.uid(), the role and request.path are the request's; grants and row-level security apply", async () => {
-    assert.deepEqual((await userClient(idp, alice.token).rpc('whoami')).data, {
+    assert.deepEqual((await userClient(ctx.idp, alice.token).rpc('whoami')).data, {
       uid: alice.id,
       role: 'authenticated',
       path: '/rpc/whoami',
     });
-    assert.deepEqual((await userClient(idp).rpc('whoami')).data, { uid: null, role: 'anon', path: '/rpc/whoami' });
-    const refused = await userClient(idp).rpc('hello');
+    assert.deepEqual((await userClient(ctx.idp).rpc('whoami')).data, { uid: null, role: 'anon', path: '/rpc/whoami' });
+    const refused = await userClient(ctx.idp).rpc('hello');
     assert.equal(refused.status, 401);
     assert.equal(refused.error?.code, '42501');
-    const bobs = (await userClient(idp, bob.token).rpc('my_things').select('name')).data as Array<{ name: string }> | null;
+    const bobs = (await userClient(ctx.idp, bob.token).rpc('my_things').select('name')).data as Array<{ name: string }> | null;
     assert.deepEqual(bobs?.map((r) => r.name).sort(), ['bagel', 'bread']);
   });
 });
@@ -227,7 +220,7 @@ describe("errors in PostgREST's words", () => {
   });
 
   test('a function created after start is found: the miss reloads the schema cache once', async () => {
-    await db.query(`create function public.late(x int) returns int language sql immutable as $$ select x * 2 $$`);
+    await ctx.db.query(`create function public.late(x int) returns int language sql immutable as $$ select x * 2 $$`);
     assert.equal((await service().rpc('late', { x: 21 })).data, 42);
   });
 });

@@ -2,23 +2,16 @@
 // the object Accept type (with rollback), Content-Range, error bodies and statuses, and SQL
 // injection attempts in every parameter.
 import assert from 'node:assert/strict';
-import { after, before, beforeEach, describe, test } from 'node:test';
-import pg from 'pg';
-import { createUser, type RunningIdp, startIdp } from './helpers/idp.js';
+import { beforeEach, describe, test } from 'node:test';
+import { createUser, sharedIdp } from './helpers/idp.js';
 import { supabase } from './helpers/supabase.js';
 import { idpRequest, type JsonReply } from './helpers/http.js';
 
-let idp: RunningIdp;
-let db: pg.Client;
-
 const ITEM_COLUMNS = ['id', 'name', 'qty', 'active', 'tag', 'owner', 'odd name'];
 
-before(async () => {
-  idp = await startIdp();
-  db = new pg.Client({ connectionString: idp.databaseUrl });
-  await db.connect();
+const ctx = sharedIdp({}, async () => {
   // Created after the idp started: found by the schema cache's refresh on miss.
-  await db.query(`
+  await ctx.db.query(`
     create table public.items (
       id int primary key, name text not null, qty int, active boolean, tag text unique,
       owner uuid references auth.users (id), "odd name" text);
@@ -31,13 +24,8 @@ before(async () => {
     grant select on public.broken, public.divide to service_role;
     grant execute on function public.boom() to service_role;`);
 });
-after(async () => {
-  await db?.end();
-  await idp?.close();
-});
-
 beforeEach(async () => {
-  await db.query(`truncate public.items;
+  await ctx.db.query(`truncate public.items;
     insert into public.items (id, name, qty, active, tag) values
       (1, 'apple', 5, true, 'a'), (2, 'banana', null, false, 'b'), (3, 'cherry', 10, null, 'c,d'),
       (4, 'date', 0, true, null), (5, 'elder berry', 7, false, 'it''s')`);
@@ -45,10 +33,10 @@ beforeEach(async () => {
 
 /** A request as service_role (secret key, no user JWT). */
 function rest(method: string, path: string, opts: Parameters<typeof idpRequest>[3] = {}): Promise<JsonReply> {
-  return idpRequest(idp, method, `/rest/v1/${path}`, { apikey: idp.secretKey, ...opts });
+  return idpRequest(ctx.idp, method, `/rest/v1/${path}`, { apikey: ctx.idp.secretKey, ...opts });
 }
 const ids = (res: JsonReply) => (res.body as Array<{ id: number }>).map((r) => r.id);
-const itemCount = async () => (await db.query('select count(*)::int as n from public.items')).rows[0].n as number;
+const itemCount = async () => (await ctx.db.query('select count(*)::int as n from public.items')).rows[0].n as number;
 
 function assertRestError(res: JsonReply, status: number, code: string, message?: string, details?: string | null) {
   assert.equal(res.status, status, res.text);
@@ -77,7 +65,7 @@ describe('select, order, limit and offset', () => {
     assert.deepEqual(Object.keys(chosen[0]!), ['name', 'id']);
     const quoted = await rest('GET', `items?select=${encodeURIComponent('id,"odd name"')}&id=eq.1`);
     assert.deepEqual(quoted.body, [{ id: 1, 'odd name': null }]);
-    const { data, error } = await supabase(idp, idp.secretKey).from('items').select('id, name').eq('id', 2);
+    const { data, error } = await supabase(ctx.idp, ctx.idp.secretKey).from('items').select('id, name').eq('id', 2);
     assert.equal(error, null);
     assert.deepEqual(data, [{ id: 2, name: 'banana' }]);
   });
@@ -100,7 +88,10 @@ describe('select, order, limit and offset', () => {
     assert.deepEqual(ids(await rest('GET', 'items?order=qty.asc.nullsfirst')), [2, 4, 1, 5, 3]);
     assert.deepEqual(ids(await rest('GET', 'items?order=active.desc.nullslast,id.desc')), [4, 1, 5, 2, 3]);
     assert.deepEqual(ids(await rest('GET', 'items?order=name')), [1, 2, 3, 4, 5]);
-    const { data } = await supabase(idp, idp.secretKey).from('items').select('id').order('qty', { ascending: false, nullsFirst: true });
+    const { data } = await supabase(ctx.idp, ctx.idp.secretKey)
+      .from('items')
+      .select('id')
+      .order('qty', { ascending: false, nullsFirst: true });
     assert.deepEqual(
       data?.map((r) => r.id),
       [2, 3, 5, 1, 4],
@@ -129,7 +120,11 @@ describe('select, order, limit and offset', () => {
     assert.equal(empty.headers.get('content-range'), '*/*');
     assert.equal((await rest('GET', 'items?id=eq.99', { headers: { prefer: 'count=exact' } })).headers.get('content-range'), '*/0');
 
-    const { data, count } = await supabase(idp, idp.secretKey).from('items').select('id', { count: 'exact' }).order('id').range(1, 2);
+    const { data, count } = await supabase(ctx.idp, ctx.idp.secretKey)
+      .from('items')
+      .select('id', { count: 'exact' })
+      .order('id')
+      .range(1, 2);
     assert.deepEqual(
       data?.map((r) => r.id),
       [2, 3],
@@ -145,7 +140,7 @@ describe('select, order, limit and offset', () => {
     assert.equal(res.status, 200);
     assert.equal(res.text, '');
     assert.equal(res.headers.get('content-range'), '0-4/*');
-    const { count, error } = await supabase(idp, idp.secretKey).from('items').select('*', { count: 'exact', head: true });
+    const { count, error } = await supabase(ctx.idp, ctx.idp.secretKey).from('items').select('*', { count: 'exact', head: true });
     assert.equal(error, null);
     assert.equal(count, 5);
   });
@@ -186,7 +181,7 @@ describe('filters', () => {
   }
 
   test('as supabase-js encodes them', async () => {
-    const items = () => supabase(idp, idp.secretKey).from('items').select('id').order('id');
+    const items = () => supabase(ctx.idp, ctx.idp.secretKey).from('items').select('id').order('id');
     assert.deepEqual((await items().eq('tag', 'c,d')).data, [{ id: 3 }]);
     assert.deepEqual((await items().eq('name', 'elder berry')).data, [{ id: 5 }]);
     assert.deepEqual((await items().in('tag', ['a', 'c,d'])).data, [{ id: 1 }, { id: 3 }]);
@@ -237,14 +232,18 @@ describe('insert, update, delete', () => {
     assert.equal(res.status, 201);
     assert.equal(res.headers.get('content-type'), 'application/vnd.pgrst.object+json; charset=utf-8');
     assert.deepEqual(res.body, { id: 13, name: 'lime', qty: 3, active: null, tag: null, owner: null, 'odd name': null });
-    const { data, error, status } = await supabase(idp, idp.secretKey).from('items').insert({ id: 14, name: 'mango' }).select().single();
+    const { data, error, status } = await supabase(ctx.idp, ctx.idp.secretKey)
+      .from('items')
+      .insert({ id: 14, name: 'mango' })
+      .select()
+      .single();
     assert.equal(error, null);
     assert.equal(status, 201);
     assert.deepEqual(data, { id: 14, name: 'mango', qty: null, active: null, tag: null, owner: null, 'odd name': null });
   });
 
   test('POST an array (supabase-js sends columns=); count=exact counts the rows', async () => {
-    const { data, error } = await supabase(idp, idp.secretKey)
+    const { data, error } = await supabase(ctx.idp, ctx.idp.secretKey)
       .from('items')
       .insert([
         { id: 20, name: 'a1', qty: 1 },
@@ -303,13 +302,13 @@ describe('insert, update, delete', () => {
       '22P02',
       'invalid input syntax for type integer: "abc"',
     );
-    const user = await createUser(idp, `check-${Date.now()}@example.com`);
+    const user = await createUser(ctx.idp, `check-${Date.now()}@example.com`);
     assertRestError(await rest('POST', 'notes', { body: { title: '', user_id: user.id } }), 400, '23514');
     assert.equal(await itemCount(), 5, 'nothing inserted');
   });
 
   test("a note id is the store's, always: an explicit id is refused and later inserts never collide", async () => {
-    const user = await createUser(idp, `ids-${Date.now()}@example.com`);
+    const user = await createUser(ctx.idp, `ids-${Date.now()}@example.com`);
     const asUser = { token: user.token, headers: { prefer: 'return=representation' } };
     const first = await rest('POST', 'notes', { body: { title: 'first' }, ...asUser });
     assert.equal(first.status, 201);
@@ -335,13 +334,13 @@ describe('insert, update, delete', () => {
     assert.equal(minimal.status, 204);
     assert.equal(minimal.text, '');
     assert.equal(minimal.headers.get('content-range'), '*/*');
-    assert.equal((await db.query('select qty from public.items where id = 2')).rows[0].qty, 1);
+    assert.equal((await ctx.db.query('select qty from public.items where id = 2')).rows[0].qty, 1);
     const none = await rest('PATCH', 'items?id=eq.99', { headers: { prefer: 'return=representation' }, body: { qty: 1 } });
     assert.deepEqual(none.body, []);
     assertRestError(await rest('PATCH', 'items', { body: { qty: 1 } }), 400, '21000', 'UPDATE requires a WHERE clause');
     assertRestError(await rest('PATCH', 'items?id=eq.1', { body: { nope: 1 } }), 400, 'PGRST204');
     assertRestError(await rest('PATCH', 'items?id=eq.1', { body: [{ qty: 1 }] }), 400, 'PGRST102');
-    const { data, error } = await supabase(idp, idp.secretKey).from('items').update({ name: 'APPLE' }).eq('id', 1).select('name');
+    const { data, error } = await supabase(ctx.idp, ctx.idp.secretKey).from('items').update({ name: 'APPLE' }).eq('id', 1).select('name');
     assert.equal(error, null);
     assert.deepEqual(data, [{ name: 'APPLE' }]);
   });
@@ -360,7 +359,7 @@ describe('insert, update, delete', () => {
     assert.equal(minimal.status, 204);
     assert.equal(minimal.text, '');
     assertRestError(await rest('DELETE', 'items'), 400, '21000', 'DELETE requires a WHERE clause');
-    const { data, error } = await supabase(idp, idp.secretKey).from('items').delete().eq('id', 3).select();
+    const { data, error } = await supabase(ctx.idp, ctx.idp.secretKey).from('items').delete().eq('id', 3).select();
     assert.equal(error, null);
     assert.deepEqual(
       data?.map((r) => r.id),
@@ -391,7 +390,7 @@ describe('object Accept type', () => {
       'Cannot coerce the result to a single JSON object',
       'The result contains 5 rows',
     );
-    const { error, status } = await supabase(idp, idp.secretKey).from('items').select('*').eq('id', 99).single();
+    const { error, status } = await supabase(ctx.idp, ctx.idp.secretKey).from('items').select('*').eq('id', 99).single();
     assert.equal(status, 406);
     assert.equal(error?.code, 'PGRST116');
   });
@@ -408,7 +407,7 @@ describe('object Accept type', () => {
     assert.equal(await itemCount(), 5);
 
     assertRestError(await rest('PATCH', 'items?active=is.true', { headers: accept, body: { name: 'changed' } }), 406, 'PGRST116');
-    assert.equal((await db.query(`select count(*)::int as n from public.items where name = 'changed'`)).rows[0].n, 0);
+    assert.equal((await ctx.db.query(`select count(*)::int as n from public.items where name = 'changed'`)).rows[0].n, 0);
 
     assertRestError(
       await rest('DELETE', 'items?active=is.false', { headers: { ...accept, prefer: 'return=representation' } }),
@@ -435,29 +434,34 @@ describe('errors', () => {
   });
 
   test('a column added after start is picked up', async () => {
-    await db.query('alter table public.items add column extra text');
+    await ctx.db.query('alter table public.items add column extra text');
     try {
       const res = await rest('GET', 'items?select=id,extra&id=eq.1');
       assert.equal(res.status, 200, res.text);
       assert.deepEqual(res.body, [{ id: 1, extra: null }]);
     } finally {
-      await db.query('alter table public.items drop column extra');
+      await ctx.db.query('alter table public.items drop column extra');
     }
   });
 
   test('42501 without a grant: 403 for authenticated, 401 for anon', async () => {
-    const user = await createUser(idp, `nogrant-${Date.now()}@example.com`);
+    const user = await createUser(ctx.idp, `nogrant-${Date.now()}@example.com`);
     assertRestError(
-      await idpRequest(idp, 'GET', '/rest/v1/private_things', { token: user.token }),
+      await idpRequest(ctx.idp, 'GET', '/rest/v1/private_things', { token: user.token }),
       403,
       '42501',
       'permission denied for table private_things',
     );
-    assertRestError(await idpRequest(idp, 'GET', '/rest/v1/private_things'), 401, '42501', 'permission denied for table private_things');
+    assertRestError(
+      await idpRequest(ctx.idp, 'GET', '/rest/v1/private_things'),
+      401,
+      '42501',
+      'permission denied for table private_things',
+    );
   });
 
   test('a JWT that is not one: 401 PGRST301 with WWW-Authenticate', async () => {
-    const res = await idpRequest(idp, 'GET', '/rest/v1/items', { token: 'abc' });
+    const res = await idpRequest(ctx.idp, 'GET', '/rest/v1/items', { token: 'abc' });
     assertRestError(res, 401, 'PGRST301', 'Expected 3 parts in JWT; got 1');
     assert.match(res.headers.get('www-authenticate') ?? '', /^Bearer error="invalid_token"/);
   });
@@ -472,9 +476,9 @@ describe('errors', () => {
 
 describe('SQL injection attempts', () => {
   test("in every parameter, column name and header: 4xx or harmless, and never another user's rows", async () => {
-    const alice = await createUser(idp, `alice-inj-${Date.now()}@example.com`);
-    const bob = await createUser(idp, `bob-inj-${Date.now()}@example.com`);
-    await db.query(`insert into public.notes (user_id, title) values ($1, 'alice note'), ($2, 'bob secret')`, [alice.id, bob.id]);
+    const alice = await createUser(ctx.idp, `alice-inj-${Date.now()}@example.com`);
+    const bob = await createUser(ctx.idp, `bob-inj-${Date.now()}@example.com`);
+    await ctx.db.query(`insert into public.notes (user_id, title) values ($1, 'alice note'), ($2, 'bob secret')`, [alice.id, bob.id]);
     const e = encodeURIComponent;
     const attempts: Array<{ path: string; method?: string; body?: unknown; headers?: Record<string, string> }> = [
       { path: `notes?select=${e('id;drop table notes')}` },
@@ -510,7 +514,7 @@ describe('SQL injection attempts', () => {
       { path: 'notes', headers: { 'accept-profile': 'auth' } },
     ];
     for (const attempt of attempts) {
-      const res = await idpRequest(idp, attempt.method ?? 'GET', `/rest/v1/${attempt.path}`, {
+      const res = await idpRequest(ctx.idp, attempt.method ?? 'GET', `/rest/v1/${attempt.path}`, {
         token: alice.token,
         body: attempt.body,
         headers: attempt.headers,
@@ -524,13 +528,13 @@ describe('SQL injection attempts', () => {
         assert.doesNotMatch(res.text, /bob secret/, label);
       }
     }
-    const left = await db.query('select user_id, title from public.notes where user_id = $1', [bob.id]);
+    const left = await ctx.db.query('select user_id, title from public.notes where user_id = $1', [bob.id]);
     assert.deepEqual(
       left.rows.map((r) => r.title),
       ['bob secret'],
       "bob's note untouched",
     );
     assert.equal(await itemCount(), 5, 'other tables intact');
-    assert.equal((await db.query(`select count(*)::int as n from public.notes where title = 'pwned'`)).rows[0].n, 0);
+    assert.equal((await ctx.db.query(`select count(*)::int as n from public.notes where title = 'pwned'`)).rows[0].n, 0);
   });
 });

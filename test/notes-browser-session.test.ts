@@ -5,26 +5,15 @@
 // at the provider and clears the cookie. The browser side is in
 // test/browser/notes-web.test.ts.
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
-import { startIdp, type RunningIdp } from './helpers/idp.js';
-import { PASSWORD, signUp, startNotes, type RunningNotes } from './helpers/notes.js';
+import { test } from 'node:test';
+import { PASSWORD, signUp, sharedNotes } from './helpers/notes.js';
 
 const CSRF = { 'x-csrf-protection': '1' };
 const ATTRIBUTES = 'Path=/auth/browser; HttpOnly; Secure; SameSite=Strict';
-let idp: RunningIdp;
-let notes: RunningNotes;
-
-before(async () => {
-  idp = await startIdp();
-  notes = await startNotes({ idp });
-});
-after(async () => {
-  await notes?.close();
-  await idp?.close();
-});
+const ctx = sharedNotes();
 
 const post = (url: string, headers: Record<string, string>, body?: unknown) =>
-  notes.app.inject({
+  ctx.notes.app.inject({
     method: 'POST',
     url,
     headers: { ...headers, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
@@ -41,7 +30,7 @@ const refresh = (cookie?: string, headers: Record<string, string> = CSRF) =>
   post('/auth/browser/refresh', { ...headers, ...(cookie ? { cookie: `notes_refresh=${cookie}` } : {}) });
 
 test('sign-in keeps the refresh token in the cookie only; refresh rotates it; the access token works on /notes', async () => {
-  const user = await signUp(notes.url, 'cookie');
+  const user = await signUp(ctx.notes.url, 'cookie');
   const res = await post('/auth/browser/login', CSRF, { email: user.email, password: PASSWORD });
   assert.equal(res.statusCode, 200, res.body);
   const { value, header } = cookieOf(res);
@@ -50,7 +39,7 @@ test('sign-in keeps the refresh token in the cookie only; refresh rotates it; th
   const session = res.json() as Record<string, unknown>;
   assert.deepEqual(Object.keys(session).sort(), ['access_token', 'expires_at']);
   assert.doesNotMatch(res.body, new RegExp(value));
-  const list = await notes.app.inject({ method: 'GET', url: '/notes', headers: { authorization: `Bearer ${session.access_token}` } });
+  const list = await ctx.notes.app.inject({ method: 'GET', url: '/notes', headers: { authorization: `Bearer ${session.access_token}` } });
   assert.equal(list.statusCode, 200);
 
   const renewed = await refresh(value);
@@ -62,7 +51,7 @@ test('sign-in keeps the refresh token in the cookie only; refresh rotates it; th
 });
 
 test('every route refuses a request without the CSRF header (403) and sets nothing', async () => {
-  const user = await signUp(notes.url, 'csrf');
+  const user = await signUp(ctx.notes.url, 'csrf');
   const refused = [
     await post('/auth/browser/login', {}, { email: user.email, password: PASSWORD }),
     await refresh(user.refreshToken, {}),
@@ -90,7 +79,7 @@ test('no cookie (or another service’s) is 204; a cookie the provider refuses i
 });
 
 test('sign-out ends the session at the provider and clears the cookie', async () => {
-  const user = await signUp(notes.url, 'logout');
+  const user = await signUp(ctx.notes.url, 'logout');
   const login = await post('/auth/browser/login', CSRF, { email: user.email, password: PASSWORD });
   const cookie = cookieOf(login).value!;
   const out = await post('/auth/browser/logout', { ...CSRF, authorization: `Bearer ${login.json().access_token}` });
@@ -102,7 +91,7 @@ test('sign-out ends the session at the provider and clears the cookie', async ()
 });
 
 test('a wrong password is the API’s 401 and sets no cookie', async () => {
-  const user = await signUp(notes.url, 'wrong');
+  const user = await signUp(ctx.notes.url, 'wrong');
   const res = await post('/auth/browser/login', CSRF, { email: user.email, password: 'not the password' });
   assert.equal(res.statusCode, 401);
   assert.deepEqual(res.json(), { message: 'Invalid email or password' });

@@ -3,36 +3,26 @@
 // client can neither backdate a note nor rewrite its owner or id, whatever RLS would say.
 // Driven with supabase-js as any third-party client would, against the real idp and PostgreSQL.
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
-import pg from 'pg';
-import { createUser, type RunningIdp, startIdp } from './helpers/idp.js';
+import { describe, test } from 'node:test';
+import { createUser, sharedIdp } from './helpers/idp.js';
 import { userClient } from './helpers/supabase.js';
 
-let idp: RunningIdp;
-let db: pg.Client;
 let alice: Awaited<ReturnType<typeof createUser>>;
 
-before(async () => {
-  idp = await startIdp();
-  db = new pg.Client({ connectionString: idp.databaseUrl });
-  await db.connect();
-  alice = await createUser(idp, `grants-${Date.now()}@example.com`);
-});
-after(async () => {
-  await db?.end();
-  await idp?.close();
+const ctx = sharedIdp({}, async () => {
+  alice = await createUser(ctx.idp, `grants-${Date.now()}@example.com`);
 });
 
 const NO_GRANT = 'permission denied for table notes';
-const noteCount = async () => (await db.query('SELECT count(*)::int AS n FROM public.notes')).rows[0].n as number;
+const noteCount = async () => (await ctx.db.query('SELECT count(*)::int AS n FROM public.notes')).rows[0].n as number;
 const stored = async (id: number) =>
-  (await db.query('SELECT id, user_id, title, body, created_at FROM public.notes WHERE id = $1', [id])).rows[0] as
+  (await ctx.db.query('SELECT id, user_id, title, body, created_at FROM public.notes WHERE id = $1', [id])).rows[0] as
     | { id: number; user_id: string; title: string; body: string | null; created_at: Date }
     | undefined;
 
 describe('notes: the columns a user may write', () => {
   test('insert and update of title and body work, and the store fills id, user_id and created_at', async () => {
-    const asAlice = userClient(idp, alice.token);
+    const asAlice = userClient(ctx.idp, alice.token);
     const before = Date.now();
     const created = await asAlice.from('notes').insert({ title: 'first', body: 'draft' }).select().single();
     assert.equal(created.error, null);
@@ -49,7 +39,7 @@ describe('notes: the columns a user may write', () => {
   });
 
   test('an insert naming created_at or user_id is refused with 403 42501, and nothing is stored', async () => {
-    const asAlice = userClient(idp, alice.token);
+    const asAlice = userClient(ctx.idp, alice.token);
     const count = await noteCount();
     for (const forged of [{ created_at: '2000-01-01T00:00:00Z' }, { user_id: alice.id }]) {
       const res = await asAlice
@@ -66,11 +56,11 @@ describe('notes: the columns a user may write', () => {
   });
 
   test('an update of created_at, user_id or id is refused with 403 42501, and the note is unchanged', async () => {
-    const asAlice = userClient(idp, alice.token);
+    const asAlice = userClient(ctx.idp, alice.token);
     const created = await asAlice.from('notes').insert({ title: 'keep me' }).select().single();
     assert.equal(created.error, null);
     const original = await stored(created.data.id);
-    const other = await createUser(idp, `grants-other-${Date.now()}@example.com`);
+    const other = await createUser(ctx.idp, `grants-other-${Date.now()}@example.com`);
     const changes: Array<Record<string, string>> = [
       { created_at: '2000-01-01T00:00:00Z' },
       { user_id: alice.id },
@@ -95,9 +85,9 @@ describe('notes: the columns a user may write', () => {
   });
 
   test('service_role keeps every column (it is the administrator)', async () => {
-    const res = await fetch(`${idp.url}/rest/v1/notes`, {
+    const res = await fetch(`${ctx.idp.url}/rest/v1/notes`, {
       method: 'POST',
-      headers: { apikey: idp.secretKey, 'content-type': 'application/json', prefer: 'return=representation' },
+      headers: { apikey: ctx.idp.secretKey, 'content-type': 'application/json', prefer: 'return=representation' },
       body: JSON.stringify({ title: 'imported', user_id: alice.id, created_at: '2020-05-01T00:00:00Z' }),
     });
     assert.equal(res.status, 201);

@@ -3,9 +3,8 @@
 // × whose note. The caller is user B; "other" notes belong to user A. Every row
 // checks the outcome and that A's note is untouched when it should be.
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
-import { startIdp, type RunningIdp } from './helpers/idp.js';
-import { signUp, startNotes, storedNote, type RunningNotes, type TestUser } from './helpers/notes.js';
+import { test } from 'node:test';
+import { signUp, storedNote, type TestUser, sharedNotes } from './helpers/notes.js';
 import { userClient } from './helpers/supabase.js';
 import { request } from './helpers/http.js';
 
@@ -94,19 +93,11 @@ interface Observed {
   insertedOwner?: string;
 }
 
-let idp: RunningIdp;
-let notes: RunningNotes;
 let victim: TestUser; // A
 let caller: TestUser; // B
-before(async () => {
-  idp = await startIdp();
-  notes = await startNotes({ idp });
-  victim = await signUp(notes.url, 'victim');
-  caller = await signUp(notes.url, 'caller');
-});
-after(async () => {
-  await notes?.close();
-  await idp?.close();
+const ctx = sharedNotes({}, async () => {
+  victim = await signUp(ctx.notes.url, 'victim');
+  caller = await signUp(ctx.notes.url, 'caller');
 });
 
 async function attempt(row: Row, target: { id: number; title: string }): Promise<Observed> {
@@ -114,35 +105,35 @@ async function attempt(row: Row, target: { id: number; title: string }): Promise
   // An own note is inserted the way clients do it, without user_id (the column default is the
   // caller); a note "as A" names A's id.
   const ownerField = row.owner === 'own' ? {} : { user_id: victim.id };
-  const before = await storedNote(idp, target.id);
+  const before = await storedNote(ctx.idp, target.id);
   const changed = async () => {
-    const now = await storedNote(idp, target.id);
+    const now = await storedNote(ctx.idp, target.id);
     return JSON.stringify(now) !== JSON.stringify(before);
   };
 
   if (row.channel === 'notes') {
     switch (row.op) {
       case 'select': {
-        const res = await request(notes.url, 'GET', '/notes', { token });
+        const res = await request(ctx.notes.url, 'GET', '/notes', { token });
         const seen = res.status === 200 && res.body.some((n: { id: number }) => n.id === target.id);
         return { status: res.status, message: res.body?.message, touchedTarget: seen };
       }
       case 'insert': {
-        const res = await request(notes.url, 'POST', '/notes', { token, body: { title: 'inserted', ...ownerField } });
+        const res = await request(ctx.notes.url, 'POST', '/notes', { token, body: { title: 'inserted', ...ownerField } });
         return { status: res.status, message: res.body?.message, touchedTarget: false, insertedOwner: res.body?.user_id };
       }
       case 'update': {
-        const res = await request(notes.url, 'PATCH', `/notes/${target.id}`, { token, body: { title: 'changed' } });
+        const res = await request(ctx.notes.url, 'PATCH', `/notes/${target.id}`, { token, body: { title: 'changed' } });
         return { status: res.status, message: res.body?.message, touchedTarget: await changed() };
       }
       case 'delete': {
-        const res = await request(notes.url, 'DELETE', `/notes/${target.id}`, { token });
+        const res = await request(ctx.notes.url, 'DELETE', `/notes/${target.id}`, { token });
         return { status: res.status, message: res.body?.message, touchedTarget: await changed() };
       }
     }
   }
 
-  const client = userClient(idp, token);
+  const client = userClient(ctx.idp, token);
   switch (row.op) {
     case 'select': {
       const { data, error, status } = await client.from('notes').select('*').eq('id', target.id);
@@ -177,7 +168,7 @@ test('isolation: role × operation × owner, through notes and directly against 
   for (const row of TABLE) {
     await t.test(`${row.channel}: ${row.role} ${row.op} ${row.owner} note`, async () => {
       const owner = row.owner === 'own' ? caller : victim;
-      const created = await request(notes.url, 'POST', '/notes', { token: owner.token, body: { title: `target of ${row.op}` } });
+      const created = await request(ctx.notes.url, 'POST', '/notes', { token: owner.token, body: { title: `target of ${row.op}` } });
       assert.equal(created.status, 201);
       const target = created.body as { id: number; title: string };
 
@@ -198,7 +189,7 @@ test('isolation: role × operation × owner, through notes and directly against 
       }
       // Whatever B or anon did, A's notes are A's and unchanged unless A's own row said so.
       if (row.owner === 'other') {
-        const stored = await storedNote(idp, target.id);
+        const stored = await storedNote(ctx.idp, target.id);
         assert.ok(stored, "A's note must still exist");
         assert.equal(stored.user_id, victim.id);
         assert.equal(stored.title, target.title);
@@ -207,12 +198,12 @@ test('isolation: role × operation × owner, through notes and directly against 
   }
 
   // Nothing was ever inserted as A by anyone else.
-  const asVictim = await request(notes.url, 'GET', '/notes', { token: victim.token });
+  const asVictim = await request(ctx.notes.url, 'GET', '/notes', { token: victim.token });
   assert.ok(asVictim.body.every((n: { title: string }) => n.title.startsWith('target of')));
 });
 
 test('anon reads nothing at all from the REST API, with or without filters', async () => {
-  const anon = userClient(idp);
+  const anon = userClient(ctx.idp);
   const all = await anon.from('notes').select('*');
   assert.equal(all.data, null);
   assert.equal(all.error?.code, '42501');
@@ -220,9 +211,9 @@ test('anon reads nothing at all from the REST API, with or without filters', asy
 });
 
 test("B listing through the REST API sees exactly B's notes, never A's", async () => {
-  const mine = await request(notes.url, 'POST', '/notes', { token: caller.token, body: { title: 'only mine' } });
-  await request(notes.url, 'POST', '/notes', { token: victim.token, body: { title: 'only A' } });
-  const { data, error } = await userClient(idp, caller.token).from('notes').select('*');
+  const mine = await request(ctx.notes.url, 'POST', '/notes', { token: caller.token, body: { title: 'only mine' } });
+  await request(ctx.notes.url, 'POST', '/notes', { token: victim.token, body: { title: 'only A' } });
+  const { data, error } = await userClient(ctx.idp, caller.token).from('notes').select('*');
   assert.equal(error, null);
   assert.ok(data!.length > 0);
   assert.ok(data!.every((n) => n.user_id === caller.id));
@@ -232,12 +223,12 @@ test("B listing through the REST API sees exactly B's notes, never A's", async (
 test('interleaved requests of many users: each create lands under its caller, each list holds only its caller’s notes', async () => {
   // The service sends every user's queries through one shared supabase-js client, naming the
   // caller per query; requests in flight together must never borrow each other's token.
-  const users = await Promise.all(Array.from({ length: 6 }, (_, i) => signUp(notes.url, `crowd${i}`)));
+  const users = await Promise.all(Array.from({ length: 6 }, (_, i) => signUp(ctx.notes.url, `crowd${i}`)));
   const rounds = 8;
   const created = await Promise.all(
     users.flatMap((user) =>
       Array.from({ length: rounds }, async (_, r) => {
-        const res = await request(notes.url, 'POST', '/notes', { token: user.token, body: { title: `${user.id} ${r}` } });
+        const res = await request(ctx.notes.url, 'POST', '/notes', { token: user.token, body: { title: `${user.id} ${r}` } });
         return { user, res };
       }),
     ),
@@ -249,7 +240,7 @@ test('interleaved requests of many users: each create lands under its caller, ea
   }
   const lists = await Promise.all(
     users.flatMap((user) =>
-      Array.from({ length: 3 }, async () => ({ user, res: await request(notes.url, 'GET', '/notes', { token: user.token }) })),
+      Array.from({ length: 3 }, async () => ({ user, res: await request(ctx.notes.url, 'GET', '/notes', { token: user.token }) })),
     ),
   );
   for (const { user, res } of lists) {

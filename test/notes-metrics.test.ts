@@ -1,24 +1,14 @@
 // Metrics of notes (its requests to the idp by endpoint kind and outcome) and
 // of the idp (its two pools), both on real HTTP against a real idp.
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { idpEndpointKind } from '../src/notes/idp-metrics.js';
-import { startIdp, type RunningIdp } from './helpers/idp.js';
 import { labelValues, sampleValue } from './helpers/metrics.js';
-import { PASSWORD, signUp, startNotes, startUpstream, type RunningNotes } from './helpers/notes.js';
+import { PASSWORD, signUp, startNotes, startUpstream, sharedNotes } from './helpers/notes.js';
 import { request } from './helpers/http.js';
 import { closedPort } from './helpers/ports.js';
 
-let idp: RunningIdp;
-let notes: RunningNotes;
-before(async () => {
-  idp = await startIdp();
-  notes = await startNotes({ idp });
-});
-after(async () => {
-  await notes?.close();
-  await idp?.close();
-});
+const ctx = sharedNotes();
 
 async function metricsOf(url: string): Promise<string> {
   const res = await fetch(`${url}/metrics`);
@@ -41,16 +31,16 @@ test('the endpoint kind comes from a fixed list, never from the path itself', ()
 });
 
 test('notes counts its idp requests by kind and outcome; no email, user id, token or note appears in the exposition', async () => {
-  const user = await signUp(notes.url, 'metrics-distinctive');
-  const created = await request(notes.url, 'POST', '/notes', { token: user.token, body: { title: 'a distinctive title' } });
+  const user = await signUp(ctx.notes.url, 'metrics-distinctive');
+  const created = await request(ctx.notes.url, 'POST', '/notes', { token: user.token, body: { title: 'a distinctive title' } });
   assert.equal(created.status, 201);
-  assert.equal((await request(notes.url, 'GET', '/notes', { token: user.token })).status, 200);
+  assert.equal((await request(ctx.notes.url, 'GET', '/notes', { token: user.token })).status, 200);
   assert.equal(
-    (await request(notes.url, 'POST', '/auth/login', { body: { email: user.email, password: `${PASSWORD}-wrong` } })).status,
+    (await request(ctx.notes.url, 'POST', '/auth/login', { body: { email: user.email, password: `${PASSWORD}-wrong` } })).status,
     401,
   );
 
-  const text = await metricsOf(notes.url);
+  const text = await metricsOf(ctx.notes.url);
   assert.equal(idpCalls(text, 'auth_signup', 'ok'), 1);
   assert.equal(idpCalls(text, 'auth_token', 'ok'), 1);
   assert.equal(idpCalls(text, 'auth_token', '4xx'), 1);
@@ -75,13 +65,13 @@ test('notes counts its idp requests by kind and outcome; no email, user id, toke
 
 test('an idp answering 5xx, hanging past the timeout, or unreachable: counted as 5xx, timeout and error', async () => {
   let answer: 'fail' | 'hang' = 'fail';
-  const upstream = await startUpstream(idp.url, (_method, path) => {
+  const upstream = await startUpstream(ctx.idp.url, (_method, path) => {
     if (!path.startsWith('/rest/v1/')) return 'forward';
     return answer === 'fail' ? { status: 500, body: { message: 'upstream broke' } } : 'hang';
   });
-  const user = await signUp(notes.url, 'metrics-outage');
-  const viaStub = await startNotes({ idp: { ...idp, url: upstream.url }, env: { IDP_VERIFY: 'local', IDP_TIMEOUT_MS: '300' } });
-  const unreachable = await startNotes({ idp: { ...idp, url: `http://127.0.0.1:${await closedPort()}` } });
+  const user = await signUp(ctx.notes.url, 'metrics-outage');
+  const viaStub = await startNotes({ idp: { ...ctx.idp, url: upstream.url }, env: { IDP_VERIFY: 'local', IDP_TIMEOUT_MS: '300' } });
+  const unreachable = await startNotes({ idp: { ...ctx.idp, url: `http://127.0.0.1:${await closedPort()}` } });
   try {
     // The store's own 500 passes through as a 500.
     assert.equal((await request(viaStub.url, 'GET', '/notes', { token: user.token })).status, 500);
@@ -103,9 +93,9 @@ test('an idp answering 5xx, hanging past the timeout, or unreachable: counted as
 });
 
 test('the idp reports both of its pools and labels its routes by template', async () => {
-  const user = await signUp(notes.url, 'metrics-idp');
-  assert.equal((await request(notes.url, 'GET', '/notes', { token: user.token })).status, 200);
-  const text = await metricsOf(idp.url);
+  const user = await signUp(ctx.notes.url, 'metrics-idp');
+  assert.equal((await request(ctx.notes.url, 'GET', '/notes', { token: user.token })).status, 200);
+  const text = await metricsOf(ctx.idp.url);
   for (const pool of ['auth', 'rest']) {
     assert.ok(sampleValue(text, 'db_pool_connections', { pool, state: 'idle' }) !== undefined, `${pool} pool idle`);
     assert.ok(sampleValue(text, 'db_pool_connections', { pool, state: 'in_use' }) !== undefined, `${pool} pool in use`);
@@ -119,5 +109,5 @@ test('the idp reports both of its pools and labels its routes by template', asyn
   );
   for (const value of [user.email, user.id]) assert.ok(!text.includes(value), `${value} appears in the idp's exposition`);
   // The idp's /metrics is protected like every service's.
-  assert.equal((await fetch(`${idp.url}/metrics`, { headers: { 'x-forwarded-for': '198.51.100.9' } })).status, 404);
+  assert.equal((await fetch(`${ctx.idp.url}/metrics`, { headers: { 'x-forwarded-for': '198.51.100.9' } })).status, 404);
 });

@@ -1,23 +1,13 @@
 // The notes web app as HTTP resources (what a browser is sent), without a
 // browser: test/browser/notes-web.test.ts drives the pages in Chromium.
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
-import { startIdp, type RunningIdp } from './helpers/idp.js';
-import { startNotes, type RunningNotes } from './helpers/notes.js';
+import { describe, test } from 'node:test';
+import { sharedNotes } from './helpers/notes.js';
 
 const PAGE_CSP =
   "default-src 'self';script-src 'self';style-src 'self';img-src 'self' data:;connect-src 'self';frame-ancestors 'none';base-uri 'none';form-action 'self'";
 
-let idp: RunningIdp;
-let notes: RunningNotes;
-before(async () => {
-  idp = await startIdp();
-  notes = await startNotes({ idp });
-});
-after(async () => {
-  await notes?.close();
-  await idp?.close();
-});
+const ctx = sharedNotes();
 
 describe('notes web pages', () => {
   test('serves /, /forgot-password and /reset-password as HTML under the pages policy, with no inline script or style', async () => {
@@ -26,7 +16,7 @@ describe('notes web pages', () => {
       ['/forgot-password', 'Forgot your password?'],
       ['/reset-password', 'Choose a new password'],
     ] as const) {
-      const res = await notes.app.inject({ method: 'GET', url });
+      const res = await ctx.notes.app.inject({ method: 'GET', url });
       assert.equal(res.statusCode, 200, url);
       assert.equal(res.headers['content-type'], 'text/html; charset=utf-8', url);
       assert.equal(res.headers['content-security-policy'], PAGE_CSP, url);
@@ -37,7 +27,7 @@ describe('notes web pages', () => {
       assert.doesNotMatch(res.body, /<script(?![^>]*\bsrc=)[^>]*>|<style|\sstyle=/, url);
       // Every script and stylesheet the page names is one the service serves.
       for (const [, asset] of res.body.matchAll(/(?:src|href)="(\/assets\/[^"]+)"/g)) {
-        assert.equal((await notes.app.inject({ method: 'GET', url: asset! })).statusCode, 200, `${url} → ${asset}`);
+        assert.equal((await ctx.notes.app.inject({ method: 'GET', url: asset! })).statusCode, 200, `${url} → ${asset}`);
       }
     }
   });
@@ -53,11 +43,11 @@ describe('notes web pages', () => {
       '/assets/notes/reset-password.js': /^text\/javascript/,
     };
     for (const [url, type] of Object.entries(types)) {
-      const res = await notes.app.inject({ method: 'GET', url });
+      const res = await ctx.notes.app.inject({ method: 'GET', url });
       assert.equal(res.statusCode, 200, url);
       assert.match(String(res.headers['content-type']), type, url);
       assert.equal(res.headers['cache-control'], 'no-cache', url);
-      const again = await notes.app.inject({ method: 'GET', url, headers: { 'if-none-match': String(res.headers.etag) } });
+      const again = await ctx.notes.app.inject({ method: 'GET', url, headers: { 'if-none-match': String(res.headers.etag) } });
       assert.equal(again.statusCode, 304, url);
       assert.equal(again.body, '', url);
     }
@@ -74,7 +64,7 @@ describe('notes web pages', () => {
       '/reset-password/x',
       '/forgot-password.html',
     ]) {
-      const res = await notes.app.inject({ method: 'GET', url });
+      const res = await ctx.notes.app.inject({ method: 'GET', url });
       assert.equal(res.statusCode, 404, url);
       assert.match(String(res.headers['content-type']), /^application\/json/, url);
       assert.match(String(res.headers['content-security-policy']), /^default-src 'none'/, url);
@@ -82,22 +72,22 @@ describe('notes web pages', () => {
     }
     // Pages are read-only.
     for (const method of ['POST', 'PUT', 'DELETE'] as const) {
-      assert.equal((await notes.app.inject({ method, url: '/' })).statusCode, 404, method);
+      assert.equal((await ctx.notes.app.inject({ method, url: '/' })).statusCode, 404, method);
     }
   });
 
   test('leaves the API as it was: its own policy, its refusals, and the pages out of its document', async () => {
-    const list = await fetch(`${notes.url}/notes`);
+    const list = await fetch(`${ctx.notes.url}/notes`);
     assert.equal(list.status, 401);
     assert.deepEqual(await list.json(), { message: 'Missing bearer token' });
     assert.match(String(list.headers.get('content-security-policy')), /^default-src 'none'/);
     // Same origin as the pages: no CORS headers are added for a cross-origin caller.
-    const preflight = await fetch(`${notes.url}/notes`, {
+    const preflight = await fetch(`${ctx.notes.url}/notes`, {
       method: 'OPTIONS',
       headers: { origin: 'https://elsewhere.example', 'access-control-request-method': 'GET' },
     });
     assert.equal(preflight.headers.get('access-control-allow-origin'), null);
-    const openapi = (await notes.app.inject({ method: 'GET', url: '/docs/json' })).json() as { paths: Record<string, unknown> };
+    const openapi = (await ctx.notes.app.inject({ method: 'GET', url: '/docs/json' })).json() as { paths: Record<string, unknown> };
     for (const path of ['/', '/forgot-password', '/reset-password', '/assets/style.css', '/assets/notes/notes.js'])
       assert.equal(openapi.paths[path], undefined, path);
     assert.ok(openapi.paths['/notes'], 'the API routes are still documented');

@@ -1,6 +1,8 @@
 // A real idp for tests: its own freshly migrated database, real HTTP on a free port, fixed keys.
 // Used by the idp's own tests and by the notes service's tests.
 import { generateKeyPairSync } from 'node:crypto';
+import { after, before } from 'node:test';
+import pg from 'pg';
 import { type IdpDeps, idp } from '../../src/idp/app.js';
 import { authenticatorRoleName } from '../../src/idp/authenticator.js';
 import type { IdpConfig } from '../../src/idp/config.js';
@@ -8,7 +10,7 @@ import { type TestDatabase, adminUrl, withClient } from './database.js';
 import { idpRequest } from './http.js';
 import { testLogLevel } from './logs.js';
 import { testPasswordHasher } from './passwords.js';
-import { type TestService, type TestServiceOptions, serviceDatabase, startTestService } from './services.js';
+import { type TestService, type TestServiceOptions, serviceDatabase, started, startTestService } from './services.js';
 
 export const TEST_PUBLISHABLE_KEY = 'sb_publishable_test_5mLcH2pQ8vRzN4kW1xYa';
 export const TEST_SECRET_KEY = 'sb_secret_test_Q7nB3vT9cXe2LmP5sK8d';
@@ -61,6 +63,42 @@ export async function startIdp(options: IdpOptions = {}): Promise<RunningIdp> {
   const deps = { passwordHasher: testPasswordHasher(), ...options.deps };
   const running = await startTestService(idp, IDP_TEST_ENV, { listen: true, ...options, deps }, () => idpDatabase());
   return { ...running, publishableKey: TEST_PUBLISHABLE_KEY, secretKey: TEST_SECRET_KEY, signingKeyPem: TEST_SIGNING_KEY };
+}
+
+/**
+ * An idp shared by the tests of a file (or of the describe it is called in) and a connection to its
+ * database (for tables, grants and checks past RLS): started before those tests, then `setUp` (the
+ * scene they share), closed after them. The scene goes in `setUp` rather than in a before hook of the
+ * file: node runs a file's top-level before hooks side by side, not one after the other.
+ */
+export interface SharedIdp {
+  readonly idp: RunningIdp;
+  readonly db: pg.Client;
+}
+
+export function sharedIdp(options: IdpOptions = {}, setUp?: (shared: SharedIdp) => Promise<void>): SharedIdp {
+  let running: RunningIdp | undefined;
+  let db: pg.Client | undefined;
+  before(async () => {
+    running = await startIdp(options);
+    const client = new pg.Client({ connectionString: running.databaseUrl });
+    await client.connect();
+    db = client;
+    await setUp?.(shared);
+  });
+  after(async () => {
+    await db?.end();
+    await running?.close();
+  });
+  const shared: SharedIdp = {
+    get idp() {
+      return started(running);
+    },
+    get db() {
+      return started(db);
+    },
+  };
+  return shared;
 }
 
 /**

@@ -1,15 +1,16 @@
 // Shared pieces of the notes tests (not a test file itself): a notes app on real
-// HTTP pointed at an idp, a small JSON client, users made through the notes API,
-// and token forging.
+// HTTP pointed at an idp, users made through the notes API, and token forging.
 import { once } from 'node:events';
 import type net from 'node:net';
+import { after, before } from 'node:test';
 import { type NotesDeps, notes } from '../../src/notes/app.js';
 import type { NotesConfig } from '../../src/notes/config.js';
 import { uniqueEmail } from './emails.js';
 import { decodeJwt } from 'jose';
 import { request } from './http.js';
 import { testLogLevel } from './logs.js';
-import { type TestService, type TestServiceOptions, startTestService } from './services.js';
+import { type RunningIdp, startIdp } from './idp.js';
+import { type TestService, type TestServiceOptions, started, startTestService } from './services.js';
 import { type IdpEndpoint, serviceClient } from './supabase.js';
 
 export type NotesOptions = TestServiceOptions<NotesDeps> & {
@@ -29,6 +30,39 @@ export function startNotes({ idp, ...options }: NotesOptions): Promise<RunningNo
     { IDP_URL: idp.url, IDP_SECRET_KEY: idp.secretKey, IDP_PUBLISHABLE_KEY: idp.publishableKey, LOG_LEVEL: testLogLevel('warn') },
     { listen: true, ...options },
   );
+}
+
+/**
+ * A test idp and the notes service on it, shared by the tests of a file (or of the describe it is
+ * called in): started before those tests, then `setUp` (the scene they share; not a before hook of
+ * the file, which node would run beside this one), closed after them.
+ */
+export interface SharedNotes {
+  readonly idp: RunningIdp;
+  readonly notes: RunningNotes;
+}
+
+export function sharedNotes(options: Omit<NotesOptions, 'idp'> = {}, setUp?: (shared: SharedNotes) => Promise<void>): SharedNotes {
+  let idp: RunningIdp | undefined;
+  let running: RunningNotes | undefined;
+  before(async () => {
+    idp = await startIdp();
+    running = await startNotes({ idp, ...options });
+    await setUp?.(shared);
+  });
+  after(async () => {
+    await running?.close();
+    await idp?.close();
+  });
+  const shared: SharedNotes = {
+    get idp() {
+      return started(idp);
+    },
+    get notes() {
+      return started(running);
+    },
+  };
+  return shared;
 }
 
 export const PASSWORD = 'correct-horse-battery-staple';

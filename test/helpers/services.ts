@@ -129,3 +129,9 @@ export async function startAll<const T extends readonly Promise<Started>[]>(
   }
   return settled.map((s) => (s as PromiseFulfilledResult<Started>).value) as { -readonly [K in keyof T]: Awaited<T[K]> };
 }
+
+/** What a before hook started, read by the tests after it (never while the file is being defined). */
+export function started<T>(value: T | undefined): T {
+  if (value === undefined) throw new Error('not started yet: it is started in a before hook; use it inside tests');
+  return value;
+}
