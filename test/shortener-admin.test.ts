@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
-import { after, before, describe, it, mock } from 'node:test';
+import { describe, it, mock } from 'node:test';
 import type { Pool } from '../src/kit/db.js';
 import type { App } from '../src/kit/http/app.js';
 import { ADMIN_NOT_CONFIGURED } from '../src/shortener/admin-auth.js';
@@ -10,37 +10,27 @@ import { RESERVED_CODE_PREFIXES, isReservedCode } from '../src/shortener/reserve
 import { watchQueries } from './helpers/database.js';
 import {
   assertEnvelope,
-  startShortener,
   createCode,
   createLink,
   scriptedCodes,
-  type RunningShortener,
   type ShortenerOptions,
   shortenerTestConfig,
   withShortener,
+  sharedShortener,
 } from './helpers/shortener.js';
 
 const ADMIN_KEY = `${'k'.repeat(20)}-admin-key-for-tests`;
 const AUTH = { authorization: `Bearer ${ADMIN_KEY}` };
 
-let shortener: RunningShortener;
-let app: App;
-let pool: Pool;
-
-before(async () => {
-  shortener = await startShortener({ env: { SHORTENER_ADMIN_KEY: ADMIN_KEY } });
-  ({ app, pool } = shortener);
-});
-
-after(() => shortener.close());
+const ctx = sharedShortener({ env: { SHORTENER_ADMIN_KEY: ADMIN_KEY } });
 
 /** Another shortener on this file's database, with the admin key unless `options.env` replaces it. */
 const withApp = <T>(fn: (app: App) => Promise<T>, options: ShortenerOptions = {}) =>
-  withShortener({ pool, env: { SHORTENER_ADMIN_KEY: ADMIN_KEY }, ...options }, fn);
+  withShortener({ pool: ctx.pool, env: { SHORTENER_ADMIN_KEY: ADMIN_KEY }, ...options }, fn);
 
 /** Inserts a link directly, so created_at and URLs the create path would refuse can be set. */
 async function insertLink(code: string, url: string, secondsAgo: number): Promise<void> {
-  await pool.query(`INSERT INTO links (code, original_url, created_at) VALUES ($1, $2, now() - make_interval(secs => $3))`, [
+  await ctx.pool.query(`INSERT INTO links (code, original_url, created_at) VALUES ($1, $2, now() - make_interval(secs => $3))`, [
     code,
     url,
     secondsAgo,
@@ -48,12 +38,12 @@ async function insertLink(code: string, url: string, secondsAgo: number): Promis
 }
 
 async function list(query: string, headers: Record<string, string> = AUTH) {
-  const res = await app.inject({ method: 'GET', url: `/api/links${query}`, headers });
+  const res = await ctx.app.inject({ method: 'GET', url: `/api/links${query}`, headers });
   return { res, body: res.json() as { status: number; data: Array<Record<string, unknown>>; message: string } };
 }
 
 const patch = (code: string, payload: unknown, headers: Record<string, string> = AUTH) =>
-  app.inject({ method: 'PATCH', url: `/api/links/${code}`, payload: payload as object, headers });
+  ctx.app.inject({ method: 'PATCH', url: `/api/links/${code}`, payload: payload as object, headers });
 
 describe('admin auth', () => {
   const requests = [
@@ -99,20 +89,20 @@ describe('admin auth', () => {
     ];
     for (const req of requests) {
       for (const headers of wrong) {
-        const res = await app.inject({ ...req, headers });
+        const res = await ctx.app.inject({ ...req, headers });
         assert.equal(res.statusCode, 401, `${req.method} ${JSON.stringify(headers)}`);
         assertEnvelope(res.json(), 401, 'Unauthorized');
         assert.equal(res.headers['www-authenticate'], 'Bearer');
       }
     }
-    const res = await app.inject({ method: 'GET', url: '/api/links', headers: AUTH });
+    const res = await ctx.app.inject({ method: 'GET', url: '/api/links', headers: AUTH });
     assert.equal(res.statusCode, 200);
     // HEAD, which Fastify derives from GET, carries the same check.
-    assert.equal((await app.inject({ method: 'HEAD', url: '/api/links' })).statusCode, 401);
-    assert.equal((await app.inject({ method: 'HEAD', url: '/api/links', headers: AUTH })).statusCode, 200);
+    assert.equal((await ctx.app.inject({ method: 'HEAD', url: '/api/links' })).statusCode, 401);
+    assert.equal((await ctx.app.inject({ method: 'HEAD', url: '/api/links', headers: AUTH })).statusCode, 200);
     // The scheme is case-insensitive (RFC 7235).
     assert.equal(
-      (await app.inject({ method: 'GET', url: '/api/links', headers: { authorization: `bearer ${ADMIN_KEY}` } })).statusCode,
+      (await ctx.app.inject({ method: 'GET', url: '/api/links', headers: { authorization: `bearer ${ADMIN_KEY}` } })).statusCode,
       200,
     );
   });
@@ -121,7 +111,7 @@ describe('admin auth', () => {
     const spy = mock.method(crypto, 'timingSafeEqual');
     try {
       for (const authorization of ['Bearer short', `Bearer ${ADMIN_KEY}${'x'.repeat(500)}`, `Bearer ${ADMIN_KEY}`]) {
-        await app.inject({ method: 'GET', url: '/api/links', headers: { authorization } });
+        await ctx.app.inject({ method: 'GET', url: '/api/links', headers: { authorization } });
       }
       assert.equal(spy.mock.callCount(), 3);
       for (const call of spy.mock.calls) {
@@ -139,7 +129,7 @@ describe('admin auth', () => {
   });
 
   it('answers 401 before any body or query validation, and before any query reaches the database', async () => {
-    const queries = watchQueries(pool);
+    const queries = watchQueries(ctx.pool);
     try {
       const invalid = [
         { method: 'GET', url: `/api/links?page=0&per_page=5000&q=${'x'.repeat(5000)}` },
@@ -149,7 +139,7 @@ describe('admin auth', () => {
         { method: 'DELETE', url: '/api/links/..%2F..%2Fetc' },
       ] as const;
       for (const req of invalid) {
-        const res = await app.inject({ ...req, headers: { ...('headers' in req ? req.headers : {}), authorization: 'Bearer wrong' } });
+        const res = await ctx.app.inject({ ...req, headers: { ...('headers' in req ? req.headers : {}), authorization: 'Bearer wrong' } });
         assert.equal(res.statusCode, 401, `${req.method} ${req.url}: ${res.body}`);
         assertEnvelope(res.json(), 401, 'Unauthorized');
       }
@@ -165,7 +155,7 @@ describe('GET /api/links', () => {
     await insertLink('OrdA001', 'https://order.test/oldest', 300);
     await insertLink('OrdA002', 'https://order.test/middle', 200);
     await insertLink('OrdA003', 'https://order.test/newest', 100);
-    await pool.query(
+    await ctx.pool.query(
       "UPDATE links SET clicks = 7, max_visits = 10, disabled = true, expires_at = '2030-01-02T03:04:05Z' WHERE code = 'OrdA002'",
     );
     const { res, body } = await list('?q=order.test');
@@ -214,7 +204,7 @@ describe('GET /api/links', () => {
   });
 
   it('without q lists every link, and X-Total-Count is the number of links', async () => {
-    const { rows } = await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM links');
+    const { rows } = await ctx.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM links');
     const { res, body } = await list('?per_page=1000');
     assert.equal(res.headers['x-total-count'], String(rows[0]!.n));
     assert.equal(body.data.length, rows[0]!.n);
@@ -314,7 +304,7 @@ describe('GET /api/links', () => {
 
 describe('PATCH /api/links/:code', () => {
   it('sets and clears each field, alone or together, and answers the link', async () => {
-    const code = await createCode(app, 'https://example.com/patch-me');
+    const code = await createCode(ctx.app, 'https://example.com/patch-me');
     const step = async (payload: unknown, expected: Record<string, unknown>) => {
       const res = await patch(code, payload);
       assert.equal(res.statusCode, 200, res.body);
@@ -324,7 +314,7 @@ describe('PATCH /api/links/:code', () => {
       assert.equal(body.data.short_url, `https://sho.rt/${code}`);
       assert.equal(body.data.original_url, 'https://example.com/patch-me');
       for (const [k, v] of Object.entries(expected)) assert.deepEqual(body.data[k], v, `${JSON.stringify(payload)} → ${k}`);
-      const { rows } = await pool.query('SELECT expires_at, max_visits, disabled FROM links WHERE code = $1', [code]);
+      const { rows } = await ctx.pool.query('SELECT expires_at, max_visits, disabled FROM links WHERE code = $1', [code]);
       return rows[0] as { expires_at: Date | null; max_visits: number | null; disabled: boolean };
     };
     let row = await step(
@@ -352,7 +342,7 @@ describe('PATCH /api/links/:code', () => {
   });
 
   it('invalid values are 400 envelopes naming the field, and change nothing', async () => {
-    const code = await createCode(app, 'https://example.com/patch-invalid');
+    const code = await createCode(ctx.app, 'https://example.com/patch-invalid');
     for (const [payload, field] of [
       [{ expires_at: '2031-06-01T12:00:00' }, 'body/expires_at'],
       [{ expires_at: '2031-06-01' }, 'body/expires_at'],
@@ -382,16 +372,16 @@ describe('PATCH /api/links/:code', () => {
       assert.equal(res.statusCode, 400, `${JSON.stringify(payload)}: ${res.body}`);
       assert.ok(assertEnvelope(res.json(), 400, 'Bad Request').includes(field), `${JSON.stringify(payload)}: ${res.body}`);
     }
-    const { rows } = await pool.query('SELECT expires_at, max_visits, disabled FROM links WHERE code = $1', [code]);
+    const { rows } = await ctx.pool.query('SELECT expires_at, max_visits, disabled FROM links WHERE code = $1', [code]);
     assert.deepEqual(rows[0], { expires_at: null, max_visits: null, disabled: false });
   });
 
   it('a malformed code is a 404 without any query; an unknown code is a 404', async () => {
-    const queries = watchQueries(pool);
+    const queries = watchQueries(ctx.pool);
     try {
       for (const code of ['ab', 'a'.repeat(65), '..%2Fetc', 'abc.efg', '%C3%A9bcdefg']) {
         for (const method of ['PATCH', 'DELETE'] as const) {
-          const res = await app.inject({ method, url: `/api/links/${code}`, payload: { disabled: true }, headers: AUTH });
+          const res = await ctx.app.inject({ method, url: `/api/links/${code}`, payload: { disabled: true }, headers: AUTH });
           assert.equal(res.statusCode, 404, `${method} ${code}`);
           assert.equal(assertEnvelope(res.json(), 404, 'Not Found'), 'Link not found');
         }
@@ -408,9 +398,9 @@ describe('PATCH /api/links/:code', () => {
 
 describe('DELETE /api/links/:code', () => {
   it('answers 200 with the link; then redirect, stats, QR and admin calls are 404 and the code is tombstoned', async () => {
-    const code = await createCode(app, 'https://example.com/to-delete');
-    assert.equal((await app.inject({ method: 'GET', url: `/${code}` })).statusCode, 302);
-    const res = await app.inject({ method: 'DELETE', url: `/api/links/${code}`, headers: AUTH });
+    const code = await createCode(ctx.app, 'https://example.com/to-delete');
+    assert.equal((await ctx.app.inject({ method: 'GET', url: `/${code}` })).statusCode, 302);
+    const res = await ctx.app.inject({ method: 'DELETE', url: `/api/links/${code}`, headers: AUTH });
     assert.equal(res.statusCode, 200, res.body);
     const body = res.json() as { status: number; message: string; data: Record<string, unknown> };
     assert.equal(body.status, 200);
@@ -426,11 +416,11 @@ describe('DELETE /api/links/:code', () => {
       ['DELETE', `/api/links/${code}`, AUTH],
       ['PATCH', `/api/links/${code}`, AUTH],
     ] as const) {
-      const after = await app.inject({ method, url, headers, ...(method === 'PATCH' ? { payload: { disabled: true } } : {}) });
+      const after = await ctx.app.inject({ method, url, headers, ...(method === 'PATCH' ? { payload: { disabled: true } } : {}) });
       assert.equal(after.statusCode, 404, `${method} ${url}`);
       if (method !== 'HEAD') assert.equal(assertEnvelope(after.json(), 404, 'Not Found'), 'Link not found');
     }
-    const { rows } = await pool.query('SELECT code FROM deleted_codes WHERE code = $1', [code]);
+    const { rows } = await ctx.pool.query('SELECT code FROM deleted_codes WHERE code = $1', [code]);
     assert.equal(rows.length, 1);
     const listed = await list(`?q=${code}`);
     assert.deepEqual(
@@ -440,8 +430,8 @@ describe('DELETE /api/links/:code', () => {
   });
 
   it('never issues a deleted code again: a generator that yields it gets another code', async () => {
-    const deleted = await createCode(app, 'https://example.com/deleted-then-drawn');
-    assert.equal((await app.inject({ method: 'DELETE', url: `/api/links/${deleted}`, headers: AUTH })).statusCode, 200);
+    const deleted = await createCode(ctx.app, 'https://example.com/deleted-then-drawn');
+    assert.equal((await ctx.app.inject({ method: 'DELETE', url: `/api/links/${deleted}`, headers: AUTH })).statusCode, 200);
     const script = scriptedCodes(deleted, 'Other01');
     await withApp(
       async (drawing) => {
@@ -452,7 +442,7 @@ describe('DELETE /api/links/:code', () => {
       { deps: { generateCode: script.generateCode } },
     );
     assert.deepEqual(script.drawn, [deleted, 'Other01']);
-    assert.equal((await pool.query('SELECT 1 FROM links WHERE code = $1', [deleted])).rowCount, 0);
+    assert.equal((await ctx.pool.query('SELECT 1 FROM links WHERE code = $1', [deleted])).rowCount, 0);
     // A generator that only yields the deleted code gives up like on any duplicate: 503, nothing inserted.
     const stuckScript = scriptedCodes(deleted);
     await withApp(
@@ -464,12 +454,12 @@ describe('DELETE /api/links/:code', () => {
       { deps: { generateCode: stuckScript.generateCode } },
     );
     assert.equal(stuckScript.drawn.length, MAX_CODE_ATTEMPTS);
-    assert.equal((await pool.query('SELECT 1 FROM links WHERE code = $1', [deleted])).rowCount, 0);
+    assert.equal((await ctx.pool.query('SELECT 1 FROM links WHERE code = $1', [deleted])).rowCount, 0);
   });
 
   it('a create that draws the code of a link being deleted waits for the delete, then takes another code', async () => {
-    const code = await createCode(app, 'https://example.com/deleted-during-create');
-    const deleter = await pool.connect();
+    const code = await createCode(ctx.app, 'https://example.com/deleted-during-create');
+    const deleter = await ctx.pool.connect();
     try {
       await deleter.query('BEGIN');
       // The delete's own statement, left uncommitted while the create runs.
@@ -481,7 +471,7 @@ describe('DELETE /api/links/:code', () => {
           const creating = createLink(drawing, 'https://example.com/racing');
           // The insert waits on the deleting transaction (the primary key holds the old row until it commits).
           for (let i = 0; ; i++) {
-            const { rows } = await pool.query(
+            const { rows } = await ctx.pool.query(
               "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'INSERT INTO links%'",
             );
             if (rows.length > 0) break;
@@ -496,7 +486,7 @@ describe('DELETE /api/links/:code', () => {
         { deps: { generateCode: script.generateCode } },
       );
       assert.deepEqual(script.drawn, [code, 'Other02']);
-      assert.equal((await pool.query('SELECT 1 FROM links WHERE code = $1', [code])).rowCount, 0);
+      assert.equal((await ctx.pool.query('SELECT 1 FROM links WHERE code = $1', [code])).rowCount, 0);
     } finally {
       await deleter.query('ROLLBACK').catch(() => {});
       deleter.release();
@@ -523,7 +513,7 @@ describe('reserved codes', () => {
     );
     assert.deepEqual(script.drawn, sequence);
     assert.deepEqual(issued, ['Normal0', 'Normal1']);
-    assert.equal((await pool.query('SELECT 1 FROM links WHERE code = ANY($1)', [reserved])).rowCount, 0);
+    assert.equal((await ctx.pool.query('SELECT 1 FROM links WHERE code = ANY($1)', [reserved])).rowCount, 0);
   });
 
   it('covers every one-segment GET path of the app and the web UI paths', async () => {
@@ -539,38 +529,38 @@ describe('reserved codes', () => {
 
 describe("DELETE /api/links/:code and the link's visits", () => {
   it('takes the visits with it: the visits endpoint and the stats page answer 404, no visit row is left, other links keep theirs', async () => {
-    const code = await createCode(app, 'https://example.com/visited-then-deleted');
-    const kept = await createCode(app, 'https://example.com/kept');
+    const code = await createCode(ctx.app, 'https://example.com/visited-then-deleted');
+    const kept = await createCode(ctx.app, 'https://example.com/kept');
     for (const [c, ip] of [
       [code, '192.0.2.1'],
       [code, '192.0.2.2'],
       [kept, '192.0.2.1'],
     ] as const) {
       assert.equal(
-        (await app.inject({ method: 'GET', url: `/${c}`, headers: { 'user-agent': 'Mozilla/5.0 Firefox/121.0' }, remoteAddress: ip }))
+        (await ctx.app.inject({ method: 'GET', url: `/${c}`, headers: { 'user-agent': 'Mozilla/5.0 Firefox/121.0' }, remoteAddress: ip }))
           .statusCode,
         302,
       );
     }
     const rowsOf = async (c: string) => {
-      const { rows } = await pool.query<{ counts: number; visitors: number }>(
+      const { rows } = await ctx.pool.query<{ counts: number; visitors: number }>(
         `SELECT (SELECT count(*) FROM visit_counts WHERE code = $1)::int AS counts, (SELECT count(*) FROM daily_visitors WHERE code = $1)::int AS visitors`,
         [c],
       );
       return rows[0]!;
     };
     assert.deepEqual(await rowsOf(code), { counts: 1, visitors: 2 });
-    assert.equal((await app.inject({ method: 'DELETE', url: `/api/links/${code}`, headers: AUTH })).statusCode, 200);
+    assert.equal((await ctx.app.inject({ method: 'DELETE', url: `/api/links/${code}`, headers: AUTH })).statusCode, 200);
 
-    const visits = await app.inject({ method: 'GET', url: `/api/links/${code}/visits`, headers: AUTH });
+    const visits = await ctx.app.inject({ method: 'GET', url: `/api/links/${code}/visits`, headers: AUTH });
     assert.equal(visits.statusCode, 404);
     assert.equal(assertEnvelope(visits.json(), 404, 'Not Found'), 'Link not found');
-    const page = await app.inject({ method: 'GET', url: `/stats/${code}` });
+    const page = await ctx.app.inject({ method: 'GET', url: `/stats/${code}` });
     assert.equal(page.statusCode, 404);
     assert.match(page.body, /<title>Link not found<\/title>/);
     assert.deepEqual(await rowsOf(code), { counts: 0, visitors: 0 });
     assert.deepEqual(await rowsOf(kept), { counts: 1, visitors: 1 });
-    const keptVisits = await app.inject({ method: 'GET', url: `/api/links/${kept}/visits`, headers: AUTH });
+    const keptVisits = await ctx.app.inject({ method: 'GET', url: `/api/links/${kept}/visits`, headers: AUTH });
     assert.equal((keptVisits.json() as { data: { totals: { visits: number } } }).data.totals.visits, 1);
   });
 });

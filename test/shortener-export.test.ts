@@ -1,41 +1,24 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import { createPool, type Pool } from '../src/kit/db.js';
-import type { App } from '../src/kit/http/app.js';
+import { describe, it } from 'node:test';
+import { createPool } from '../src/kit/db.js';
 import { csvCell } from '../src/shortener/csv.js';
 import { EXPORT_PAGE_SIZE } from '../src/shortener/routes/export-links.js';
 import { uniqueIp } from './helpers/client-ips.js';
 import { bearer } from './helpers/http.js';
-import {
-  assertEnvelope,
-  type RunningShortener,
-  startShortener,
-  TEST_ADMIN_AUTH,
-  TEST_ADMIN_KEY,
-  issueApiKey,
-} from './helpers/shortener.js';
+import { assertEnvelope, startShortener, TEST_ADMIN_AUTH, TEST_ADMIN_KEY, issueApiKey, sharedShortener } from './helpers/shortener.js';
 
 // GET /api/links/export and GET /api/links/:code/visits/export: who may download
 // what, CSV as RFC 4180 with the CSV-injection defence, and a list that reads
 // back into the links it came from.
 
-let shortener: RunningShortener;
-let app: App;
-let pool: Pool;
-
-before(async () => {
-  shortener = await startShortener({ env: { SHORTENER_ADMIN_KEY: TEST_ADMIN_KEY } });
-  ({ app, pool } = shortener);
-});
-after(() => shortener.close());
-
+const ctx = sharedShortener({ env: { SHORTENER_ADMIN_KEY: TEST_ADMIN_KEY } });
 interface Created {
   code: string;
   manage_token: string;
 }
 
 async function bulkCreate(items: object[], headers: Record<string, string>): Promise<Created[]> {
-  const res = await app.inject({ method: 'POST', url: '/api/links/bulk', payload: items, headers, remoteAddress: uniqueIp() });
+  const res = await ctx.app.inject({ method: 'POST', url: '/api/links/bulk', payload: items, headers, remoteAddress: uniqueIp() });
   assert.equal(res.statusCode, 200, res.body);
   const results = (res.json() as { data: { results: Array<{ status: number; message: string; data: Created }> } }).data.results;
   for (const r of results) assert.equal(r.status, 201, r.message);
@@ -82,7 +65,7 @@ function csvObjects(text: string): Array<Record<string, string>> {
 }
 
 async function exportLinks(headers: Record<string, string>, format = 'csv') {
-  return app.inject({ method: 'GET', url: `/api/links/export?format=${format}`, headers });
+  return ctx.app.inject({ method: 'GET', url: `/api/links/export?format=${format}`, headers });
 }
 
 describe('CSV cells', () => {
@@ -106,9 +89,9 @@ describe('CSV cells', () => {
 
 describe('link export', () => {
   it('an author key exports its own links only; manager and admin keys every link; a token or nothing is refused', async () => {
-    const alice = await issueApiKey(app, 'export-alice', 'author');
-    const bob = await issueApiKey(app, 'export-bob', 'author');
-    const manager = await issueApiKey(app, 'export-manager', 'manager');
+    const alice = await issueApiKey(ctx.app, 'export-alice', 'author');
+    const bob = await issueApiKey(ctx.app, 'export-bob', 'author');
+    const manager = await issueApiKey(ctx.app, 'export-manager', 'manager');
     const aliceLinks = await bulkCreate(
       [{ url: 'https://example.com/alice/1' }, { url: 'https://example.com/alice/2' }],
       bearer(alice.key),
@@ -144,7 +127,7 @@ describe('link export', () => {
     assert.equal(json.headers['content-type'], 'application/json; charset=utf-8');
     assert.equal(json.headers['content-disposition'], 'attachment; filename="links.json"');
     assert.ok(Array.isArray(json.json()));
-    const plain = await app.inject({ method: 'GET', url: '/api/links/export', headers: TEST_ADMIN_AUTH });
+    const plain = await ctx.app.inject({ method: 'GET', url: '/api/links/export', headers: TEST_ADMIN_AUTH });
     assert.equal(plain.headers['content-type'], 'text/csv; charset=utf-8');
     const bad = await exportLinks(TEST_ADMIN_AUTH, 'xml');
     assert.equal(bad.statusCode, 400);
@@ -152,7 +135,7 @@ describe('link export', () => {
   });
 
   it('quotes and defuses cells, and an exported list reads back into the same links, and creates them again', async () => {
-    const author = await issueApiKey(app, 'export-roundtrip', 'author');
+    const author = await issueApiKey(ctx.app, 'export-roundtrip', 'author');
     const items = [
       { url: 'https://example.com/formula', title: '=HYPERLINK("http://evil.example","click")', tags: ['finance', 'q1'] },
       { url: 'https://example.com/quoted?a=1,2', title: 'a, b "c"\r\nsecond line' },
@@ -187,7 +170,7 @@ describe('link export', () => {
       assert.equal(link.expires_at, item.expires_at ? new Date(item.expires_at).toISOString() : null);
     }
     // Read back from the CSV, the links are created again as they were.
-    const again = await issueApiKey(app, 'export-roundtrip-again', 'author');
+    const again = await issueApiKey(ctx.app, 'export-roundtrip-again', 'author');
     const recreated = rows.map((row) => ({
       url: row.original_url!,
       ...(row.title !== '' && { title: row.title }),
@@ -202,7 +185,7 @@ describe('link export', () => {
   });
 
   it(`pages through more than ${EXPORT_PAGE_SIZE} links created in one instant, each once, newest first`, async () => {
-    const author = await issueApiKey(app, 'export-many', 'author');
+    const author = await issueApiKey(ctx.app, 'export-many', 'author');
     const created = await bulkCreate(
       Array.from({ length: EXPORT_PAGE_SIZE + 7 }, (_, i) => ({ url: `https://example.com/many/${i}` })),
       bearer(author.key),
@@ -222,8 +205,8 @@ describe('link export', () => {
 
 describe('visit export', () => {
   it("the link's manager downloads its hourly rows; another author or link's token is a 403, none a 401", async () => {
-    const alice = await issueApiKey(app, 'visits-alice', 'author');
-    const bob = await issueApiKey(app, 'visits-bob', 'author');
+    const alice = await issueApiKey(ctx.app, 'visits-alice', 'author');
+    const bob = await issueApiKey(ctx.app, 'visits-bob', 'author');
     const [link, other] = await bulkCreate(
       [{ url: 'https://example.com/visited' }, { url: 'https://example.com/other' }],
       bearer(alice.key),
@@ -239,12 +222,12 @@ describe('visit export', () => {
       },
       { 'user-agent': 'Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)' },
     ]) {
-      const res = await app.inject({ method: 'GET', url: `/${link!.code}`, headers, remoteAddress: uniqueIp() });
+      const res = await ctx.app.inject({ method: 'GET', url: `/${link!.code}`, headers, remoteAddress: uniqueIp() });
       assert.equal(res.statusCode, 302);
     }
     const url = (format: string) => `/api/links/${link!.code}/visits/export?format=${format}`;
     for (const headers of [bearer(alice.key), bearer(link!.manage_token), TEST_ADMIN_AUTH]) {
-      const res = await app.inject({ method: 'GET', url: url('csv'), headers });
+      const res = await ctx.app.inject({ method: 'GET', url: url('csv'), headers });
       assert.equal(res.statusCode, 200, res.body);
       assert.equal(res.headers['content-disposition'], `attachment; filename="visits-${link!.code}.csv"`);
       const rows = csvObjects(res.body);
@@ -268,27 +251,27 @@ describe('visit export', () => {
         },
       );
     }
-    const json = await app.inject({ method: 'GET', url: url('json'), headers: bearer(alice.key) });
+    const json = await ctx.app.inject({ method: 'GET', url: url('json'), headers: bearer(alice.key) });
     assert.equal(
       (json.json() as Array<{ visits: number }>).reduce((sum, r) => sum + r.visits, 0),
       3,
     );
     for (const headers of [bearer(bob.key), bearer(other!.manage_token)]) {
-      const res = await app.inject({ method: 'GET', url: url('csv'), headers });
+      const res = await ctx.app.inject({ method: 'GET', url: url('csv'), headers });
       assert.equal(res.statusCode, 403);
       assertEnvelope(res.json(), 403, 'Forbidden');
     }
-    const none = await app.inject({ method: 'GET', url: url('csv') });
+    const none = await ctx.app.inject({ method: 'GET', url: url('csv') });
     assert.equal(none.statusCode, 401);
-    const unknown = await app.inject({ method: 'GET', url: '/api/links/zzzzzz9/visits/export', headers: TEST_ADMIN_AUTH });
+    const unknown = await ctx.app.inject({ method: 'GET', url: '/api/links/zzzzzz9/visits/export', headers: TEST_ADMIN_AUTH });
     assert.equal(unknown.statusCode, 404);
-    const { rows } = await pool.query('SELECT 1 FROM links WHERE code = $1', [link!.code]);
+    const { rows } = await ctx.pool.query('SELECT 1 FROM links WHERE code = $1', [link!.code]);
     assert.equal(rows.length, 1);
   });
 
   it('an alias cannot be `export` or `bulk`, which would shadow these routes', async () => {
     for (const alias of ['export', 'bulk']) {
-      const res = await app.inject({
+      const res = await ctx.app.inject({
         method: 'POST',
         url: '/api/links',
         payload: { url: 'https://example.com/shadow', alias },

@@ -1,7 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import type { Pool } from '../src/kit/db.js';
-import type { App } from '../src/kit/http/app.js';
+import { after, describe, it } from 'node:test';
 import { PasswordHasher } from '../src/kit/password-hasher.js';
 import { connectRedis } from '../src/kit/redis.js';
 import { LINK_PASSWORD_LIMITS } from '../src/shortener/link-passwords.js';
@@ -11,10 +9,10 @@ import {
   assertEnvelope,
   clicksOf,
   countLinks,
-  type RunningShortener,
   startShortener,
   TEST_ADMIN_AUTH,
   TEST_ADMIN_KEY,
+  sharedShortener,
 } from './helpers/shortener.js';
 import { TEST_BCRYPT_COST } from './helpers/passwords.js';
 
@@ -22,9 +20,6 @@ import { TEST_BCRYPT_COST } from './helpers/passwords.js';
 // redirect asks for it (a page for a browser, 403 JSON for an API client) and counts the click
 // only when a right one is POSTed; guesses are limited before any is checked.
 
-let shortener: RunningShortener;
-let app: App;
-let pool: Pool;
 /** The service's hasher, so a test can tell how many passwords were actually checked. */
 const hasher = new PasswordHasher({ cost: TEST_BCRYPT_COST, maxQueued: 1000 });
 
@@ -33,17 +28,11 @@ const PASSWORD = 'open sesame';
 const BROWSER = { accept: 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8' };
 const CHROME = 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36';
 
-before(async () => {
-  shortener = await startShortener({ env: { SHORTENER_ADMIN_KEY: TEST_ADMIN_KEY }, deps: { passwordHasher: hasher } });
-  ({ app, pool } = shortener);
-});
-after(async () => {
-  await shortener.close();
-  await hasher.close();
-});
+const ctx = sharedShortener({ env: { SHORTENER_ADMIN_KEY: TEST_ADMIN_KEY }, deps: { passwordHasher: hasher } });
+after(() => hasher.close());
 
 async function createProtected(password = PASSWORD, extra: object = {}): Promise<{ code: string; token: string }> {
-  const res = await app.inject({
+  const res = await ctx.app.inject({
     method: 'POST',
     url: '/api/links',
     payload: { url: DEST, password, ...extra },
@@ -56,18 +45,18 @@ async function createProtected(password = PASSWORD, extra: object = {}): Promise
 }
 
 const visitsOf = async (code: string) =>
-  Number((await pool.query('SELECT coalesce(sum(visits), 0) AS n FROM visit_counts WHERE code = $1', [code])).rows[0].n);
+  Number((await ctx.pool.query('SELECT coalesce(sum(visits), 0) AS n FROM visit_counts WHERE code = $1', [code])).rows[0].n);
 
 function unlock(code: string, body: string | object, headers: Record<string, string> = {}, ip = uniqueIp()) {
   return typeof body === 'string'
-    ? app.inject({
+    ? ctx.app.inject({
         method: 'POST',
         url: `/${code}`,
         payload: body,
         headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers },
         remoteAddress: ip,
       })
-    : app.inject({ method: 'POST', url: `/${code}`, payload: body, headers, remoteAddress: ip });
+    : ctx.app.inject({ method: 'POST', url: `/${code}`, payload: body, headers, remoteAddress: ip });
 }
 
 const form = (password: string) => new URLSearchParams({ password }).toString();
@@ -75,11 +64,11 @@ const form = (password: string) => new URLSearchParams({ password }).toString();
 describe('password-protected links: setting the password', () => {
   it('an anonymous create may set one; only a bcrypt hash is stored and no answer holds it', async () => {
     const { code } = await createProtected();
-    const { rows } = await pool.query('SELECT password_hash FROM links WHERE code = $1', [code]);
+    const { rows } = await ctx.pool.query('SELECT password_hash FROM links WHERE code = $1', [code]);
     assert.match(rows[0].password_hash, /^\$2[aby]\$/);
     assert.ok(!rows[0].password_hash.includes(PASSWORD));
     for (const url of [`/api/links/${code}`, '/api/links?per_page=1000', `/api/links/export?format=json`]) {
-      const res = await app.inject({ method: 'GET', url, headers: TEST_ADMIN_AUTH });
+      const res = await ctx.app.inject({ method: 'GET', url, headers: TEST_ADMIN_AUTH });
       assert.equal(res.statusCode, 200, `${url}: ${res.body}`);
       assert.ok(!res.body.includes('$2'), `${url} shows a hash`);
       assert.ok(!res.body.includes(PASSWORD), `${url} shows the password`);
@@ -88,38 +77,38 @@ describe('password-protected links: setting the password', () => {
   });
 
   it('a malformed password is a 400 naming the field, and creates nothing', async () => {
-    const before = await countLinks(pool);
+    const before = await countLinks(ctx.pool);
     for (const [password, message] of [
       ['', 'body/password must be a text of 1 to 72 bytes (UTF-8)'],
       ['é'.repeat(37), 'body/password must be a text of 1 to 72 bytes (UTF-8)'],
       ['a\u0000b', 'body/password must be a text of 1 to 72 bytes (UTF-8)'],
       [42, 'body/password must be string'],
     ] as const) {
-      const res = await app.inject({ method: 'POST', url: '/api/links', payload: { url: DEST, password }, remoteAddress: uniqueIp() });
+      const res = await ctx.app.inject({ method: 'POST', url: '/api/links', payload: { url: DEST, password }, remoteAddress: uniqueIp() });
       assert.equal(res.statusCode, 400, res.body);
       assert.equal(assertEnvelope(res.json(), 400, 'Bad Request'), message);
     }
-    assert.equal(await countLinks(pool), before);
+    assert.equal(await countLinks(ctx.pool), before);
     // 72 bytes is the most bcrypt reads whole.
     await createProtected('x'.repeat(72));
   });
 
   it('PATCH sets, changes and removes it (null); a refused PATCH changes nothing', async () => {
-    const res = await app.inject({ method: 'POST', url: '/api/links', payload: { url: DEST }, remoteAddress: uniqueIp() });
+    const res = await ctx.app.inject({ method: 'POST', url: '/api/links', payload: { url: DEST }, remoteAddress: uniqueIp() });
     const { code, manage_token: token } = (res.json() as { data: { code: string; manage_token: string } }).data;
     assert.equal((res.json() as { data: { password_protected?: boolean } }).data.password_protected, undefined);
     const patch = (payload: object) =>
-      app.inject({ method: 'PATCH', url: `/api/links/${code}`, payload, headers: { authorization: `Bearer ${token}` } });
+      ctx.app.inject({ method: 'PATCH', url: `/api/links/${code}`, payload, headers: { authorization: `Bearer ${token}` } });
 
     const set = await patch({ password: 'first' });
     assert.equal(set.statusCode, 200, set.body);
     assert.equal((set.json() as { data: { password_protected: boolean } }).data.password_protected, true);
-    assert.equal((await app.inject({ method: 'GET', url: `/${code}` })).statusCode, 403);
+    assert.equal((await ctx.app.inject({ method: 'GET', url: `/${code}` })).statusCode, 403);
 
     const refused = await patch({ password: '', title: 'never stored' });
     assert.equal(refused.statusCode, 400);
     assert.equal(assertEnvelope(refused.json(), 400, 'Bad Request'), 'body/password must be a text of 1 to 72 bytes (UTF-8)');
-    const { rows } = await pool.query('SELECT title, password_hash FROM links WHERE code = $1', [code]);
+    const { rows } = await ctx.pool.query('SELECT title, password_hash FROM links WHERE code = $1', [code]);
     assert.equal(rows[0].title, null);
 
     assert.equal((await patch({ password: 'second' })).statusCode, 200);
@@ -128,13 +117,13 @@ describe('password-protected links: setting the password', () => {
 
     const removed = await patch({ password: null });
     assert.equal((removed.json() as { data: { password_protected: boolean } }).data.password_protected, false);
-    const open = await app.inject({ method: 'GET', url: `/${code}` });
+    const open = await ctx.app.inject({ method: 'GET', url: `/${code}` });
     assert.equal(open.statusCode, 302);
     assert.equal(open.headers.location, DEST);
   });
 
   it('a bulk item with a password is refused on its own; the other items are created', async () => {
-    const res = await app.inject({
+    const res = await ctx.app.inject({
       method: 'POST',
       url: '/api/links/bulk',
       payload: [{ url: DEST, password: PASSWORD }, { url: `${DEST}/2` }],
@@ -151,7 +140,7 @@ describe('password-protected links: setting the password', () => {
 describe('password-protected links: the redirect', () => {
   it('an API client gets 403 password_required, no destination, nothing counted', async () => {
     const { code } = await createProtected();
-    const res = await app.inject({ method: 'GET', url: `/${code}`, headers: { 'user-agent': CHROME } });
+    const res = await ctx.app.inject({ method: 'GET', url: `/${code}`, headers: { 'user-agent': CHROME } });
     assert.equal(res.statusCode, 403);
     assert.equal(res.headers.location, undefined);
     assert.equal(res.headers['cache-control'], 'no-store');
@@ -162,13 +151,13 @@ describe('password-protected links: the redirect', () => {
       error: 'password_required',
     });
     assert.ok(!res.body.includes('example.com'));
-    assert.equal(await clicksOf(pool, code), 0);
+    assert.equal(await clicksOf(ctx.pool, code), 0);
     assert.equal(await visitsOf(code), 0);
   });
 
   it('a browser gets the password form (403), under a policy that lets the answer redirect anywhere', async () => {
     const { code } = await createProtected();
-    const res = await app.inject({ method: 'GET', url: `/${code}`, headers: { ...BROWSER, 'user-agent': CHROME } });
+    const res = await ctx.app.inject({ method: 'GET', url: `/${code}`, headers: { ...BROWSER, 'user-agent': CHROME } });
     assert.equal(res.statusCode, 403);
     assert.match(String(res.headers['content-type']), /^text\/html/);
     assert.equal(res.headers['cache-control'], 'no-store');
@@ -178,19 +167,19 @@ describe('password-protected links: the redirect', () => {
     const csp = String(res.headers['content-security-policy']);
     assert.match(csp, /default-src 'self'/);
     assert.ok(!csp.includes('form-action'), csp);
-    assert.equal(await clicksOf(pool, code), 0);
+    assert.equal(await clicksOf(ctx.pool, code), 0);
   });
 
   it('HEAD, link previews and bots neither count nor get through', async () => {
     const { code } = await createProtected();
     for (const agent of [CHROME, 'Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)', 'Googlebot/2.1', '']) {
       for (const method of ['GET', 'HEAD'] as const) {
-        const res = await app.inject({ method, url: `/${code}`, headers: agent ? { 'user-agent': agent } : {} });
+        const res = await ctx.app.inject({ method, url: `/${code}`, headers: agent ? { 'user-agent': agent } : {} });
         assert.equal(res.statusCode, 403, `${method} ${agent}`);
         assert.equal(res.headers.location, undefined);
       }
     }
-    assert.equal(await clicksOf(pool, code), 0);
+    assert.equal(await clicksOf(ctx.pool, code), 0);
     assert.equal(await visitsOf(code), 0);
   });
 
@@ -208,7 +197,7 @@ describe('password-protected links: the redirect', () => {
     assert.equal(page.statusCode, 403);
     assert.match(page.body, /<span id="password-error" class="field-error" role="alert">That password is not right/);
     assert.match(page.body, /aria-describedby="password-error" aria-invalid="true"/);
-    assert.equal(await clicksOf(pool, code), 0);
+    assert.equal(await clicksOf(ctx.pool, code), 0);
     assert.equal(await visitsOf(code), 0);
   });
 
@@ -218,26 +207,26 @@ describe('password-protected links: the redirect', () => {
     assert.equal(viaForm.statusCode, 302, viaForm.body);
     assert.equal(viaForm.headers.location, DEST);
     assert.equal(viaForm.headers['cache-control'], 'no-store');
-    assert.equal(await clicksOf(pool, code), 1);
+    assert.equal(await clicksOf(ctx.pool, code), 1);
     assert.equal(await visitsOf(code), 1);
     const viaJson = await unlock(code, { password: PASSWORD });
     assert.equal(viaJson.statusCode, 302);
-    assert.equal(await clicksOf(pool, code), 2);
+    assert.equal(await clicksOf(ctx.pool, code), 2);
     assert.equal(await visitsOf(code), 2);
     // Each visit asks again: nothing remembers the unlock.
-    assert.equal((await app.inject({ method: 'GET', url: `/${code}` })).statusCode, 403);
-    assert.equal(await clicksOf(pool, code), 2);
+    assert.equal((await ctx.app.inject({ method: 'GET', url: `/${code}` })).statusCode, 403);
+    assert.equal(await clicksOf(ctx.pool, code), 2);
   });
 
   it('the visit records where the visitor came from before the password page, carried by the form', async () => {
     const { code } = await createProtected();
-    const page = await app.inject({
+    const page = await ctx.app.inject({
       method: 'GET',
       url: `/${code}`,
       headers: { ...BROWSER, referer: 'https://News.Example:8443/post?id=1' },
     });
     assert.match(page.body, /<input type="hidden" name="from" value="news.example">/);
-    const direct = await app.inject({ method: 'GET', url: `/${code}`, headers: BROWSER });
+    const direct = await ctx.app.inject({ method: 'GET', url: `/${code}`, headers: BROWSER });
     assert.match(direct.body, /<input type="hidden" name="from" value="">/);
     // The form's own Referer is the password page: what it carries counts instead.
     const selfReferer = { ...BROWSER, referer: `https://sho.rt/${code}` };
@@ -247,7 +236,7 @@ describe('password-protected links: the redirect', () => {
     // A wrong password keeps what the form carried for the next try.
     const wrong = await unlock(code, 'password=nope&from=news.example', BROWSER);
     assert.match(wrong.body, /name="from" value="news.example"/);
-    const { rows } = await pool.query(
+    const { rows } = await ctx.pool.query(
       'SELECT referrer, sum(visits)::int AS n FROM visit_counts WHERE code = $1 GROUP BY referrer ORDER BY referrer',
       [code],
     );
@@ -261,7 +250,7 @@ describe('password-protected links: the redirect', () => {
     const { code } = await createProtected();
     const statuses = await Promise.all(Array.from({ length: 20 }, () => unlock(code, { password: PASSWORD }).then((r) => r.statusCode)));
     assert.deepEqual([...new Set(statuses)], [302]);
-    assert.equal(await clicksOf(pool, code), 20);
+    assert.equal(await clicksOf(ctx.pool, code), 20);
     assert.equal(await visitsOf(code), 20);
 
     const capped = await createProtected(PASSWORD, { max_visits: 5 });
@@ -270,14 +259,14 @@ describe('password-protected links: the redirect', () => {
     );
     assert.equal(answers.filter((s) => s === 302).length, 5);
     assert.equal(answers.filter((s) => s === 410).length, 7);
-    assert.equal(await clicksOf(pool, capped.code), 5);
+    assert.equal(await clicksOf(ctx.pool, capped.code), 5);
   });
 
   it('a dead link says it is dead (410) whether or not it has a password', async () => {
     const { code } = await createProtected();
-    await pool.query('UPDATE links SET disabled = true WHERE code = $1', [code]);
-    assert.equal((await app.inject({ method: 'GET', url: `/${code}` })).statusCode, 410);
-    assert.equal((await app.inject({ method: 'HEAD', url: `/${code}` })).statusCode, 410);
+    await ctx.pool.query('UPDATE links SET disabled = true WHERE code = $1', [code]);
+    assert.equal((await ctx.app.inject({ method: 'GET', url: `/${code}` })).statusCode, 410);
+    assert.equal((await ctx.app.inject({ method: 'HEAD', url: `/${code}` })).statusCode, 410);
     const started = hasher.started.verify;
     assert.equal((await unlock(code, { password: PASSWORD })).statusCode, 410);
     assert.equal(hasher.started.verify, started, 'no password checked for a dead link');
@@ -286,13 +275,13 @@ describe('password-protected links: the redirect', () => {
   it('POST on an unknown, malformed or open code is a 404 (a browser is sent to an open link); a protected one needs a password', async () => {
     assert.equal((await unlock('zzzzzzz', { password: 'x' })).statusCode, 404);
     assert.equal((await unlock('a.b', { password: 'x' })).statusCode, 404);
-    const made = await app.inject({ method: 'POST', url: '/api/links', payload: { url: DEST }, remoteAddress: uniqueIp() });
+    const made = await ctx.app.inject({ method: 'POST', url: '/api/links', payload: { url: DEST }, remoteAddress: uniqueIp() });
     const open = (made.json() as { data: { code: string } }).data.code;
     assert.equal((await unlock(open, { password: 'x' })).statusCode, 404);
     const browser = await unlock(open, form('x'), BROWSER);
     assert.equal(browser.statusCode, 303);
     assert.equal(browser.headers.location, open);
-    assert.equal(await clicksOf(pool, open), 0);
+    assert.equal(await clicksOf(ctx.pool, open), 0);
     const { code } = await createProtected();
     const empty = await unlock(code, form(''));
     assert.equal(empty.statusCode, 400);
@@ -317,7 +306,7 @@ describe('password-protected links: the redirect', () => {
       assert.equal(assertEnvelope(res.json(), 403, 'Forbidden'), 'A link password is only taken from a page of this service');
     }
     assert.equal(hasher.started.verify, started);
-    assert.equal(await clicksOf(pool, code), 0);
+    assert.equal(await clicksOf(ctx.pool, code), 0);
     // The service's own origin (BASE_URL) is welcome.
     assert.equal((await unlock(code, form(PASSWORD), { origin: 'https://sho.rt', 'sec-fetch-site': 'same-origin' })).statusCode, 302);
   });
@@ -325,7 +314,7 @@ describe('password-protected links: the redirect', () => {
   it("the public stats keep the contract's fields but leave out a protected link's destination", async () => {
     const { code, token } = await createProtected();
     await unlock(code, { password: PASSWORD });
-    const res = await app.inject({ method: 'GET', url: `/api/links/${code}` });
+    const res = await ctx.app.inject({ method: 'GET', url: `/api/links/${code}` });
     assert.equal(res.statusCode, 200);
     const data = (res.json() as { data: Record<string, unknown> }).data;
     assert.equal(data.original_url, undefined);
@@ -335,8 +324,8 @@ describe('password-protected links: the redirect', () => {
     assert.equal(typeof data.createdAt, 'string');
     assert.ok(!res.body.includes('example.com'));
     // The visit detail stays its manager's.
-    assert.equal((await app.inject({ method: 'GET', url: `/api/links/${code}/visits` })).statusCode, 401);
-    const visits = await app.inject({ method: 'GET', url: `/api/links/${code}/visits`, headers: { authorization: `Bearer ${token}` } });
+    assert.equal((await ctx.app.inject({ method: 'GET', url: `/api/links/${code}/visits` })).statusCode, 401);
+    const visits = await ctx.app.inject({ method: 'GET', url: `/api/links/${code}/visits`, headers: { authorization: `Bearer ${token}` } });
     assert.equal((visits.json() as { data: { totals: { visits: number } } }).data.totals.visits, 1);
   });
 });
@@ -365,7 +354,7 @@ describe('password-protected links: guesses are limited before they are checked'
     const page = await unlock(code, form(PASSWORD), BROWSER, ip);
     assert.equal(page.statusCode, 429);
     assert.match(page.body, /Too many wrong passwords for this link: try again in \d+ minutes?\./);
-    assert.equal(await clicksOf(pool, code), 0);
+    assert.equal(await clicksOf(ctx.pool, code), 0);
     // Another address is not held back by them.
     assert.equal((await unlock(code, { password: PASSWORD })).statusCode, 302);
   });
@@ -405,8 +394,8 @@ describe('password-protected links: guesses are limited before they are checked'
     const redisB = connectRedis(process.env.REDIS_URL ?? '', () => {});
     await waitReady(redisA);
     await waitReady(redisB);
-    const a = await startShortener({ pool, redis: redisA, deps: { passwordHasher: hasher } });
-    const b = await startShortener({ pool, redis: redisB, deps: { passwordHasher: hasher } });
+    const a = await startShortener({ pool: ctx.pool, redis: redisA, deps: { passwordHasher: hasher } });
+    const b = await startShortener({ pool: ctx.pool, redis: redisB, deps: { passwordHasher: hasher } });
     try {
       const { code } = await createProtected();
       const ip = uniqueIp();

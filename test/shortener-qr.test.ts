@@ -1,33 +1,24 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import jsQRModule from 'jsqr';
 import { PNG } from 'pngjs';
-import type { Pool } from '../src/kit/db.js';
 import { HttpError } from '../src/kit/http/errors.js';
-import type { App } from '../src/kit/http/app.js';
 import { QR_CACHE_CONTROL, QR_SIZE, RenderGate } from '../src/shortener/routes/link-qr.js';
 import { watchQueries } from './helpers/database.js';
-import { assertEnvelope, startShortener, createCode, type RunningShortener } from './helpers/shortener.js';
+import { assertEnvelope, createCode, sharedShortener } from './helpers/shortener.js';
 
 // jsqr is CommonJS whose module.exports is the function itself, while its types declare an ES default export.
 const jsQR = jsQRModule as unknown as typeof jsQRModule.default;
 
 const ADMIN_KEY = 'q'.repeat(40);
 
-let shortener: RunningShortener;
-let app: App;
-let pool: Pool;
 let code: string;
 
-before(async () => {
-  shortener = await startShortener({ env: { SHORTENER_ADMIN_KEY: ADMIN_KEY } });
-  ({ app, pool } = shortener);
-  code = await createCode(app, 'https://example.com/a/page/with/a/qr');
+const ctx = sharedShortener({ env: { SHORTENER_ADMIN_KEY: ADMIN_KEY } }, async () => {
+  code = await createCode(ctx.app, 'https://example.com/a/page/with/a/qr');
 });
 
-after(() => shortener.close());
-
-const qr = (query: string, c = code) => app.inject({ method: 'GET', url: `/api/links/${c}/qr${query}` });
+const qr = (query: string, c = code) => ctx.app.inject({ method: 'GET', url: `/api/links/${c}/qr${query}` });
 
 /** Reads the QR code in an RGBA image; undefined when none is found. */
 function decode(rgba: Uint8Array, width: number, height: number): string | undefined {
@@ -115,7 +106,7 @@ describe('GET /api/links/:code/qr', () => {
   });
 
   it('HEAD answers like GET without a body', async () => {
-    const res = await app.inject({ method: 'HEAD', url: `/api/links/${code}/qr?format=png` });
+    const res = await ctx.app.inject({ method: 'HEAD', url: `/api/links/${code}/qr?format=png` });
     assert.equal(res.statusCode, 200);
     assert.equal(res.headers['content-type'], 'image/png');
   });
@@ -143,7 +134,7 @@ describe('GET /api/links/:code/qr', () => {
   });
 
   it('a malformed code is a 404 without any query; an unknown or deleted code is a 404', async () => {
-    const queries = watchQueries(pool);
+    const queries = watchQueries(ctx.pool);
     try {
       for (const bad of ['ab', 'a'.repeat(65), '..%2Fetc', 'abc.efg', '%00bcdefg']) {
         const res = await qr('', bad);
@@ -159,9 +150,13 @@ describe('GET /api/links/:code/qr', () => {
     assert.equal(assertEnvelope(unknown.json(), 404, 'Not Found'), 'Link not found');
     assert.equal(unknown.headers['cache-control'], undefined);
 
-    const doomed = await createCode(app, 'https://example.com/doomed');
+    const doomed = await createCode(ctx.app, 'https://example.com/doomed');
     assert.equal((await qr('', doomed)).statusCode, 200);
-    const deleted = await app.inject({ method: 'DELETE', url: `/api/links/${doomed}`, headers: { authorization: `Bearer ${ADMIN_KEY}` } });
+    const deleted = await ctx.app.inject({
+      method: 'DELETE',
+      url: `/api/links/${doomed}`,
+      headers: { authorization: `Bearer ${ADMIN_KEY}` },
+    });
     assert.equal(deleted.statusCode, 200);
     for (const format of ['svg', 'png']) {
       const res = await qr(`?format=${format}`, doomed);

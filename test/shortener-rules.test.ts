@@ -1,28 +1,15 @@
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { after, before, describe, it } from 'node:test';
-import type { Pool } from '../src/kit/db.js';
-import type { App } from '../src/kit/http/app.js';
+import { describe, it } from 'node:test';
 import { chooseDestination } from '../src/shortener/link-rules.js';
 import { uniqueIp } from './helpers/client-ips.js';
 import { watchQueries } from './helpers/database.js';
-import {
-  assertEnvelope,
-  clicksOf,
-  countLinks,
-  type RunningShortener,
-  startShortener,
-  TEST_ADMIN_AUTH,
-  TEST_ADMIN_KEY,
-} from './helpers/shortener.js';
+import { assertEnvelope, clicksOf, countLinks, TEST_ADMIN_AUTH, TEST_ADMIN_KEY, sharedShortener } from './helpers/shortener.js';
 
 // Device rules and an A/B split: set on create (with a key) and by PATCH, checked like the main
 // destination, and followed by the counted redirect.
 
-let shortener: RunningShortener;
-let app: App;
-let pool: Pool;
 let authorKey: string;
 
 const IPHONE =
@@ -40,10 +27,8 @@ const DEVICE_RULES = {
   desktop: 'https://example.com/desktop',
 };
 
-before(async () => {
-  shortener = await startShortener({ env: { SHORTENER_ADMIN_KEY: TEST_ADMIN_KEY } });
-  ({ app, pool } = shortener);
-  const res = await app.inject({
+const ctx = sharedShortener({ env: { SHORTENER_ADMIN_KEY: TEST_ADMIN_KEY } }, async () => {
+  const res = await ctx.app.inject({
     method: 'POST',
     url: '/api/admin/keys',
     payload: { name: 'Rules', role: 'author' },
@@ -52,12 +37,11 @@ before(async () => {
   assert.equal(res.statusCode, 201, res.body);
   authorKey = (res.json() as { data: { key: string } }).data.key;
 });
-after(() => shortener.close());
 
 const keyAuth = () => ({ authorization: `Bearer ${authorKey}` });
 
 function create(payload: object, headers: Record<string, string> = keyAuth()) {
-  return app.inject({ method: 'POST', url: '/api/links', payload, headers, remoteAddress: uniqueIp() });
+  return ctx.app.inject({ method: 'POST', url: '/api/links', payload, headers, remoteAddress: uniqueIp() });
 }
 
 async function createWithRules(rules: object): Promise<{ code: string; token: string }> {
@@ -69,17 +53,19 @@ async function createWithRules(rules: object): Promise<{ code: string; token: st
 }
 
 function patch(code: string, payload: object, headers: Record<string, string> = TEST_ADMIN_AUTH) {
-  return app.inject({ method: 'PATCH', url: `/api/links/${code}`, payload, headers });
+  return ctx.app.inject({ method: 'PATCH', url: `/api/links/${code}`, payload, headers });
 }
 
 async function follow(code: string, userAgent: string): Promise<string> {
-  const res = await app.inject({ method: 'GET', url: `/${code}`, headers: { 'user-agent': userAgent } });
+  const res = await ctx.app.inject({ method: 'GET', url: `/${code}`, headers: { 'user-agent': userAgent } });
   assert.equal(res.statusCode, 302, res.body);
   return String(res.headers.location);
 }
 
 async function visitsOf(code: string): Promise<number> {
-  const { rows } = await pool.query<{ n: number }>('SELECT coalesce(sum(visits), 0)::int AS n FROM visit_counts WHERE code = $1', [code]);
+  const { rows } = await ctx.pool.query<{ n: number }>('SELECT coalesce(sum(visits), 0)::int AS n FROM visit_counts WHERE code = $1', [
+    code,
+  ]);
   return rows[0]!.n;
 }
 
@@ -135,11 +121,11 @@ describe('rules are checked like the main destination', () => {
 
   for (const [name, rules, message] of refused) {
     it(`a create with ${name}: 400, nothing stored`, async () => {
-      const before = await countLinks(pool);
+      const before = await countLinks(ctx.pool);
       const res = await create({ url: MAIN, rules });
       assert.equal(res.statusCode, 400, res.body);
       assert.match(assertEnvelope(res.json(), 400, 'Bad Request'), message);
-      assert.equal(await countLinks(pool), before);
+      assert.equal(await countLinks(ctx.pool), before);
     });
 
     it(`a PATCH with ${name}: 400, the rules unchanged`, async () => {
@@ -147,17 +133,17 @@ describe('rules are checked like the main destination', () => {
       const res = await patch(code, { rules, title: 'not applied either' });
       assert.equal(res.statusCode, 400, res.body);
       assert.match(assertEnvelope(res.json(), 400, 'Bad Request'), message);
-      const { rows } = await pool.query('SELECT rules, title FROM links WHERE code = $1', [code]);
+      const { rows } = await ctx.pool.query('SELECT rules, title FROM links WHERE code = $1', [code]);
       assert.deepEqual(rows[0], { rules: { ios: DEVICE_RULES.ios }, title: null });
     });
   }
 
   it('an anonymous create with rules: 400, nothing stored; without rules the contract create is unchanged', async () => {
-    const before = await countLinks(pool);
+    const before = await countLinks(ctx.pool);
     const res = await create({ url: MAIN, rules: DEVICE_RULES }, {});
     assert.equal(res.statusCode, 400);
     assert.match(assertEnvelope(res.json(), 400, 'Bad Request'), /^body\/rules need Authorization/);
-    assert.equal(await countLinks(pool), before);
+    assert.equal(await countLinks(ctx.pool), before);
     const plain = await create({ url: MAIN }, {});
     assert.equal(plain.statusCode, 201);
     assert.deepEqual(Object.keys((plain.json() as { data: object }).data).sort(), ['code', 'manage_token', 'original_url', 'short_url']);
@@ -168,7 +154,7 @@ describe('rules are checked like the main destination', () => {
       { url: MAIN, rules: DEVICE_RULES },
       { url: MAIN, rules: { split: [{ url: 'https://example.com/a', percent: 100 }] } },
     ];
-    const keyed = await app.inject({
+    const keyed = await ctx.app.inject({
       method: 'POST',
       url: '/api/links/bulk',
       payload: items,
@@ -180,7 +166,12 @@ describe('rules are checked like the main destination', () => {
     assert.equal(results[0]!.status, 201, keyed.body);
     assert.deepEqual(results[0]!.data!.rules, DEVICE_RULES);
     assert.equal(results[1]!.status, 400);
-    const anonymous = await app.inject({ method: 'POST', url: '/api/links/bulk', payload: items.slice(0, 1), remoteAddress: uniqueIp() });
+    const anonymous = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/links/bulk',
+      payload: items.slice(0, 1),
+      remoteAddress: uniqueIp(),
+    });
     const anonymousResults = (anonymous.json() as { data: { results: Array<{ status: number; message: string }> } }).data.results;
     assert.equal(anonymousResults[0]!.status, 400);
     assert.match(anonymousResults[0]!.message, /^body\/rules need Authorization/);
@@ -196,18 +187,18 @@ describe('device rules in the redirect', () => {
     assert.equal(await follow(code, DESKTOP), DEVICE_RULES.desktop);
     assert.equal(await follow(code, SLACK), MAIN);
     assert.equal(await follow(code, 'curl/8.4.0'), MAIN);
-    assert.equal(await clicksOf(pool, code), 6);
+    assert.equal(await clicksOf(ctx.pool, code), 6);
     assert.equal(await visitsOf(code), 6);
     // HEAD counts nothing and answers as GET would.
-    const head = await app.inject({ method: 'HEAD', url: `/${code}`, headers: { 'user-agent': ANDROID } });
+    const head = await ctx.app.inject({ method: 'HEAD', url: `/${code}`, headers: { 'user-agent': ANDROID } });
     assert.equal(head.headers.location, DEVICE_RULES.android);
-    assert.equal(await clicksOf(pool, code), 6);
+    assert.equal(await clicksOf(ctx.pool, code), 6);
   });
 
   it('following the rules costs no query beyond the statement that counts the click', async () => {
     const { code } = await createWithRules({ ...DEVICE_RULES, split: [{ url: 'https://example.com/a', percent: 50 }] });
     await follow(code, DESKTOP); // the day's visitor salt, read once
-    const watch = watchQueries(pool, { transactions: true });
+    const watch = watchQueries(ctx.pool, { transactions: true });
     try {
       assert.equal(await follow(code, IPHONE), DEVICE_RULES.ios);
       assert.equal(await follow(code, ANDROID), DEVICE_RULES.android);
@@ -239,16 +230,16 @@ describe('device rules in the redirect', () => {
     assert.equal(removed.statusCode, 200);
     assert.equal((removed.json() as { data: { rules: unknown } }).data.rules, null);
     assert.equal(await follow(code, ANDROID), MAIN);
-    const { rows } = await pool.query('SELECT rules FROM links WHERE code = $1', [code]);
+    const { rows } = await ctx.pool.query('SELECT rules FROM links WHERE code = $1', [code]);
     assert.equal(rows[0]!.rules, null);
   });
 
   it('the owner listing shows the rules; the public stats do not', async () => {
     const { code } = await createWithRules(DEVICE_RULES);
-    const list = await app.inject({ method: 'GET', url: `/api/links?q=${code}`, headers: keyAuth() });
+    const list = await ctx.app.inject({ method: 'GET', url: `/api/links?q=${code}`, headers: keyAuth() });
     assert.equal(list.statusCode, 200);
     assert.deepEqual((list.json() as { data: Array<{ rules: unknown }> }).data[0]!.rules, DEVICE_RULES);
-    const stats = await app.inject({ method: 'GET', url: `/api/links/${code}` });
+    const stats = await ctx.app.inject({ method: 'GET', url: `/api/links/${code}` });
     assert.equal(stats.statusCode, 200);
     assert.ok(!('rules' in (stats.json() as { data: object }).data));
     assert.ok(!stats.body.includes('apps.apple.com'));
@@ -306,8 +297,8 @@ describe('A/B split', () => {
 
   it('10,000 real HTTP redirects split within ±2% of the percents; clicks = visits = 302s', async () => {
     const { code } = await createWithRules({ split: SPLIT });
-    await app.listen({ port: 0, host: '127.0.0.1' });
-    const { port } = app.server.address() as AddressInfo;
+    await ctx.app.listen({ port: 0, host: '127.0.0.1' });
+    const { port } = ctx.app.server.address() as AddressInfo;
     const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
     const get = () =>
       new Promise<{ status: number; location: string }>((resolve, reject) => {
@@ -339,7 +330,7 @@ describe('A/B split', () => {
       const measured = seen.get(url)! / total;
       assert.ok(Math.abs(measured - share) <= 0.02, `${url}: ${measured} of the redirects, configured ${share}`);
     }
-    assert.equal(await clicksOf(pool, code), total);
+    assert.equal(await clicksOf(ctx.pool, code), total);
     assert.equal(await visitsOf(code), total);
   });
 });

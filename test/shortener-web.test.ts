@@ -1,9 +1,7 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import type { Pool } from '../src/kit/db.js';
-import type { App } from '../src/kit/http/app.js';
+import { describe, it } from 'node:test';
 import { uniqueIp } from './helpers/client-ips.js';
-import { startShortener, createCode, type RunningShortener } from './helpers/shortener.js';
+import { createCode, sharedShortener } from './helpers/shortener.js';
 
 // The web pages as HTTP resources (what a browser is sent), without a browser:
 // test/browser/ drives them in Chromium.
@@ -11,22 +9,13 @@ import { startShortener, createCode, type RunningShortener } from './helpers/sho
 const PAGE_CSP =
   "default-src 'self';script-src 'self';style-src 'self';img-src 'self' data:;connect-src 'self';frame-ancestors 'none';base-uri 'none';form-action 'self'";
 
-let shortener: RunningShortener;
-let app: App;
-let pool: Pool;
-
-before(async () => {
-  shortener = await startShortener();
-  ({ app, pool } = shortener);
-});
-
-after(() => shortener.close());
+const ctx = sharedShortener();
 
 describe('shortener web pages', () => {
   it('serves /, /admin, /links and the stats page of a link as HTML under the pages policy', async () => {
-    const code = await createCode(app);
+    const code = await createCode(ctx.app);
     for (const url of ['/', '/admin', '/links', '/links?tag=spring&q=sale', `/stats/${code}`]) {
-      const res = await app.inject({ method: 'GET', url });
+      const res = await ctx.app.inject({ method: 'GET', url });
       assert.equal(res.statusCode, 200, url);
       assert.equal(res.headers['content-type'], 'text/html; charset=utf-8');
       assert.equal(res.headers['content-security-policy'], PAGE_CSP, url);
@@ -38,10 +27,10 @@ describe('shortener web pages', () => {
   });
 
   it('an unknown, malformed or deleted code gets the not-found page with a 404', async () => {
-    const code = await createCode(app);
-    await pool.query('DELETE FROM links WHERE code = $1', [code]);
+    const code = await createCode(ctx.app);
+    await ctx.pool.query('DELETE FROM links WHERE code = $1', [code]);
     for (const url of ['/stats/zzzzzzz', '/stats/..%2Fetc', '/stats/abc', `/stats/${code}`]) {
-      const res = await app.inject({ method: 'GET', url });
+      const res = await ctx.app.inject({ method: 'GET', url });
       assert.equal(res.statusCode, 404, url);
       assert.match(res.body, /<h1>Link not found<\/h1>/, url);
     }
@@ -49,10 +38,10 @@ describe('shortener web pages', () => {
 
   it('a dead short link: a browser gets a page saying why, an API client the envelope, and neither is stored', async () => {
     const browser = { accept: 'text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8' };
-    const [disabled, expired, exhausted] = [await createCode(app), await createCode(app), await createCode(app)];
-    await pool.query('UPDATE links SET disabled = true WHERE code = $1', [disabled]);
-    await pool.query("UPDATE links SET expires_at = '2026-01-31T23:59:00Z' WHERE code = $1", [expired]);
-    await pool.query('UPDATE links SET max_visits = 3, clicks = 3 WHERE code = $1', [exhausted]);
+    const [disabled, expired, exhausted] = [await createCode(ctx.app), await createCode(ctx.app), await createCode(ctx.app)];
+    await ctx.pool.query('UPDATE links SET disabled = true WHERE code = $1', [disabled]);
+    await ctx.pool.query("UPDATE links SET expires_at = '2026-01-31T23:59:00Z' WHERE code = $1", [expired]);
+    await ctx.pool.query('UPDATE links SET max_visits = 3, clicks = 3 WHERE code = $1', [exhausted]);
     const cases: Array<[string, number, string, RegExp]> = [
       [disabled, 410, 'Link disabled', /has been disabled by the people who run this service, so it no longer leads anywhere\./],
       [expired, 410, 'Link expired', /expired on 31 January 2026 at 23:59 UTC, so it no longer leads anywhere\./],
@@ -61,7 +50,7 @@ describe('shortener web pages', () => {
       ['..%2Fetc', 404, 'Link not found', /There is no short link with this code/],
     ];
     for (const [code, status, title, words] of cases) {
-      const page = await app.inject({ method: 'GET', url: `/${code}`, headers: browser });
+      const page = await ctx.app.inject({ method: 'GET', url: `/${code}`, headers: browser });
       assert.equal(page.statusCode, status, code);
       assert.equal(page.headers['content-type'], 'text/html; charset=utf-8');
       assert.equal(page.headers['cache-control'], 'no-store', code);
@@ -71,12 +60,12 @@ describe('shortener web pages', () => {
       assert.match(page.body, words);
       assert.doesNotMatch(page.body, /\{\{|<script/);
       // A HEAD from a browser: the same status and headers, no body.
-      const head = await app.inject({ method: 'HEAD', url: `/${code}`, headers: browser });
+      const head = await ctx.app.inject({ method: 'HEAD', url: `/${code}`, headers: browser });
       assert.equal(head.statusCode, status);
       assert.equal(head.headers['cache-control'], 'no-store');
       // An API client (no Accept, JSON, or anything): the contract's envelope, not stored either.
       for (const accept of [undefined, 'application/json', '*/*', 'application/json, text/html']) {
-        const res = await app.inject({ method: 'GET', url: `/${code}`, headers: accept ? { accept } : {} });
+        const res = await ctx.app.inject({ method: 'GET', url: `/${code}`, headers: accept ? { accept } : {} });
         assert.equal(res.statusCode, status, `${code} ${accept}`);
         assert.match(String(res.headers['content-type']), /^application\/json/);
         assert.equal(res.headers['cache-control'], 'no-store', `${code} ${accept}`);
@@ -84,8 +73,8 @@ describe('shortener web pages', () => {
       }
     }
     // Enabled again, the same browser request is redirected: nothing above was cacheable.
-    await pool.query('UPDATE links SET disabled = false WHERE code = $1', [disabled]);
-    assert.equal((await app.inject({ method: 'GET', url: `/${disabled}`, headers: browser })).statusCode, 302);
+    await ctx.pool.query('UPDATE links SET disabled = false WHERE code = $1', [disabled]);
+    assert.equal((await ctx.app.inject({ method: 'GET', url: `/${disabled}`, headers: browser })).statusCode, 302);
   });
 
   it('serves the assets (uPlot from its package) with their types, and 304 when unchanged', async () => {
@@ -103,34 +92,34 @@ describe('shortener web pages', () => {
       '/assets/vendor/uPlot.min.css': /^text\/css/,
     };
     for (const [url, type] of Object.entries(types)) {
-      const res = await app.inject({ method: 'GET', url });
+      const res = await ctx.app.inject({ method: 'GET', url });
       assert.equal(res.statusCode, 200, url);
       assert.match(String(res.headers['content-type']), type, url);
       assert.equal(res.headers['cache-control'], 'no-cache');
-      const again = await app.inject({ method: 'GET', url, headers: { 'if-none-match': String(res.headers.etag) } });
+      const again = await ctx.app.inject({ method: 'GET', url, headers: { 'if-none-match': String(res.headers.etag) } });
       assert.equal(again.statusCode, 304, url);
     }
     // Only the listed files: nothing else under /assets reaches the file system.
     for (const url of ['/assets/serve.ts', '/assets/../package.json', '/assets/shortener/index.html', '/assets/vendor/uPlot.cjs.js']) {
-      assert.equal((await app.inject({ method: 'GET', url })).statusCode, 404, url);
+      assert.equal((await ctx.app.inject({ method: 'GET', url })).statusCode, 404, url);
     }
   });
 
   it('leaves the API as it was: its own policy, and the redirect still catches every code', async () => {
-    const code = await createCode(app, 'https://example.com/web');
-    const stats = await app.inject({ method: 'GET', url: `/api/links/${code}` });
+    const code = await createCode(ctx.app, 'https://example.com/web');
+    const stats = await ctx.app.inject({ method: 'GET', url: `/api/links/${code}` });
     assert.equal(stats.statusCode, 200);
     assert.match(String(stats.headers['content-security-policy']), /^default-src 'none'/);
-    const redirect = await app.inject({ method: 'GET', url: `/${code}` });
+    const redirect = await ctx.app.inject({ method: 'GET', url: `/${code}` });
     assert.equal(redirect.statusCode, 302);
     assert.equal(redirect.headers.location, 'https://example.com/web');
     // The pages are out of the API document.
-    const openapi = (await app.inject({ method: 'GET', url: '/docs/json' })).json() as { paths: Record<string, unknown> };
+    const openapi = (await ctx.app.inject({ method: 'GET', url: '/docs/json' })).json() as { paths: Record<string, unknown> };
     for (const path of ['/', '/admin', '/links', '/stats/{code}', '/assets/style.css']) assert.equal(openapi.paths[path], undefined, path);
   });
 
   it('never issues the code of a page: a link with the back-half "links" would be hidden by the My links page', async () => {
-    const res = await app.inject({
+    const res = await ctx.app.inject({
       method: 'POST',
       url: '/api/links',
       payload: { url: 'https://example.com/mine', alias: 'links' },
@@ -138,8 +127,8 @@ describe('shortener web pages', () => {
     });
     assert.equal(res.statusCode, 400);
     assert.equal(res.json().message, 'alias "links" is reserved: it names a page of this service');
-    assert.equal((await pool.query("SELECT count(*)::int AS n FROM links WHERE code = 'links'")).rows[0].n, 0);
+    assert.equal((await ctx.pool.query("SELECT count(*)::int AS n FROM links WHERE code = 'links'")).rows[0].n, 0);
     // Another case is another code, which the page does not hide.
-    assert.equal((await app.inject({ method: 'GET', url: '/Links' })).statusCode, 404);
+    assert.equal((await ctx.app.inject({ method: 'GET', url: '/Links' })).statusCode, 404);
   });
 });

@@ -1,3 +1,4 @@
+import { after, before } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { loadConfig } from '../../src/kit/config.js';
 import { type Migration, type Pool, readMigrations } from '../../src/kit/db.js';
@@ -6,7 +7,7 @@ import { type ShortenerDeps, shortener } from '../../src/shortener/app.js';
 import { type ShortenerConfig, shortenerConfig } from '../../src/shortener/config.js';
 import type { TestDatabase } from './database.js';
 import { assertStatusEnvelope } from './envelope.js';
-import { type TestService, type TestServiceOptions, serviceDatabase, startTestService, withPool } from './services.js';
+import { type TestService, type TestServiceOptions, serviceDatabase, started, startTestService, withPool } from './services.js';
 import { uniqueIp } from './client-ips.js';
 import { testLogLevel } from './logs.js';
 import { responseCheckEnv } from './response-check.js';
@@ -37,6 +38,36 @@ export type RunningShortener = TestService<ShortenerConfig> & { pool: Pool };
 /** The shortener for a test. Without a `pool` or `databaseUrl` it gets a database of its own. */
 export async function startShortener(options: ShortenerOptions = {}): Promise<RunningShortener> {
   return withPool(await startTestService(shortener, SHORTENER_TEST_ENV, options));
+}
+
+/**
+ * A shortener shared by the tests of a file (or of the describe it is called in), on a database of its
+ * own: started before those tests, then `setUp` (the scene they share; not a before hook of the file,
+ * which node would run beside this one), closed after them.
+ */
+export interface SharedShortener {
+  readonly app: App;
+  readonly pool: Pool;
+}
+
+export function sharedShortener(options: ShortenerOptions = {}, setUp?: (shared: SharedShortener) => Promise<void>): SharedShortener {
+  let running: RunningShortener | undefined;
+  before(async () => {
+    running = await startShortener(options);
+    await setUp?.(shared);
+  });
+  after(async () => {
+    await running?.close();
+  });
+  const shared: SharedShortener = {
+    get app() {
+      return started(running).app;
+    },
+    get pool() {
+      return started(running).pool;
+    },
+  };
+  return shared;
 }
 
 /** Runs `fn` against a shortener started for it, closed afterwards. */
