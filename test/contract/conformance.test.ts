@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { decodeJwt } from 'jose';
+import { type JsonReply, request } from '../helpers/http.js';
 import { freePorts } from '../helpers/ports.js';
 import { type SpawnedProcess, startLauncher } from '../helpers/process.js';
 
@@ -63,37 +64,6 @@ after(async () => {
   rmSync(scratch, { recursive: true, force: true });
 });
 
-interface Answer {
-  status: number;
-  headers: Headers;
-  body: any;
-}
-
-async function call(
-  base: string,
-  method: string,
-  route: string,
-  opts: { body?: unknown; token?: string; raw?: string; headers?: Record<string, string> } = {},
-): Promise<Answer> {
-  const headers: Record<string, string> = { ...opts.headers };
-  if (opts.body !== undefined || opts.raw !== undefined) headers['content-type'] = 'application/json';
-  if (opts.token !== undefined) headers.authorization = `Bearer ${opts.token}`;
-  const res = await fetch(`${base}${route}`, {
-    method,
-    headers,
-    body: opts.raw ?? (opts.body === undefined ? undefined : JSON.stringify(opts.body)),
-    redirect: 'manual',
-  });
-  const text = await res.text();
-  let body: unknown = text;
-  try {
-    body = JSON.parse(text);
-  } catch {
-    // not JSON: kept as text, and the assertions say so
-  }
-  return { status: res.status, headers: res.headers, body };
-}
-
 /** `count` calls, at most `concurrency` at a time, in order of their index. */
 async function many<T>(count: number, concurrency: number, one: (i: number) => Promise<T>): Promise<T[]> {
   const results: T[] = new Array(count);
@@ -109,7 +79,7 @@ async function many<T>(count: number, concurrency: number, one: (i: number) => P
   return results;
 }
 
-const tally = (answers: Answer[]) => {
+const tally = (answers: JsonReply[]) => {
   const counts: Record<string, number> = {};
   for (const a of answers) counts[a.status] = (counts[a.status] ?? 0) + 1;
   return counts;
@@ -125,7 +95,7 @@ describe('accounts, as its contract describes it', () => {
   let userId = '';
 
   test('register reads only name, email and password: 201, role user, email lowercased, no hash (rules 1, 2)', async () => {
-    const res = await call(a(), 'POST', '/auth/register', { body: { ...user, role: 'admin', id: 'mine', password_hash: 'x' } });
+    const res = await request(a(), 'POST', '/auth/register', { body: { ...user, role: 'admin', id: 'mine', password_hash: 'x' } });
     assert.equal(res.status, 201, JSON.stringify(res.body));
     const text = JSON.stringify(res.body);
     assert.ok(!/password_hash|\$2[aby]\$/.test(text), text);
@@ -146,11 +116,11 @@ describe('accounts, as its contract describes it', () => {
       { name: 'Valid Name', email: `pw73.${run}@example.com`, password: 'p'.repeat(73) },
       { email: `noname.${run}@example.com`, password },
     ]) {
-      const res = await call(a(), 'POST', '/auth/register', { body: bad });
+      const res = await request(a(), 'POST', '/auth/register', { body: bad });
       assert.equal(res.status, 400, JSON.stringify(bad));
       assert.equal(typeof res.body.message, 'string');
     }
-    const duplicate = await call(a(), 'POST', '/auth/register', { body: { ...user, email: user.email.toUpperCase() } });
+    const duplicate = await request(a(), 'POST', '/auth/register', { body: { ...user, email: user.email.toUpperCase() } });
     assert.equal(duplicate.status, 400);
     assert.equal(duplicate.body.message, 'An account with this email already exists');
   });
@@ -158,7 +128,7 @@ describe('accounts, as its contract describes it', () => {
   test(`${MANY_USERS} registrations of distinct addresses from one client, sent as fast as it is answered: every one 201`, async (t) => {
     const started = Date.now();
     const answers = await many(MANY_USERS, 8, (i) =>
-      call(a(), 'POST', '/auth/register', { body: { name: `Many ${i}`, email: `many-${i}.${run}@example.com`, password } }),
+      request(a(), 'POST', '/auth/register', { body: { name: `Many ${i}`, email: `many-${i}.${run}@example.com`, password } }),
     );
     assert.deepEqual(tally(answers), { 201: MANY_USERS });
     t.diagnostic(`${MANY_USERS} registrations (a cost-12 bcrypt each) in ${Date.now() - started} ms`);
@@ -168,7 +138,7 @@ describe('accounts, as its contract describes it', () => {
     const base = `race.${run}@example.com`;
     const answers = await Promise.all(
       Array.from({ length: DUPLICATES }, (_, i) =>
-        call(a(), 'POST', '/auth/register', {
+        request(a(), 'POST', '/auth/register', {
           body: { name: 'Racer', email: i % 2 === 0 ? base.toUpperCase() : base, password },
         }),
       ),
@@ -178,10 +148,10 @@ describe('accounts, as its contract describes it', () => {
   });
 
   test('login needs email and password (400); unknown email and wrong password get the identical 401 (rule 3)', async () => {
-    assert.equal((await call(a(), 'POST', '/auth/login', { body: { email: user.email } })).status, 400);
-    assert.equal((await call(a(), 'POST', '/auth/login', { body: { password } })).status, 400);
-    const unknown = await call(a(), 'POST', '/auth/login', { body: { email: `nobody.${run}@example.com`, password } });
-    const wrong = await call(a(), 'POST', '/auth/login', { body: { email: user.email, password: 'wrong password here' } });
+    assert.equal((await request(a(), 'POST', '/auth/login', { body: { email: user.email } })).status, 400);
+    assert.equal((await request(a(), 'POST', '/auth/login', { body: { password } })).status, 400);
+    const unknown = await request(a(), 'POST', '/auth/login', { body: { email: `nobody.${run}@example.com`, password } });
+    const wrong = await request(a(), 'POST', '/auth/login', { body: { email: user.email, password: 'wrong password here' } });
     assert.equal(unknown.status, 401);
     assert.deepEqual(unknown.body, wrong.body);
     assert.equal(unknown.body.message, 'Invalid email or password');
@@ -191,15 +161,15 @@ describe('accounts, as its contract describes it', () => {
     const owners = Array.from({ length: 5 }, (_, i) => `many-${i}.${run}@example.com`);
     for (let round = 0; round < 3; round++) {
       const answers = await Promise.all(
-        owners.map((email) => call(a(), 'POST', '/auth/login', { body: { email, password: `wrong password ${round}` } })),
+        owners.map((email) => request(a(), 'POST', '/auth/login', { body: { email, password: `wrong password ${round}` } })),
       );
       assert.deepEqual(tally(answers), { 401: owners.length });
     }
-    for (const email of owners) assert.equal((await call(a(), 'POST', '/auth/login', { body: { email, password } })).status, 200, email);
+    for (const email of owners) assert.equal((await request(a(), 'POST', '/auth/login', { body: { email, password } })).status, 200, email);
   });
 
   test('the login token carries id and role, and expires after JWT_EXPIRES_IN (1h) (rule 4); /auth/me returns the caller (rule 5)', async () => {
-    const res = await call(a(), 'POST', '/auth/login', { body: { email: user.email, password } });
+    const res = await request(a(), 'POST', '/auth/login', { body: { email: user.email, password } });
     assert.equal(res.status, 200);
     token = res.body.data.token;
     const claims = claimsOf(token);
@@ -207,31 +177,31 @@ describe('accounts, as its contract describes it', () => {
     assert.equal(claims.role, 'user');
     assert.equal((claims.exp as number) - (claims.iat as number), 3600);
     for (const name of Object.keys(claims)) assert.ok(['id', 'role', 'iat', 'exp'].includes(name), `unexpected claim ${name}`);
-    const me = await call(a(), 'GET', '/auth/me', { token });
+    const me = await request(a(), 'GET', '/auth/me', { token });
     assert.equal(me.status, 200);
     assert.equal((me.body.data ?? me.body).id, userId);
   });
 
   test('authentication errors: no header or not Bearer, then a tampered token (the contract messages)', async () => {
     for (const headers of [{}, { authorization: `Basic ${token}` }, { authorization: token }] as Array<Record<string, string>>) {
-      const res = await call(a(), 'GET', '/auth/me', { headers });
+      const res = await request(a(), 'GET', '/auth/me', { headers });
       assert.equal(res.status, 401);
       assert.equal(res.body.message, 'Access denied. No token provided.');
     }
     const tampered = `${token.slice(0, -4)}${token.slice(-4) === 'AAAA' ? 'BBBB' : 'AAAA'}`;
-    const res = await call(a(), 'GET', '/auth/me', { token: tampered });
+    const res = await request(a(), 'GET', '/auth/me', { token: tampered });
     assert.equal(res.status, 401);
     assert.equal(res.body.message, 'Invalid or expired token.');
   });
 
   test('/admin/users: token checked first (401), then the role (403), then the list (rule 6)', async () => {
-    assert.equal((await call(a(), 'GET', '/admin/users')).status, 401);
-    const forbidden = await call(a(), 'GET', '/admin/users', { token });
+    assert.equal((await request(a(), 'GET', '/admin/users')).status, 401);
+    const forbidden = await request(a(), 'GET', '/admin/users', { token });
     assert.equal(forbidden.status, 403);
     assert.equal(forbidden.body.message, 'You do not have permission to access this resource.');
-    const login = await call(a(), 'POST', '/auth/login', { body: ADMIN });
+    const login = await request(a(), 'POST', '/auth/login', { body: ADMIN });
     assert.equal(login.status, 200, 'the admin created from ADMIN_EMAIL and ADMIN_PASSWORD signs in');
-    const list = await call(a(), 'GET', '/admin/users', { token: login.body.data.token });
+    const list = await request(a(), 'GET', '/admin/users', { token: login.body.data.token });
     assert.equal(list.status, 200);
     const users = Array.isArray(list.body) ? list.body : list.body.data;
     assert.ok(Array.isArray(users) && users.length > 0);
@@ -239,7 +209,7 @@ describe('accounts, as its contract describes it', () => {
   });
 
   test('an unmatched path is a JSON 404 (rule 7)', async () => {
-    const res = await call(a(), 'GET', `/no/such/path/${run}`);
+    const res = await request(a(), 'GET', `/no/such/path/${run}`);
     assert.equal(res.status, 404);
     assert.equal(typeof res.body, 'object');
   });
@@ -251,7 +221,7 @@ describe('the shortener, as its contract describes it', () => {
   const target = `https://example.com/contract/${run}`;
 
   test('create: 201 with the envelope; a 7-character code; short_url is BASE_URL/code (rules 1, 3)', async () => {
-    const res = await call(s(), 'POST', '/api/links', { body: { url: target } });
+    const res = await request(s(), 'POST', '/api/links', { body: { url: target } });
     assert.equal(res.status, 201, JSON.stringify(res.body));
     assert.equal(res.body.status, 201);
     assert.equal(res.body.response, 'Created');
@@ -273,19 +243,19 @@ describe('the shortener, as its contract describes it', () => {
       { url: 'not a url' },
       { url: `https://example.com/${'a'.repeat(2040)}` },
     ]) {
-      const res = await call(s(), 'POST', '/api/links', { body });
+      const res = await request(s(), 'POST', '/api/links', { body });
       assert.equal(res.status, 400, JSON.stringify(body));
     }
   });
 
   test('redirect: 302 to the original URL, every simultaneous click counted; stats count nothing (rules 5, 6)', async () => {
-    const clicks = await Promise.all(Array.from({ length: 20 }, () => call(s(), 'GET', `/${code}`)));
+    const clicks = await Promise.all(Array.from({ length: 20 }, () => request(s(), 'GET', `/${code}`)));
     for (const res of clicks) {
       assert.equal(res.status, 302);
       assert.equal(res.headers.get('location'), target);
     }
     for (let i = 0; i < 2; i++) {
-      const stats = await call(s(), 'GET', `/api/links/${code}`);
+      const stats = await request(s(), 'GET', `/api/links/${code}`);
       assert.equal(stats.status, 200);
       const data = stats.body.data ?? stats.body;
       assert.equal(data.code, code);
@@ -297,14 +267,14 @@ describe('the shortener, as its contract describes it', () => {
 
   test('unknown and malformed codes: 404 on redirect and stats (rule 4)', async () => {
     for (const path of ['/zzzzzzz', '/abc', '/%2e%2e%2fetc', '/api/links/zzzzzzz', '/api/links/abc']) {
-      assert.equal((await call(s(), 'GET', path)).status, 404, path);
+      assert.equal((await request(s(), 'GET', path)).status, 404, path);
     }
   });
 
   test('the 11th create in a window from one IP: 429 with Retry-After, X-RateLimit-* and the seconds in the message; rejected ones count too', async () => {
     // One create and six invalid ones so far in this window: three more pass.
-    for (let i = 0; i < 3; i++) assert.equal((await call(s(), 'POST', '/api/links', { body: { url: `${target}/${i}` } })).status, 201);
-    const res = await call(s(), 'POST', '/api/links', { body: { url: `${target}/over` } });
+    for (let i = 0; i < 3; i++) assert.equal((await request(s(), 'POST', '/api/links', { body: { url: `${target}/${i}` } })).status, 201);
+    const res = await request(s(), 'POST', '/api/links', { body: { url: `${target}/over` } });
     assert.equal(res.status, 429);
     assert.deepEqual(Object.keys(res.body).sort(), ['message', 'response', 'status']);
     assert.equal(res.body.status, 429);
@@ -321,14 +291,14 @@ describe('notes, as its contract describes it (through the idp npm start runs)',
   const n = () => url.notes;
   const password = 'correct horse battery';
   const login = async (email: string) => {
-    const res = await call(n(), 'POST', '/auth/login', { body: { email, password } });
+    const res = await request(n(), 'POST', '/auth/login', { body: { email, password } });
     assert.equal(res.status, 200, `${email}: ${JSON.stringify(res.body)}`);
     return res.body as { access_token: string; refresh_token: string; expires_at: number };
   };
 
   test('register without email or password: 400 with the contract message (rule 1)', async () => {
     for (const body of [{}, { email: `x.${run}@example.com` }, { password }]) {
-      const res = await call(n(), 'POST', '/auth/register', { body });
+      const res = await request(n(), 'POST', '/auth/register', { body });
       assert.equal(res.status, 400);
       assert.deepEqual(res.body, { message: 'email and password are required' });
     }
@@ -336,12 +306,12 @@ describe('notes, as its contract describes it (through the idp npm start runs)',
 
   test(`${MANY_USERS} registrations from one client within a minute: every one 201 {id, email}; each can log in`, async () => {
     const answers = await many(MANY_USERS, 8, (i) =>
-      call(n(), 'POST', '/auth/register', { body: { email: `notes-many-${i}.${run}@example.com`, password } }),
+      request(n(), 'POST', '/auth/register', { body: { email: `notes-many-${i}.${run}@example.com`, password } }),
     );
     assert.deepEqual(tally(answers), { 201: MANY_USERS });
     for (const res of answers) assert.deepEqual(Object.keys(res.body).sort(), ['email', 'id']);
     const sessions = await many(MANY_USERS, 8, (i) =>
-      call(n(), 'POST', '/auth/login', { body: { email: `notes-many-${i}.${run}@example.com`, password } }),
+      request(n(), 'POST', '/auth/login', { body: { email: `notes-many-${i}.${run}@example.com`, password } }),
     );
     assert.deepEqual(tally(sessions), { 200: MANY_USERS });
   });
@@ -349,7 +319,7 @@ describe('notes, as its contract describes it (through the idp npm start runs)',
   test(`${DUPLICATES} concurrent registrations of one address: one 201, the rest 400 with the provider's message`, async () => {
     const email = `notes-race.${run}@example.com`;
     const answers = await Promise.all(
-      Array.from({ length: DUPLICATES }, () => call(n(), 'POST', '/auth/register', { body: { email, password } })),
+      Array.from({ length: DUPLICATES }, () => request(n(), 'POST', '/auth/register', { body: { email, password } })),
     );
     assert.deepEqual(tally(answers), { 201: 1, 400: DUPLICATES - 1 });
     for (const res of answers.filter((r) => r.status === 400)) assert.equal(typeof res.body.message, 'string');
@@ -358,8 +328,8 @@ describe('notes, as its contract describes it (through the idp npm start runs)',
   test('login: the session (rule 2); unknown email and wrong password the identical 401; repeated wrong passwords on several accounts, then the owners get in', async () => {
     const session = await login(`notes-many-0.${run}@example.com`);
     assert.deepEqual(Object.keys(session).sort(), ['access_token', 'expires_at', 'refresh_token']);
-    const unknown = await call(n(), 'POST', '/auth/login', { body: { email: `nobody.${run}@example.com`, password } });
-    const wrong = await call(n(), 'POST', '/auth/login', {
+    const unknown = await request(n(), 'POST', '/auth/login', { body: { email: `nobody.${run}@example.com`, password } });
+    const wrong = await request(n(), 'POST', '/auth/login', {
       body: { email: `notes-many-0.${run}@example.com`, password: 'not the password' },
     });
     assert.equal(unknown.status, 401);
@@ -368,7 +338,7 @@ describe('notes, as its contract describes it (through the idp npm start runs)',
     const owners = Array.from({ length: 5 }, (_, i) => `notes-many-${i + 1}.${run}@example.com`);
     for (let round = 0; round < 3; round++) {
       const answers = await Promise.all(
-        owners.map((email) => call(n(), 'POST', '/auth/login', { body: { email, password: `wrong password ${round}` } })),
+        owners.map((email) => request(n(), 'POST', '/auth/login', { body: { email, password: `wrong password ${round}` } })),
       );
       assert.deepEqual(tally(answers), { 401: owners.length });
     }
@@ -377,11 +347,11 @@ describe('notes, as its contract describes it (through the idp npm start runs)',
 
   test('the bearer header: missing or malformed 401 "Missing bearer token"; invalid 401 "Invalid or expired token"', async () => {
     for (const headers of [{}, { authorization: 'Basic abc' }, { authorization: 'Bearer' }] as Array<Record<string, string>>) {
-      const res = await call(n(), 'GET', '/notes', { headers });
+      const res = await request(n(), 'GET', '/notes', { headers });
       assert.equal(res.status, 401);
       assert.deepEqual(res.body, { message: 'Missing bearer token' });
     }
-    const res = await call(n(), 'GET', '/notes', { token: 'not.a.token' });
+    const res = await request(n(), 'GET', '/notes', { token: 'not.a.token' });
     assert.equal(res.status, 401);
     assert.deepEqual(res.body, { message: 'Invalid or expired token' });
   });
@@ -389,34 +359,34 @@ describe('notes, as its contract describes it (through the idp npm start runs)',
   test("notes are private: create (201, all fields, user_id filled), list (own only, newest first), delete (own 200, another's 404) (rules 3-5)", async () => {
     const alice = await login(`notes-many-10.${run}@example.com`);
     const bob = await login(`notes-many-11.${run}@example.com`);
-    const first = await call(n(), 'POST', '/notes', { token: alice.access_token, body: { title: 'first', body: 'one' } });
+    const first = await request(n(), 'POST', '/notes', { token: alice.access_token, body: { title: 'first', body: 'one' } });
     assert.equal(first.status, 201, JSON.stringify(first.body));
     for (const field of ['id', 'user_id', 'title', 'body', 'created_at']) assert.ok(field in first.body, field);
-    const second = await call(n(), 'POST', '/notes', { token: alice.access_token, body: { title: 'second' } });
+    const second = await request(n(), 'POST', '/notes', { token: alice.access_token, body: { title: 'second' } });
     assert.equal(second.status, 201);
-    const bobs = await call(n(), 'POST', '/notes', { token: bob.access_token, body: { title: "bob's" } });
+    const bobs = await request(n(), 'POST', '/notes', { token: bob.access_token, body: { title: "bob's" } });
     assert.equal(bobs.status, 201);
     assert.notEqual(bobs.body.user_id, first.body.user_id);
 
-    const list = await call(n(), 'GET', '/notes', { token: alice.access_token });
+    const list = await request(n(), 'GET', '/notes', { token: alice.access_token });
     assert.equal(list.status, 200);
     assert.deepEqual(
       list.body.map((note: { title: string }) => note.title),
       ['second', 'first'],
     );
-    const theirs = await call(n(), 'DELETE', `/notes/${bobs.body.id}`, { token: alice.access_token });
+    const theirs = await request(n(), 'DELETE', `/notes/${bobs.body.id}`, { token: alice.access_token });
     assert.equal(theirs.status, 404);
     assert.deepEqual(theirs.body, { message: 'Note not found' });
-    const mine = await call(n(), 'DELETE', `/notes/${first.body.id}`, { token: alice.access_token });
+    const mine = await request(n(), 'DELETE', `/notes/${first.body.id}`, { token: alice.access_token });
     assert.equal(mine.status, 200);
     assert.deepEqual(mine.body, { message: 'Note deleted' });
-    assert.equal((await call(n(), 'DELETE', `/notes/${first.body.id}`, { token: alice.access_token })).status, 404);
-    assert.equal((await call(n(), 'GET', '/notes', { token: bob.access_token })).body.length, 1);
+    assert.equal((await request(n(), 'DELETE', `/notes/${first.body.id}`, { token: alice.access_token })).status, 404);
+    assert.equal((await request(n(), 'GET', '/notes', { token: bob.access_token })).body.length, 1);
   });
 
   test('a note the store refuses is a 400 with its message (rule 3)', async () => {
     const session = await login(`notes-many-12.${run}@example.com`);
-    const res = await call(n(), 'POST', '/notes', { token: session.access_token, body: { body: 'no title' } });
+    const res = await request(n(), 'POST', '/notes', { token: session.access_token, body: { body: 'no title' } });
     assert.equal(res.status, 400);
     assert.equal(typeof res.body.message, 'string');
   });
