@@ -30,7 +30,8 @@ import {
 // bcrypt is what bounds the accounts service. These are measured side by side in one run:
 //  - the bcrypt ceiling: cores ÷ the time of one cost-12 hash, the most logins/s this machine can do;
 //  - a login storm (2 × cores concurrent logins, 10 s) against that ceiling;
-//  - /auth/me alone, against a bare node:http JSON server, and during a storm (the p99 ratio);
+//  - /auth/me alone, beside a bare node:http JSON server (context), and during a storm (its p99
+//    reported beside its p99 alone, without a target);
 //  - unknown-email vs wrong-password logins, which must take the same time;
 //  - POST /auth/refresh: each request rotates its session's refresh token, so
 //    every client chains its own session (the next request sends what the last returned).
@@ -283,9 +284,9 @@ export async function run(ctx: { adminUrl: string }): Promise<Record<string, Row
       met: verdict(ratio(storm.rps, bcryptCeiling) >= 0.9 && stormOk),
     });
 
-    // 3. /auth/me alone beside the bare node:http JSON ceiling (its rounds first) and the
-    // reference (alternating rounds with the service), medians, so a burst of outside load hits
-    // both alike.
+    // 3. /auth/me alone beside the bare node:http JSON ceiling (its rounds first, for context) and
+    // the reference (alternating rounds with the service), medians, so a burst of outside load hits
+    // both alike. Its targets are those against the reference; the bare server has none.
     const generator = defaultGenerator();
     const seconds = Number(process.env.BENCH_SECONDS ?? 10);
     const me = { url: `${service.url}/auth/me`, headers: { authorization: `Bearer ${token}` }, connections: 10, generator };
@@ -342,8 +343,8 @@ export async function run(ctx: { adminUrl: string }): Promise<Record<string, Row
       'p50 ms': alone!.r.p50,
       'p99 ms': alone!.r.p99,
       ratio: `${pct(ratio(alone!.r.rps, bare!.r.rps))} of bare node:http`,
-      target: '>= 25%',
-      met: verdict(ratio(alone!.r.rps, bare!.r.rps) >= 0.25),
+      target: '',
+      met: '',
     });
     const cpuRatio = ratio(alone!.cpu.total ?? 0, bare!.cpu.service ?? 0);
     rows.push({
@@ -352,8 +353,8 @@ export async function run(ctx: { adminUrl: string }): Promise<Record<string, Row
       'p50 ms': '',
       'p99 ms': '',
       ratio: `${µs(alone!.cpu.service)} + ${µs(alone!.cpu.database)} = ${cpuRatio.toFixed(1)}x bare`,
-      target: '<= 4x',
-      met: alone!.cpu.total === undefined ? '' : verdict(cpuRatio <= 4),
+      target: '',
+      met: '',
     });
 
     // 3b. POST /auth/refresh, 10 sessions chained at once, beside /auth/me alone
@@ -391,9 +392,10 @@ export async function run(ctx: { adminUrl: string }): Promise<Record<string, Row
       'req/s': Math.round(during.rps),
       'p50 ms': during.p50,
       'p99 ms': during.p99,
-      ratio: `p99 x${p99Ratio.toFixed(2)} of alone`,
-      target: '<= 2',
-      met: verdict(p99Ratio <= 2 && only200(during)),
+      ratio: `p99 x${p99Ratio.toFixed(2)} of alone (${alone!.r.p99.toFixed(2)} ms)`,
+      target: '',
+      // Reported without a target; anything but 200 means the figure is not of the path meant.
+      met: only200(during) ? '' : `NO: ${JSON.stringify(during.statusCounts)}, ${during.errors} errors`,
     });
     rows.push({
       run: '  logins meanwhile',
