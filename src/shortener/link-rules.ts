@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { badRequest, HttpError } from '../kit/http/errors.js';
-import { isOwnShortLink, MAX_URL_LENGTH, OWN_SHORT_LINK, validateTargetUrl } from './links.js';
+import { isOwnShortLink, MAX_URL_LENGTH, OWN_SHORT_LINK, validateTargetUrl } from './target-urls.js';
 import type { TrafficClass } from './visits.js';
 
 /** At most this many split variants besides the main destination. */

@@ -5,15 +5,8 @@ import type { App } from '../../kit/http/app.js';
 import { described } from '../../kit/http/openapi.js';
 import type { FixedWindowLimiter, RateLimitDecision } from '../../kit/rate-limit.js';
 import { badRequest, HttpError } from '../../kit/http/errors.js';
-import {
-  isOwnShortLink,
-  type LinkLimits,
-  MAX_URL_LENGTH,
-  MAX_VISITS_LIMIT,
-  normaliseTags,
-  OWN_SHORT_LINK,
-  type LinkService,
-} from '../links.js';
+import { type LinkLimits, MAX_VISITS_LIMIT, normaliseTags, type LinkService } from '../links.js';
+import { isOwnShortLink, MAX_URL_LENGTH, OWN_SHORT_LINK } from '../target-urls.js';
 import type { Link } from '../repository.js';
 import { parseIsoTimestamp } from '../timestamps.js';
 import { type Access, bearerOf, type Principal, unauthorized } from '../access.js';
