@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { LOG_BUFFER_LIMIT_BYTES } from '../src/kit/http/logging.js';
 
 // A process's log lines go to standard output asynchronously (src/kit/http/logging.ts): lines
 // written while a write is under way wait in memory. These run a real process and read its real
@@ -9,26 +10,35 @@ import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 
-async function run(body: string): Promise<{ code: number | null; lines: Array<Record<string, unknown>> }> {
+async function run(
+  body: string,
+  opts: { readAfterStderr?: boolean } = {},
+): Promise<{ code: number | null; lines: Array<Record<string, unknown>>; stderr: string }> {
   const script = `import { pino } from 'pino';
 import { logDestination } from './src/kit/http/logging.ts';
 const log = pino({ base: null }, logDestination());
 ${body}`;
-  const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+  const child = spawn(process.execPath, ['--expose-gc', '--import', 'tsx', '--input-type=module', '-e', script], {
     cwd: root,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
-  child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
-  child.stderr.resume();
+  let stderr = '';
+  child.stdout.setEncoding('utf8');
+  const read = () => child.stdout.on('data', (d: string) => (out += d));
+  // A reader that stops: with readAfterStderr, standard output is read only once the child has
+  // written to stderr.
+  if (!opts.readAfterStderr) read();
+  child.stderr.setEncoding('utf8').on('data', (d: string) => {
+    stderr += d;
+    if (child.stdout.listenerCount('data') === 0) read();
+  });
   const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
-  return {
-    code,
-    lines: out
-      .split('\n')
-      .filter(Boolean)
-      .map((l) => JSON.parse(l) as Record<string, unknown>),
-  };
+  const lines = out
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
+  return { code, lines, stderr };
 }
 
 describe('the log destination of a process', () => {
@@ -39,6 +49,30 @@ describe('the log destination of a process', () => {
     assert.deepEqual(
       lines.map((l) => l.i),
       Array.from({ length: 5000 }, (_, i) => i),
+    );
+  });
+
+  it('a reader that stops reading holds at most LOG_BUFFER_LIMIT_BYTES in memory: later lines are dropped, the process goes on', async () => {
+    // 64 MiB of lines (about 1 KiB each) written while nothing reads standard output.
+    const { code, lines, stderr } = await run(
+      `const pad = 'x'.repeat(1000);
+const heap = () => { globalThis.gc(); return process.memoryUsage().heapUsed; };
+const before = heap();
+for (let i = 0; i < 65536; i++) log.info({ i, pad }, 'line');
+process.stderr.write(String(heap() - before));
+setTimeout(() => process.exit(0), 200);`,
+      { readAfterStderr: true },
+    );
+    assert.equal(code, 0);
+    const grewBy = Number(stderr);
+    // What waits in memory is about the limit (64 MiB were written).
+    assert.ok(grewBy < 2 * LOG_BUFFER_LIMIT_BYTES, `the heap grew by ${grewBy} bytes`);
+    // What was kept is whole lines, in order, far fewer than were written.
+    assert.ok(lines.length > 1000 && lines.length < 40_000, `${lines.length} lines`);
+    const kept = lines.map((l) => l.i as number);
+    assert.deepEqual(
+      kept,
+      [...kept].sort((a, b) => a - b),
     );
   });
 

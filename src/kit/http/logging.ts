@@ -25,6 +25,9 @@ const REDACT = [
 
 let standardOutput: DestinationStream | undefined;
 
+/** The most log output held in memory while standard output does not take it; lines beyond it are dropped. */
+export const LOG_BUFFER_LIMIT_BYTES = 16 * 1024 * 1024;
+
 /**
  * Where a process's log lines go unless a test captures them: standard output, written
  * asynchronously. A synchronous write made every logged request wait for its own write system
@@ -32,10 +35,12 @@ let standardOutput: DestinationStream | undefined;
  * write is under way go out together in the next one, and none waits at low traffic. pino writes
  * what is still buffered synchronously when the process exits (also on an uncaught exception); a
  * process killed with SIGKILL can lose the last lines. One destination for the whole process, so
- * the service's own lines and its requests' stay in order.
+ * the service's own lines and its requests' stay in order. When whatever reads standard output
+ * stops reading, at most LOG_BUFFER_LIMIT_BYTES wait in memory and later lines are dropped: a stuck
+ * log reader must not grow the service without bound, nor stop it answering.
  */
 export function logDestination(): DestinationStream {
-  standardOutput ??= pino.destination({ dest: 1, sync: false });
+  standardOutput ??= pino.destination({ dest: 1, sync: false, maxLength: LOG_BUFFER_LIMIT_BYTES });
   return standardOutput;
 }
 
