@@ -16,15 +16,16 @@ function capture(format: LogFormat): { log: DevLog; text(): string } {
 
 const json = (entry: Record<string, unknown>) =>
   JSON.stringify({ level: 30, time: Date.UTC(2026, 0, 1, 12, 0, 0), pid: 1, hostname: 'h', ...entry });
-const incoming = (reqId: string, method: string, url: string) => json({ reqId, req: { method, url, host: 'x' }, msg: 'incoming request' });
-const completed = (reqId: string, statusCode: number) => json({ reqId, res: { statusCode }, responseTime: 12.4, msg: 'request completed' });
+// A request's two lines as the services write them: the incoming one at debug, the access line at info.
+const incoming = (reqId: string, method: string, url: string) =>
+  json({ level: 20, reqId, req: { method, url, host: 'x' }, msg: 'incoming request' });
+const completed = (reqId: string, method: string, url: string, statusCode: number) =>
+  json({ reqId, req: { method, url, host: 'x' }, res: { statusCode }, responseTime: 12.4, msg: 'request completed' });
 
 test('pretty: a request is one line once answered, with its method, path, status and time, named after its service', () => {
   const { log, text } = capture('pretty');
-  log.line('notes', incoming('r1', 'POST', '/notes'));
-  assert.equal(text(), '', 'nothing until it is answered');
   log.line('notes', json({ reqId: 'r1', event: 'note_created', msg: 'note created' }));
-  log.line('notes', completed('r1', 201));
+  log.line('notes', completed('r1', 'POST', '/notes', 201));
   const lines = text().trimEnd().split('\n');
   assert.equal(lines.length, 2, text());
   assert.match(lines[0]!, /^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: notes: note created \{.*"event":"note_created"/);
@@ -32,23 +33,22 @@ test('pretty: a request is one line once answered, with its method, path, status
   assert.doesNotMatch(text(), /pid|hostname/);
 });
 
-test('health probes are left out, both of their lines, whatever the format', () => {
+test('health probes are left out, their access line and their incoming line at debug, whatever the format', () => {
   for (const format of ['pretty', 'json'] as const) {
     const { log, text } = capture(format);
     log.line('idp', incoming('p1', 'GET', '/healthz'));
-    log.line('idp', completed('p1', 200));
+    log.line('idp', completed('p1', 'GET', '/healthz', 200));
     log.line('idp', incoming('p2', 'GET', '/readyz?verbose=1'));
-    log.line('idp', completed('p2', 503));
+    log.line('idp', completed('p2', 'GET', '/readyz?verbose=1', 503));
     assert.equal(text(), '', format);
-    log.line('idp', incoming('r2', 'GET', '/healthzz'));
-    log.line('idp', completed('r2', 404));
+    log.line('idp', completed('r2', 'GET', '/healthzz', 404));
     assert.match(text(), /healthzz/, format);
   }
 });
 
 test('json: every other line is passed on exactly as the service wrote it', () => {
   const { log, text } = capture('json');
-  const lines = [incoming('r1', 'GET', '/notes'), completed('r1', 200), json({ service: 'notes', msg: 'stopped' })];
+  const lines = [incoming('r1', 'GET', '/notes'), completed('r1', 'GET', '/notes', 200), json({ service: 'notes', msg: 'stopped' })];
   for (const line of lines) log.line('notes', line);
   assert.equal(text(), `${lines.join('\n')}\n`);
 });

@@ -88,7 +88,6 @@ describe('buildHttpApp: request ids', () => {
       assert.notEqual(other.headers['x-request-id'], id);
       // Every request log line carries the id (whatever its label).
       const lines = logs.lines().filter((l) => Object.values(l).includes(id));
-      assert.ok(lines.some((l) => l.msg === 'incoming request'));
       assert.ok(lines.some((l) => l.msg === 'request completed'));
     });
   });
@@ -472,6 +471,55 @@ describe('answers Fastify and the HTTP parser give before routing, in the envelo
   });
 });
 
+describe('access lines', () => {
+  async function accessLines(level: 'info' | 'warn', clientAddresses = true) {
+    const logs = new LogCapture();
+    const app = await buildHttpApp({
+      title: 'test',
+      logLevel: level,
+      logStream: logs,
+      logClientAddresses: clientAddresses,
+      errorBody: statusEnvelope,
+      readiness: async () => {},
+    });
+    app.get('/go', async (_request, reply) => reply.code(302).header('location', '/there').send());
+    const answer = await app.inject({
+      method: 'GET',
+      url: '/go?apikey=sb_secret_abc&page=2',
+      headers: { 'x-request-id': 'go-1', authorization: 'Bearer eyJ.secret.sig' },
+      remoteAddress: '198.51.100.7',
+    });
+    await app.close();
+    assert.equal(answer.statusCode, 302);
+    return logs.lines().filter((l) => l.reqId === 'go-1');
+  }
+
+  it('writes one line a request at info, when it is answered: method, redacted URL, host, client, status, time', async () => {
+    const lines = await accessLines('info');
+    assert.equal(lines.length, 1, JSON.stringify(lines));
+    const [line] = lines;
+    assert.equal(line!.level, 30);
+    assert.equal(line!.msg, 'request completed');
+    assert.deepEqual(Object.keys(line!).slice(0, 5), ['level', 'time', 'pid', 'hostname', 'reqId']);
+    // (inject's requests have no remote port, so the line has none.)
+    assert.deepEqual(line!.req, {
+      method: 'GET',
+      url: '/go?apikey=[redacted]&page=2',
+      host: 'localhost:80',
+      remoteAddress: '198.51.100.7',
+    });
+    assert.deepEqual(line!.res, { statusCode: 302 });
+    assert.equal(typeof line!.responseTime, 'number');
+    assert.doesNotMatch(JSON.stringify(line), /sb_secret_abc|eyJ|authorization/i);
+  });
+
+  it('leaves the client out where the service asks it to, and writes nothing at warn', async () => {
+    const [line] = await accessLines('info', false);
+    assert.deepEqual(Object.keys(line!.req as object), ['method', 'url', 'host']);
+    assert.deepEqual(await accessLines('warn'), []);
+  });
+});
+
 describe('request loggers', () => {
   // A request's child logger is made on its first written line: each line still carries the request id,
   // and the lines below the level are dropped as before.
@@ -510,19 +558,20 @@ describe('request loggers', () => {
       [
         ['talk-warn', 40, 'warn line'],
         ['talk-warn', 50, 'child line'],
-        ['chatty-warn', 30, 'incoming request'],
+        ['chatty-warn', 20, 'incoming request'],
         ['chatty-warn', 20, 'route debug line'],
         ['chatty-warn', 30, 'request completed'],
       ],
     );
-    // A route with its own level (debug here) logs at that level, request lines included.
+    // A route with its own level (debug here) logs at that level, request lines included (the
+    // incoming line is a debug line, the access line an info line).
     assert.equal(warn[0]!.event, 'warned');
     assert.equal(warn[1]!.part, 'inner');
     for (const line of warn) assert.deepEqual(Object.keys(line).slice(0, 5), ['level', 'time', 'pid', 'hostname', 'reqId']);
 
     const info = await logLines('info');
     const talk = info.filter((l) => l.reqId === 'talk-info').map((l) => l.msg);
-    assert.deepEqual(talk, ['incoming request', 'info line', 'warn line', 'child line', 'request completed']);
+    assert.deepEqual(talk, ['info line', 'warn line', 'child line', 'request completed']);
     const chatty = info.filter((l) => l.reqId === 'chatty-info').map((l) => l.msg);
     assert.deepEqual(chatty, ['incoming request', 'route debug line', 'request completed']);
   });

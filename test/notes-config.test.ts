@@ -112,7 +112,7 @@ describe('logging and proxies', () => {
       await request(trusting.url, 'GET', '/healthz', { headers });
       await request(plain.url, 'GET', '/healthz', { headers });
       const addressOf = (logs: Array<Record<string, unknown>>) =>
-        (logs.find((l) => l.msg === 'incoming request')?.req as { remoteAddress?: string } | undefined)?.remoteAddress;
+        (logs.find((l) => l.msg === 'request completed')?.req as { remoteAddress?: string } | undefined)?.remoteAddress;
       assert.equal(addressOf(trusting.logs.lines()), '203.0.113.7');
       assert.equal(addressOf(plain.logs.lines()), '127.0.0.1');
       assert.doesNotMatch(trusting.logs.text() + plain.logs.text(), /secret-token-value/);

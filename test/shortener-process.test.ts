@@ -76,7 +76,8 @@ describe('graceful shutdown', () => {
     const code = 'Drain01';
     const admin = new pg.Pool({ connectionString: db.url, max: 2 });
     const port = await freePort();
-    const server = startServer({ PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'info' });
+    // debug: a request's incoming line (written when it reaches the server) shows it arrived.
+    const server = startServer({ PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'debug' });
     const lockHolder = new pg.Client({ connectionString: db.url });
     // The forced DROP DATABASE of `after` terminates these connections; that is expected, and an
     // unheard 'error' event would fail whichever test runs at that moment.
@@ -120,7 +121,7 @@ describe('graceful shutdown', () => {
         10_000,
         'the click UPDATE to wait on the row lock',
       );
-      // Every request has reached a handler before the signal (the server logs each one).
+      // Every request has reached a handler before the signal (the server logs each one at debug).
       await waitFor(
         () => (server.stdout().match(/"msg":"incoming request"/g) ?? []).length === 50,
         15_000,

@@ -444,7 +444,7 @@ describe('privacy of the logs', () => {
       });
       assert.deepEqual([direct.statusCode, forwarded.statusCode], [302, 302]);
       const lines = logs.lines();
-      assert.ok(lines.filter((l) => l.msg === 'incoming request').length >= 3, 'requests are logged');
+      assert.ok(lines.filter((l) => l.msg === 'request completed').length >= 3, 'requests are logged');
       assert.ok(
         lines.some((l) => (l.req as { url?: string } | undefined)?.url === `/${code}`),
         'with their URL',

@@ -5,15 +5,14 @@ import { prettyFactory } from 'pino-pretty';
 // What `npm start` prints of the services' logs. The services log JSON lines,
 // as they should in production; on a developer's terminal the launcher shows
 // them readably (pino-pretty: time, level, service, message), or as they are
-// with LOG_FORMAT=json. Health probes (/healthz, /readyz: the launcher's own
+// with LOG_FORMAT=json. A request is its one access line, told as "POST /notes → 201 in
+// 12 ms". Health probes (/healthz, /readyz: the launcher's own
 // wait for the services, any monitor's) are left out either way: they are
 // noise around the lines a developer looks for.
 
 export type LogFormat = 'pretty' | 'json';
 
 const PROBES = new Set(['/healthz', '/readyz']);
-/** Probes whose "request completed" line has not come yet are remembered by request id, at most this many. */
-const MAX_OPEN_PROBES = 1000;
 
 interface LogLine {
   service?: string;
@@ -26,9 +25,6 @@ interface LogLine {
 
 export class DevLog {
   private readonly prettify: ((line: LogLine) => string) | undefined;
-  private readonly openProbes = new Set<string>();
-  /** Requests not answered yet, by id: shown as one line when they are ("POST /notes → 201 in 12 ms"). */
-  private readonly openRequests = new Map<string, string>();
   private lastLineAt = Date.now();
 
   constructor(
@@ -68,8 +64,7 @@ export class DevLog {
       this.out.write(`${text}\n`);
       return;
     }
-    const shown = this.asRequestLine(entry);
-    if (shown) this.out.write(this.prettify({ ...shown, service: entry.service ?? service }));
+    this.out.write(this.prettify({ ...this.asRequestLine(entry), service: entry.service ?? service }));
   }
 
   /** Relays every line of a child's output. */
@@ -103,32 +98,16 @@ export class DevLog {
     }
   }
 
-  /**
-   * Fastify's two lines of a request as one: the incoming line is kept back,
-   * its answer is shown with the method and path. Undefined: nothing to show yet.
-   */
-  private asRequestLine(entry: LogLine): LogLine | undefined {
-    if (entry.reqId && entry.req?.url && entry.msg === 'incoming request') {
-      if (this.openRequests.size < MAX_OPEN_PROBES) {
-        this.openRequests.set(entry.reqId, `${entry.req.method ?? ''} ${entry.req.url}`);
-        return undefined;
-      }
-      return entry;
-    }
-    const request = entry.reqId && entry.res ? this.openRequests.get(entry.reqId) : undefined;
-    if (request === undefined) return entry;
-    this.openRequests.delete(entry.reqId!);
-    const { req: _req, res, responseTime, reqId: _reqId, ...rest } = entry;
-    return { ...rest, msg: `${request} → ${res?.statusCode} in ${Math.round(responseTime ?? 0)} ms` };
+  /** A request's access line told as one ("POST /notes → 201 in 12 ms"); any other line as it is. */
+  private asRequestLine(entry: LogLine): LogLine {
+    if (entry.msg !== 'request completed' || !entry.req?.url || !entry.res) return entry;
+    const { req, res, responseTime, reqId: _reqId, ...rest } = entry;
+    return { ...rest, msg: `${req.method ?? ''} ${req.url} → ${res.statusCode} in ${Math.round(responseTime ?? 0)} ms` };
   }
 
-  /** The request line of a probe, or the completion line of one already seen. */
+  /** A line of a health probe's request (its access line, or its incoming line at debug). */
   private isProbe(entry: LogLine): boolean {
     const url = entry.req?.url?.split('?', 1)[0];
-    if (url !== undefined && PROBES.has(url)) {
-      if (entry.reqId && this.openProbes.size < MAX_OPEN_PROBES) this.openProbes.add(entry.reqId);
-      return true;
-    }
-    return entry.reqId !== undefined && this.openProbes.delete(entry.reqId);
+    return url !== undefined && PROBES.has(url);
   }
 }

@@ -95,7 +95,7 @@ test('the whole suite at debug level passes, and nothing it printed holds a cred
   // What was searched: the JSON log lines the services wrote (test files' output is `# …`).
   // Tests leave most services silent; only the audit's level makes them log every request.
   const logLines = output.split('\n').filter((l) => l.startsWith('# {') && l.includes('"level":'));
-  const requestLines = logLines.filter((l) => l.includes('"msg":"incoming request"'));
+  const requestLines = logLines.filter((l) => l.includes('"msg":"request completed"'));
   assert.ok(requestLines.length > 1_000, `only ${requestLines.length} request log lines: the level did not reach the services`);
   const routes = { shortener: '"url":"/api/links', accounts: '"url":"/admin/users', idp: '"url":"/rest/v1/', notes: '"url":"/notes' };
   const requestsOf = Object.fromEntries(

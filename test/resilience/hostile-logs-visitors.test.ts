@@ -222,7 +222,7 @@ async function auditAt(level: 'info' | 'debug', t: TestContext): Promise<void> {
   assert.equal(await proc.stop(), 0, 'the service shuts down cleanly (its shutdown lines are searched too)');
   const output = proc.output();
   const lines = output.split('\n').filter((line) => line.length > 0);
-  const requestLines = lines.filter((line) => line.includes('"incoming request"')).length;
+  const requestLines = lines.filter((line) => line.includes('"request completed"')).length;
 
   const needles = new Map<string, string>();
   for (const p of people) {

@@ -431,7 +431,7 @@ test('no line any service printed (stdout and stderr, trace level, start to shut
     const output = proc.output();
     lines[name] = output.split('\n').filter(Boolean).length;
     assert.ok(output.length < KEEP_ALL_OUTPUT, `${name}: output was truncated, the scan would be incomplete`);
-    assert.ok(/"level":30.*"msg":"incoming request"/.test(output), `${name} did not log its requests`);
+    assert.ok(/"level":30.*"msg":"request completed"/.test(output), `${name} did not log its requests`);
     problems.push(...findLeaks(output, secrets).map((p) => `${name}: ${p}`));
   }
   // The scanner itself finds what it is asked to find (a scan that cannot fail proves nothing).

@@ -11,7 +11,7 @@ import type { App } from './fastify-app.js';
 import { answerErrors } from './error-handler.js';
 import { serveHealth } from './health.js';
 import { acceptJsonBodies } from './json-body-parser.js';
-import { loggerOptions } from './logging.js';
+import { accessLog, loggerOptions } from './logging.js';
 import { answerNotFound } from './not-found.js';
 import { readRefusedBodies } from './oversized-body.js';
 import { preRoutingErrorOptions } from './pre-routing-errors.js';
@@ -88,6 +88,8 @@ export async function buildHttpApp(opts: HttpAppOptions): Promise<App> {
   const trustedProxies = parseTrustProxy(opts.trustProxy);
   const app: App = Fastify({
     logger: loggerOptions(opts.logLevel, opts.logStream, opts.logClientAddresses !== false),
+    // One access line a request, at info, when it is answered (logging.ts).
+    logController: accessLog(opts.logStream, opts.logClientAddresses !== false),
     // Node's deadlines, absolute from a request's first byte, so a client that
     // trickles bytes cannot extend them. A header deadline above the request
     // deadline would mean nothing: Node would swap them.

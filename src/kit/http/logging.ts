@@ -1,8 +1,9 @@
 import type { Writable } from 'node:stream';
-import type { FastifyServerOptions } from 'fastify';
-import { type DestinationStream, pino } from 'pino';
+import { type FastifyReply, type FastifyRequest, type FastifyServerOptions, LogController } from 'fastify';
+import { type DestinationStream, type Logger, pino } from 'pino';
 import type { LogLevel } from '../config.js';
 import { serializeRequest, serializeRequestWithoutClient } from './log-redaction.js';
+import { isLevelEnabled } from './request-logger.js';
 
 // Anything that can carry a credential is removed from log lines wherever it appears.
 const REDACT = [
@@ -60,4 +61,51 @@ export function loggerOptions(
     serializers: { req: clientAddresses ? serializeRequest : serializeRequestWithoutClient },
     stream: stream ?? logDestination(),
   };
+}
+
+/**
+ * A request's access line: one line at info when it is answered ("request completed", with the
+ * request's method, redacted URL, host and client, the status and the time taken), where Fastify
+ * writes two (the incoming line and the completed one). The incoming line stays, at debug: a
+ * request that never answers can still be found. The access line is written without the logger's
+ * redaction paths: it is made only of the fields named here, the URL already redacted
+ * (redactUrl), and the redaction's walk over every object of a line was most of its cost (about
+ * 10 of 15 µs a line). A line of a request that failed (Fastify's "request errored", with its
+ * error) goes through the redacting logger as before.
+ */
+class AccessLog extends LogController {
+  readonly #lines: Logger;
+  readonly #serializeRequest: (request: FastifyRequest) => object;
+
+  constructor(stream: Writable | DestinationStream, clientAddresses: boolean) {
+    super();
+    // Its own level is info; whether a request's line is written is its request logger's to say
+    // (the service's level, or a route's own).
+    this.#lines = pino({ level: 'info' }, stream);
+    this.#serializeRequest = clientAddresses ? serializeRequest : serializeRequestWithoutClient;
+  }
+
+  override incomingRequest(request: FastifyRequest): void {
+    if (this.isLogDisabled(request)) return;
+    request.log.debug({ req: request }, 'incoming request');
+  }
+
+  override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
+    if (error) return super.requestCompleted(error, request, reply);
+    if (this.isLogDisabled(request) || !isLevelEnabled(request.log, 'info')) return;
+    this.#lines.info(
+      {
+        reqId: request.id,
+        req: this.#serializeRequest(request),
+        res: { statusCode: reply.statusCode },
+        responseTime: reply.elapsedTime,
+      },
+      'request completed',
+    );
+  }
+}
+
+/** The app's request lines (AccessLog), to `stream` (tests capture them) or stdout. */
+export function accessLog(stream: Writable | undefined, clientAddresses = true): LogController {
+  return new AccessLog(stream ?? logDestination(), clientAddresses);
 }

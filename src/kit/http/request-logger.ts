@@ -70,7 +70,8 @@ class RequestLogger {
   }
 }
 
-function isLevelEnabled(logger: FastifyBaseLogger, level: string): boolean {
+/** Whether `logger` writes lines of `level` (the typings of Fastify's logger do not name the check). */
+export function isLevelEnabled(logger: FastifyBaseLogger, level: string): boolean {
   const check = (logger as { isLevelEnabled?: (level: string) => boolean }).isLevelEnabled;
   // A logger without the check (none of pino's): always make the child, as before.
   return typeof check === 'function' ? check.call(logger, level) : true;
