@@ -91,7 +91,10 @@ class AccessLog extends LogController {
   }
 
   override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
-    if (error) return super.requestCompleted(error, request, reply);
+    if (error) {
+      super.requestCompleted(error, request, reply);
+      return;
+    }
     if (this.isLogDisabled(request) || !isLevelEnabled(request.log, 'info')) return;
     this.#lines.info(
       {
