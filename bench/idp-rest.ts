@@ -412,12 +412,14 @@ export async function run(ctx: { adminUrl: string }): Promise<Array<Record<strin
       runs[name] ??= [];
       runs[name]!.push(m);
     };
+    // BENCH_IDP_PATHS=user,plain (any of plain, embedded, rpc, user) measures only those, for a profile of one path.
+    const only = process.env.BENCH_IDP_PATHS?.split(',');
     const kinds = [
       { name: 'plain', opts: { url: `${paths.plain}`, headers: user } },
       { name: 'embedded', opts: { url: `${paths.embedded}`, headers: user } },
       { name: 'rpc', opts: { url: paths.rpc, method: 'POST', headers: { ...user, 'content-type': 'application/json' }, body: rpcBody } },
       { name: 'user', opts: { url: '/auth/v1/user', headers: asNotes } },
-    ];
+    ].filter((kind) => !only || only.includes(kind.name));
     for (let round = 0; round < BENCH_ROUNDS; round++) {
       keep('bare', await measured({ ...base, url: ceiling.url }, [ceiling.pid]));
       for (const kind of kinds) {
@@ -475,6 +477,7 @@ export async function run(ctx: { adminUrl: string }): Promise<Array<Record<strin
       user: 'GET /auth/v1/user (secret key and user token, as notes sends it)',
     } as const;
     for (const kind of ['plain', 'embedded', 'rpc', 'user'] as const) {
+      if (only && !only.includes(kind)) continue;
       const ref = summary(`${kind} reference`);
       const own = summary(`${kind} idp`);
       const throughput = ratio(own.rps, ref.rps);
