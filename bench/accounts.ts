@@ -222,6 +222,16 @@ export async function run(ctx: { adminUrl: string }): Promise<Record<string, Row
     ADMIN_EMAIL: '',
     ADMIN_PASSWORD: '',
   });
+  // The same service at the production default log level (info: one access line a request), for
+  // /auth/me beside the same reference (the rows above it: warn).
+  const serviceAtInfo = await startService('src/accounts/server.ts', {
+    DATABASE_URL: databaseUrl,
+    JWT_SECRET: jwtSecret,
+    REDIS_URL: '',
+    ADMIN_EMAIL: '',
+    ADMIN_PASSWORD: '',
+    LOG_LEVEL: 'info',
+  });
   const ceiling = await startCeiling('json');
   let reference: Awaited<ReturnType<typeof startReference>> | undefined;
   const loadAtStart = loadavg()[0]!;
@@ -311,6 +321,10 @@ export async function run(ctx: { adminUrl: string }): Promise<Record<string, Row
         return m;
       },
     );
+    const meAtInfo = await alternate(
+      () => measure({ ...me, url: `${reference!.url}/auth/me`, durationSeconds: seconds }, { server: reference!.pid, backends }),
+      () => measure({ ...me, url: `${serviceAtInfo.url}/auth/me`, durationSeconds: seconds }, { server: serviceAtInfo.pid, backends }),
+    );
     // The median run by rate of each, for the rows below.
     const middle = (runs: Measured[]) => [...runs].sort((a, b) => a.r.rps - b.r.rps)[Math.floor(runs.length / 2)]!;
     const bare = { r: middle(bareRuns).r, cpu: { service: middle(bareRuns).server } };
@@ -326,6 +340,7 @@ export async function run(ctx: { adminUrl: string }): Promise<Record<string, Row
     const references = [
       contextRow(`bare node:http JSON, no database (context), ${generator}`, bareRuns),
       referenceRow('GET /auth/me, 10 connections', meRuns),
+      referenceRow('GET /auth/me, 10 connections, the service at LOG_LEVEL=info (the default; the row above: warn)', meAtInfo),
     ];
     const µs = (n: number | undefined) => (n === undefined ? 'n/a' : `${n.toFixed(0)} µs`);
     rows.push({
@@ -448,5 +463,6 @@ export async function run(ctx: { adminUrl: string }): Promise<Record<string, Row
     await reference?.stop();
     await ceiling.stop();
     await service.stop();
+    await serviceAtInfo.stop();
   }
 }

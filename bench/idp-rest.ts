@@ -273,6 +273,16 @@ export async function run(ctx: { adminUrl: string }): Promise<Array<Record<strin
     IDP_SIGNING_KEY: signingKey,
     IDP_AUTOCONFIRM: 'true',
   });
+  // The same idp at the production default log level (info: one access line a request), measured on
+  // the plain read and /auth/v1/user beside the same reference, so logging's cost is read off the
+  // same run (the rows above it: warn).
+  const idpAtInfo = await startService('src/idp/server.ts', {
+    ...keys,
+    DATABASE_URL: databaseUrl,
+    IDP_SIGNING_KEY: signingKey,
+    IDP_AUTOCONFIRM: 'true',
+    LOG_LEVEL: 'info',
+  });
   let reference: Awaited<ReturnType<typeof startReference>> | undefined;
   const ceiling = await startCeiling('json');
   try {
@@ -423,10 +433,11 @@ export async function run(ctx: { adminUrl: string }): Promise<Array<Record<strin
     for (let round = 0; round < BENCH_ROUNDS; round++) {
       keep('bare', await measured({ ...base, url: ceiling.url }, [ceiling.pid]));
       for (const kind of kinds) {
-        const servers = [
+        const servers: Array<readonly [string, { url: string; pid: number }]> = [
           ['reference', reference],
           ['idp', idp],
-        ] as const;
+          ...(kind.name === 'plain' || kind.name === 'user' ? [['idp at info', idpAtInfo] as const] : []),
+        ];
         if (kind.name === 'plain') {
           const opts = {
             ...base,
@@ -517,11 +528,26 @@ export async function run(ctx: { adminUrl: string }): Promise<Array<Record<strin
         statuses: own.statuses,
         errors: own.errors,
       });
+      if (runs[`${kind} idp at info`]) {
+        const info = summary(`${kind} idp at info`);
+        rows.push({
+          run: `${labels[kind]}: idp at LOG_LEVEL=info (the default; the row above: warn)`,
+          'req/s': Math.round(info.rps),
+          'p50 ms': info.p50,
+          'p99 ms': info.p99,
+          'CPU µs/req': `${µs(info.service)} + ${µs(info.database)}`,
+          'vs reference': `${ratio(info.rps, ref.rps).toFixed(2)} req/s, ${ratio(info.service + info.database, ref.service + ref.database).toFixed(2)}x CPU, ${ratio(info.p99, ref.p99).toFixed(2)}x p99; logging ${µs(info.service - own.service)} µs/req`,
+          target: 'reported',
+          statuses: info.statuses,
+          errors: info.errors,
+        });
+      }
     }
     return rows;
   } finally {
     await ceiling.stop();
     await reference?.stop();
     await idp.stop();
+    await idpAtInfo.stop();
   }
 }

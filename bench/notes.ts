@@ -141,6 +141,9 @@ export async function run(ctx: { adminUrl: string }): Promise<Record<string, Arr
   const notesEnv = { IDP_URL: idp.url, ...keys };
   const remote = await startService('src/notes/server.ts', { ...notesEnv, IDP_VERIFY: 'remote' });
   const local = await startService('src/notes/server.ts', { ...notesEnv, IDP_VERIFY: 'local' });
+  // Notes at the production default log level (info: one access line a request), remote mode, beside
+  // the same reference (the idp they both call stays at warn), so notes' logging is read off the same run.
+  const remoteAtInfo = await startService('src/notes/server.ts', { ...notesEnv, IDP_VERIFY: 'remote', LOG_LEVEL: 'info' });
   const ceiling = await startCeiling('json');
   const startedReferences: Array<Awaited<ReturnType<typeof startReference>>> = [];
   try {
@@ -252,10 +255,15 @@ export async function run(ctx: { adminUrl: string }): Promise<Record<string, Arr
     };
     const remoteRuns = await againstReference(REFERENCE_FLAG, remote);
     const localRuns = await againstReference(LOCAL_REFERENCE_FLAG, local);
+    const remoteAtInfoRuns = await againstReference(REFERENCE_FLAG, remoteAtInfo);
     const references = [
       contextRow(`bare node:http JSON, no database (context), ${generator}`, [{ r: ceilingRun.r, server: ceilingRun.cpu.service }]),
       referenceRow(`GET /notes (${NOTES_PER_USER} notes), IDP_VERIFY=remote; CPU: server + idp + PostgreSQL`, remoteRuns),
       referenceRow(`GET /notes (${NOTES_PER_USER} notes), IDP_VERIFY=local; CPU: server + idp + PostgreSQL`, localRuns),
+      referenceRow(
+        `GET /notes (${NOTES_PER_USER} notes), IDP_VERIFY=remote, notes at LOG_LEVEL=info (the default; the rows above: warn)`,
+        remoteAtInfoRuns,
+      ),
     ];
 
     const bound = 1 / (1 / idpUser.r.rps + 1 / idpRest.r.rps);
@@ -279,6 +287,7 @@ export async function run(ctx: { adminUrl: string }): Promise<Record<string, Arr
     await ceiling.stop();
     await local.stop();
     await remote.stop();
+    await remoteAtInfo.stop();
     await idp.stop();
   }
 }

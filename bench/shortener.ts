@@ -325,7 +325,7 @@ export async function run(ctx: { adminUrl: string }): Promise<Record<string, Arr
     TRUST_PROXY: '127.0.0.1',
     SHORTENER_ADMIN_KEY: adminKey,
   });
-  // The same service at the production default log level (info: two lines a request), beside the
+  // The same service at the production default log level (info: one access line a request), beside the
   // reference on the hot code, so the cost of logging is read off the same run.
   const serviceAtInfo = await startService('src/shortener/server.ts', {
     DATABASE_URL: databaseUrl,
