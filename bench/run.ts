@@ -3,7 +3,7 @@
 import { cpus } from 'node:os';
 import { printTable, startBenchDatabase } from './lib.js';
 
-const all = ['shortener', 'accounts', 'notes', 'idp-rest'];
+const all = ['shortener', 'accounts', 'notes', 'idp-rest', 'logging'];
 const chosen = process.argv.slice(2).length > 0 ? process.argv.slice(2) : all;
 
 console.log(`# Benchmarks (${cpus().length} cores, Node ${process.version}, ${new Date().toISOString()})`);

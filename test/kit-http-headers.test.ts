@@ -201,6 +201,8 @@ describe('credentials in query strings never reach the logs', () => {
     client_secret: 'client-secret-value-42',
     code: 'oauth-code-value-77',
     token_hash: 'b9ff5fd0bc57a17ad08b0ac641b158bcb17d46294818555628b31598',
+    // A name with an escape is compared decoded (refresh_token).
+    'refresh%5Ftoken': 'escaped-name-refresh-value',
   };
   const query = `?page=2&${Object.entries(secrets)
     .map(([k, v]) => `${k}=${encodeURIComponent(v)}`)
@@ -222,11 +224,15 @@ describe('credentials in query strings never reach the logs', () => {
       for (const [name, value] of Object.entries(secrets)) {
         assert.ok(!text.includes(value) && !text.includes(encodeURIComponent(value)), `${name} leaked: ${text}`);
       }
-      const urls = logs.lines().flatMap((l) => ((l.req as { url?: string } | undefined)?.url ? [(l.req as { url: string }).url] : []));
+      const urls = logs
+        .lines()
+        .filter((l) => l.msg === 'request completed')
+        .map((l) => (l.req as { url: string }).url);
       assert.equal(urls.length, 2);
       for (const url of urls) {
         assert.match(url, /apikey=\[redacted\]/);
         assert.match(url, /Api_Key=\[redacted\]/);
+        assert.match(url, /refresh%5Ftoken=\[redacted\]/);
         assert.match(url, /page=2/);
         assert.match(url, /q=visible/);
       }

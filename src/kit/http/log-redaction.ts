@@ -40,10 +40,13 @@ const CREDENTIAL_SUFFIX = /(token|secret|password|api[_-]?key)$/;
 
 function isCredentialName(raw: string): boolean {
   let name = raw;
-  try {
-    name = decodeURIComponent(raw.replace(/\+/g, ' '));
-  } catch {
-    // an undecodable name is compared as it was sent
+  // Most names are plain: decoding is for the ones that carry an escape or a plus.
+  if (raw.includes('%') || raw.includes('+')) {
+    try {
+      name = decodeURIComponent(raw.replace(/\+/g, ' '));
+    } catch {
+      // an undecodable name is compared as it was sent
+    }
   }
   name = name.trim().toLowerCase();
   return CREDENTIAL_QUERY_PARAMETERS.has(name) || CREDENTIAL_SUFFIX.test(name);
@@ -66,8 +69,11 @@ export function redactUrl(url: string): string {
 
 /** Fastify's own request serializer, with the URL redacted (any object logged as `req` goes through it). */
 export function serializeRequest(request: FastifyRequest) {
+  // Spelt out rather than spread from serializeRequestWithoutClient: it is on every access line.
   return {
-    ...serializeRequestWithoutClient(request),
+    method: request.method,
+    url: typeof request.url === 'string' ? redactUrl(request.url) : undefined,
+    host: request.host,
     remoteAddress: request.ip,
     remotePort: request.socket?.remotePort,
   };
