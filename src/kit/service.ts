@@ -348,7 +348,8 @@ export function startPeriodicJob(
  */
 export async function runService<S extends ConfigShape, Deps>(definition: ServiceDefinition<S, Deps>): Promise<void> {
   const config = loadConfigOrExit(definition.config) as ConfigOf<S> & ServiceConfig;
-  const log = pino({ level: config.LOG_LEVEL, base: { service: definition.name } });
+  // The process's one log destination: these lines stay in order with the app's (logDestination).
+  const log = pino({ level: config.LOG_LEVEL, base: { service: definition.name } }, logDestination());
   let service: RunningService<ConfigOf<S>> | undefined;
   let stopEmbedded: (() => Promise<void>) | undefined;
   let stopping = false;
